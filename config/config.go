@@ -1,0 +1,165 @@
+// Package config loads, validates and holds sluice's configuration: a YAML
+// file (given by --config or SLUICE_CONFIG) with SLUICE_* environment
+// overrides (SLUICE_REDIS_ADDR overrides redis.addr, and so on). Unknown keys
+// and invalid values are errors that name the key and the reason.
+package config
+
+import (
+	"time"
+)
+
+// Config is the whole configuration of ingest and drainer.
+type Config struct {
+	Redis   Redis             `mapstructure:"redis"`
+	Queue   Queue             `mapstructure:"queue"`
+	Kafka   Kafka             `mapstructure:"kafka"`
+	Ingest  Ingest            `mapstructure:"ingest"`
+	Drainer Drainer           `mapstructure:"drainer"`
+	Tenants map[string]Tenant `mapstructure:"tenants"`
+}
+
+// Redis says where Redis is.
+type Redis struct {
+	// Addr is a standalone Redis (default 127.0.0.1:6379). Ignored when
+	// ClusterAddrs is set.
+	Addr string `mapstructure:"addr"`
+	// ClusterAddrs, when set, are seed addresses of a Redis Cluster.
+	ClusterAddrs []string `mapstructure:"cluster_addrs"`
+	// Password is the AUTH password (default none).
+	Password string `mapstructure:"password"`
+	// DB is the database number of a standalone Redis (default 0).
+	DB int `mapstructure:"db"`
+	// Timeout bounds every Redis command (default 250ms), so a dead Redis
+	// turns into fail-open/fail-closed quickly instead of piling up requests.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// PoolSize is the connection pool size per node (default 10 × GOMAXPROCS).
+	PoolSize int `mapstructure:"pool_size"`
+}
+
+// Queue selects the queue backend.
+type Queue struct {
+	// Backend is "redis" (one list per tenant, the default) or "kafka".
+	Backend string `mapstructure:"backend"`
+}
+
+// Kafka configures the Kafka backend.
+type Kafka struct {
+	// Brokers are the bootstrap brokers (default [127.0.0.1:9092]).
+	Brokers []string `mapstructure:"brokers"`
+	// Topic holds every job, keyed by tenant (default sluice.jobs).
+	Topic string `mapstructure:"topic"`
+	// Partitions is used when the topic is created (default 12).
+	Partitions int `mapstructure:"partitions"`
+	// ReplicationFactor is used when the topic is created (default 1).
+	ReplicationFactor int `mapstructure:"replication_factor"`
+	// DLQTopic receives dead jobs (default sluice.dlq).
+	DLQTopic string `mapstructure:"dlq_topic"`
+	// BatchTimeout is the longest a produce waits for a batch to fill
+	// (default 2ms); concurrent requests share batches.
+	BatchTimeout time.Duration `mapstructure:"batch_timeout"`
+	// ConsumerGroup is the drainers' consumer group (default sluice-drainer).
+	ConsumerGroup string `mapstructure:"consumer_group"`
+}
+
+// Ingest configures the HTTP API.
+type Ingest struct {
+	// Listen is the HTTP address (default 127.0.0.1:8080).
+	Listen string `mapstructure:"listen"`
+	// MaxBodyBytes caps a request body (default 1 MiB); larger gets 413.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// MaxBatchJobs caps the jobs of one batch request (default 1000).
+	MaxBatchJobs int `mapstructure:"max_batch_jobs"`
+	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM
+	// (default 10s).
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// RetryAfter is the Retry-After given with a 503 when a backend is down
+	// (default 1s).
+	RetryAfter time.Duration `mapstructure:"retry_after"`
+}
+
+// Drainer configures the drainer workers.
+type Drainer struct {
+	// Listen is the address of /metrics, /healthz, /readyz (default
+	// 127.0.0.1:8081).
+	Listen string `mapstructure:"listen"`
+	// Lease is how long a claimed job stays leased before a reaper returns it
+	// to the queue (default 30s).
+	Lease time.Duration `mapstructure:"lease"`
+	// MaxAttempts bounds delivery attempts before the DLQ (default 10).
+	MaxAttempts int `mapstructure:"max_attempts"`
+	// BackoffBase and BackoffMax shape exponential backoff with full jitter
+	// (defaults 500ms and 5m).
+	BackoffBase time.Duration `mapstructure:"backoff_base"`
+	BackoffMax  time.Duration `mapstructure:"backoff_max"`
+	// ShutdownTimeout bounds the graceful stop on SIGTERM (default 30s).
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+}
+
+// Tenant is one tenant's limits, outflow and target.
+type Tenant struct {
+	// APIKeys are the tenant's keys, stored hashed: "sha256:<hex>".
+	APIKeys []string `mapstructure:"api_keys"`
+	// Admission is the tenant-wide admission policy.
+	Admission Admission `mapstructure:"admission"`
+	// JobTypes add per-type admission policies and targets. A job of a type
+	// listed here must pass both the tenant's and the type's policy.
+	JobTypes map[string]JobType `mapstructure:"job_types"`
+	// Outflow shapes delivery to the downstream.
+	Outflow Outflow `mapstructure:"outflow"`
+	// Target is where jobs are delivered.
+	Target Target `mapstructure:"target"`
+	// OnLimiterError is "allow" (fail open, with an in-process limiter as a
+	// rough bound; the default) or "deny" (fail closed: 503 + Retry-After)
+	// when Redis cannot be reached.
+	OnLimiterError string `mapstructure:"on_limiter_error"`
+}
+
+// JobType holds a job type's own policy and target.
+type JobType struct {
+	// Admission, when its algorithm is set, is checked with the tenant's.
+	Admission Admission `mapstructure:"admission"`
+	// Target, when its URL is set, replaces the tenant's target.
+	Target Target `mapstructure:"target"`
+}
+
+// Admission is one admission policy.
+type Admission struct {
+	// Algorithm is fixed_window, sliding_window, gcra, token_bucket or
+	// sliding_log. Empty means no policy (everything is admitted).
+	Algorithm string `mapstructure:"algorithm"`
+	// Limit is how many units are admitted per Period.
+	Limit int64 `mapstructure:"limit"`
+	// Period is the window (default 1s).
+	Period time.Duration `mapstructure:"period"`
+	// Burst is how many units may arrive at once (gcra and token_bucket;
+	// default Limit).
+	Burst int64 `mapstructure:"burst"`
+}
+
+// Outflow is the tenant's leaky bucket on the drain side.
+type Outflow struct {
+	// Rate is jobs (cost units) per second leaving for the downstream,
+	// across all drainers. 0 means unlimited.
+	Rate float64 `mapstructure:"rate"`
+	// Capacity is the bucket's size in units (default max(1, Rate)).
+	Capacity float64 `mapstructure:"capacity"`
+	// MaxBacklog caps the tenant's queued units; at the cap ingest answers
+	// 429 with Retry-After = backlog ÷ rate (default 0: no cap).
+	MaxBacklog int64 `mapstructure:"max_backlog"`
+	// Concurrency caps the tenant's jobs in flight across all drainers
+	// (default 0: no cap).
+	Concurrency int `mapstructure:"concurrency"`
+	// Adaptive lowers the effective rate on downstream 429/503 and recovers
+	// it on success (default true).
+	Adaptive *bool `mapstructure:"adaptive"`
+	// MinRate is the floor of the adaptive rate (default Rate ÷ 10).
+	MinRate float64 `mapstructure:"min_rate"`
+}
+
+// Target is a downstream endpoint.
+type Target struct {
+	// URL receives an HTTP POST of each job's payload.
+	URL string `mapstructure:"url"`
+	// Timeout bounds one delivery (default 10s).
+	Timeout time.Duration `mapstructure:"timeout"`
+}

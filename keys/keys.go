@@ -1,0 +1,82 @@
+// Package keys builds every Redis key sluice writes. Each key is built by one
+// function here and nowhere else; every key carries the tenant's Redis Cluster
+// hash tag ({tenant}), so all keys of a tenant live in one slot and any Lua
+// script that touches several of them runs on one node without CROSSSLOT.
+//
+// Keys that hold state also need a TTL; the TTL each key gets is stated on its
+// builder and is set by the script or command that writes it.
+package keys
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Prefix starts every key sluice writes.
+const Prefix = "sluice:"
+
+// tenantRe is the allowed shape of a tenant id (and of other ids that are
+// embedded in keys, such as a job type or a client job id).
+var tenantRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidTenant reports whether id is a valid tenant id: 1 to 64 characters of
+// [A-Za-z0-9._-].
+func ValidTenant(id string) bool { return tenantRe.MatchString(id) }
+
+// idRe is the allowed shape of other ids embedded in keys: a job type, a
+// client job id, a policy name.
+var idRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ValidID reports whether id may be used inside a key (a job type, a client
+// job id, a policy name): 1 to 128 characters of [A-Za-z0-9._:-].
+func ValidID(id string) bool { return idRe.MatchString(id) }
+
+func tag(tenant string) string { return Prefix + "{" + tenant + "}" }
+
+// Admission is the state key of one admission policy of a tenant, for example
+// Admission("acme", "gcra", "tenant"). TTL: set by the algorithm's script
+// (window length, or the time until the state would be back to empty).
+func Admission(tenant, algorithm, policy string) string {
+	return fmt.Sprintf("%s:adm:%s:%s", tag(tenant), algorithm, policy)
+}
+
+// Backlog is the tenant's count of queued, not yet finished jobs (in cost
+// units). TTL: BacklogTTL, refreshed on every write.
+func Backlog(tenant string) string { return tag(tenant) + ":backlog" }
+
+// Queue is the tenant's Redis list of job envelopes (Redis queue backend).
+// TTL: QueueTTL, refreshed on every push.
+func Queue(tenant string) string { return tag(tenant) + ":queue" }
+
+// Processing is the tenant's sorted set of leased jobs, scored by lease
+// deadline in unix milliseconds (Redis queue backend). TTL: QueueTTL.
+func Processing(tenant string) string { return tag(tenant) + ":processing" }
+
+// Leased is the tenant's hash from job id to the leased envelope, so a reaper
+// can return an expired lease to the queue. TTL: QueueTTL.
+func Leased(tenant string) string { return tag(tenant) + ":leased" }
+
+// Idempotency remembers the answer given to a client job id for 24 hours.
+// TTL: IdempotencyTTL.
+func Idempotency(tenant, clientID string) string { return tag(tenant) + ":idem:" + clientID }
+
+// Water is the tenant's shared leaky-bucket water level, a Hash {water, ts}.
+// TTL: the time the bucket takes to empty, plus a margin.
+func Water(tenant string) string { return tag(tenant) + ":water" }
+
+// Inflight is the tenant's concurrency semaphore: a sorted set of job ids
+// scored by lease deadline. TTL: the longest lease, refreshed on acquire.
+func Inflight(tenant string) string { return tag(tenant) + ":inflight" }
+
+// Override holds the tenant's runtime configuration overrides (admin API).
+// TTL: OverrideTTL, refreshed on every write.
+func Override(tenant string) string { return tag(tenant) + ":override" }
+
+// JobState holds a job's state for the visibility and cancel APIs.
+// TTL: JobStateTTL.
+func JobState(tenant, jobID string) string { return tag(tenant) + ":job:" + jobID }
+
+// Tenants is the set of tenants with runtime state. It is not tenant-scoped,
+// so it is never used in a script together with a tenant key.
+// TTL: OverrideTTL, refreshed on every write.
+func Tenants() string { return Prefix + "tenants" }

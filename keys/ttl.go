@@ -1,0 +1,17 @@
+package keys
+
+import "time"
+
+// TTLs of the keys that are not algorithm state.
+const (
+	// BacklogTTL bounds how long a backlog counter survives without writes.
+	BacklogTTL = 7 * 24 * time.Hour
+	// QueueTTL bounds how long an untouched tenant queue survives.
+	QueueTTL = 7 * 24 * time.Hour
+	// IdempotencyTTL is how long a client job id is remembered.
+	IdempotencyTTL = 24 * time.Hour
+	// OverrideTTL bounds how long runtime overrides survive without writes.
+	OverrideTTL = 365 * 24 * time.Hour
+	// JobStateTTL is how long a job's state stays visible.
+	JobStateTTL = 7 * 24 * time.Hour
+)
