@@ -1,0 +1,146 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+func TestLoadExample(t *testing.T) {
+	cfg, err := config.Load("../configs/sluice.example.yaml")
+	if err != nil {
+		t.Fatalf("Load example: %v", err)
+	}
+	acme, ok := cfg.Tenants["acme"]
+	if !ok {
+		t.Fatalf("tenant acme missing; got %v", cfg.Tenants)
+	}
+	want := config.Admission{Algorithm: "gcra", Limit: 10, Period: time.Second, Burst: 5}
+	if diff := cmp.Diff(want, acme.Admission); diff != "" {
+		t.Errorf("acme admission (-want +got):\n%s", diff)
+	}
+	enc := acme.JobTypes["encode"].Admission
+	if enc.Algorithm != "fixed_window" || enc.Limit != 2 || enc.Period != time.Minute || enc.Burst != 2 {
+		t.Errorf("encode admission = %+v, want fixed_window 2/1m burst 2", enc)
+	}
+	if acme.APIKeys[0] != config.HashKey("acme-secret-key") {
+		t.Errorf("acme key hash = %s, want HashKey(acme-secret-key)", acme.APIKeys[0])
+	}
+	if g := cfg.Tenants["globex"]; g.Outflow.Capacity != 2 || g.OnLimiterError != "deny" || !g.Outflow.AdaptiveOn() {
+		t.Errorf("globex defaults = %+v", g)
+	}
+	if cfg.Kafka.BatchTimeout != 2*time.Millisecond || cfg.Drainer.MaxAttempts != 10 {
+		t.Errorf("defaults: batch_timeout %s, max_attempts %d", cfg.Kafka.BatchTimeout, cfg.Drainer.MaxAttempts)
+	}
+}
+
+func TestLoadDefaultsOnly(t *testing.T) {
+	t.Setenv("SLUICE_CONFIG", "")
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Redis.Addr != "127.0.0.1:6379" || cfg.Queue.Backend != "redis" || cfg.Ingest.MaxBodyBytes != 1<<20 {
+		t.Errorf("defaults = %+v", cfg)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	t.Setenv("SLUICE_REDIS_ADDR", "10.1.2.3:6380")
+	t.Setenv("SLUICE_QUEUE_BACKEND", "kafka")
+	t.Setenv("SLUICE_KAFKA_BROKERS", "127.0.0.1:1,127.0.0.1:2")
+	t.Setenv("SLUICE_INGEST_SHUTDOWN_TIMEOUT", "3s")
+	cfg, err := config.Parse([]byte("redis: {addr: 127.0.0.1:6379}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Redis.Addr != "10.1.2.3:6380" {
+		t.Errorf("redis.addr = %q, want the env value", cfg.Redis.Addr)
+	}
+	if diff := cmp.Diff([]string{"127.0.0.1:1", "127.0.0.1:2"}, cfg.Kafka.Brokers); diff != "" {
+		t.Errorf("kafka.brokers (-want +got):\n%s", diff)
+	}
+	if cfg.Queue.Backend != "kafka" || cfg.Ingest.ShutdownTimeout != 3*time.Second {
+		t.Errorf("backend %q shutdown %s", cfg.Queue.Backend, cfg.Ingest.ShutdownTimeout)
+	}
+}
+
+func TestConfigFileFromEnv(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("ingest: {listen: 127.0.0.1:9999}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SLUICE_CONFIG", p)
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Ingest.Listen != "127.0.0.1:9999" {
+		t.Errorf("listen = %q", cfg.Ingest.Listen)
+	}
+}
+
+func TestTenantNameCaseKept(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+tenants:
+  AcMe:
+    admission: {algorithm: gcra, limit: 1}
+    job_types: {Encode: {admission: {algorithm: fixed_window, limit: 1, period: 1m}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.Tenants["AcMe"].JobTypes["Encode"]; !ok {
+		t.Errorf("tenants = %+v, want AcMe with job type Encode", cfg.Tenants)
+	}
+}
+
+// TestInvalid checks that every bad value stops the load with its key named.
+func TestInvalid(t *testing.T) {
+	hash := config.HashKey("k")
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown top key", "redis: {adr: x}\n", "adr"},
+		{"unknown tenant key", "tenants: {a: {admision: {limit: 1}}}\n", "admision"},
+		{"unknown algorithm", "tenants: {a: {admission: {algorithm: magic, limit: 1}}}\n", `tenants.a.admission.algorithm: unknown algorithm "magic"`},
+		{"zero limit", "tenants: {a: {admission: {algorithm: gcra, limit: 0}}}\n", "tenants.a.admission.limit: must be >= 1"},
+		{"negative rate", "tenants: {a: {outflow: {rate: -1}}}\n", "tenants.a.outflow.rate: must be >= 0"},
+		{"bad backend", "queue: {backend: rabbit}\n", `queue.backend: must be redis or kafka (got "rabbit")`},
+		{"bad key hash", "tenants: {a: {api_keys: [plain]}}\n", "tenants.a.api_keys[0]: must be \"sha256:\""},
+		{"duplicate key", "tenants: {a: {api_keys: [" + hash + "]}, b: {api_keys: [" + hash + "]}}\n", "same key as"},
+		{"bad tenant id", "tenants: {\"a b\": {}}\n", "tenants.a b: tenant id must match"},
+		{"bad url", "tenants: {a: {target: {url: ftp://x}}}\n", "tenants.a.target.url: must be an absolute http or https URL"},
+		{"duration without unit", "tenants: {a: {admission: {algorithm: gcra, limit: 1, period: 5}}}\n", "period"},
+		{"bad duration", "redis: {timeout: soon}\n", "timeout"},
+		{"bad on_limiter_error", "tenants: {a: {on_limiter_error: maybe}}\n", "tenants.a.on_limiter_error: must be allow or deny"},
+		{"bad listen", "ingest: {listen: nowhere}\n", "ingest.listen: must be host:port"},
+		{"case-only duplicate tenants", "tenants: {a: {}, A: {}}\n", "differing only in case"},
+		{"not yaml", "redis: [\n", "parse yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("Parse(%q) = nil error, want one containing %q", tc.yaml, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse(%q) error:\n%v\nwant it to contain %q", tc.yaml, err, tc.want)
+			}
+		})
+	}
+}
+
+func ExampleLoad() {
+	cfg, err := config.Load("../configs/sluice.example.yaml")
+	if err != nil {
+		panic(err)
+	}
+	a := cfg.Tenants["acme"].Admission
+	println(a.Algorithm, a.Limit)
+}

@@ -1,0 +1,202 @@
+package config
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Algorithms lists the admission algorithms a policy may name.
+var Algorithms = []string{"fixed_window", "sliding_window", "gcra", "token_bucket", "sliding_log"}
+
+var nameRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Validate checks every value and returns all problems at once, each naming
+// its key, e.g. "tenants.acme.admission.limit: must be > 0 (got 0)".
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Redis.ClusterAddrs) == 0 {
+		checkAddr(bad, "redis.addr", c.Redis.Addr)
+	}
+	for i, a := range c.Redis.ClusterAddrs {
+		checkAddr(bad, fmt.Sprintf("redis.cluster_addrs[%d]", i), a)
+	}
+	positiveDur(bad, "redis.timeout", c.Redis.Timeout)
+	if c.Redis.PoolSize < 1 {
+		bad("redis.pool_size", "must be >= 1 (got %d)", c.Redis.PoolSize)
+	}
+	switch c.Queue.Backend {
+	case "redis":
+	case "kafka":
+		if len(c.Kafka.Brokers) == 0 {
+			bad("kafka.brokers", "must name at least one broker when queue.backend is kafka")
+		}
+		for i, b := range c.Kafka.Brokers {
+			checkAddr(bad, fmt.Sprintf("kafka.brokers[%d]", i), b)
+		}
+	default:
+		bad("queue.backend", "must be redis or kafka (got %q)", c.Queue.Backend)
+	}
+	if c.Kafka.Topic == "" {
+		bad("kafka.topic", "must not be empty")
+	}
+	if c.Kafka.DLQTopic == "" || c.Kafka.DLQTopic == c.Kafka.Topic {
+		bad("kafka.dlq_topic", "must be set and differ from kafka.topic (got %q)", c.Kafka.DLQTopic)
+	}
+	if c.Kafka.Partitions < 1 {
+		bad("kafka.partitions", "must be >= 1 (got %d)", c.Kafka.Partitions)
+	}
+	if c.Kafka.ReplicationFactor < 1 {
+		bad("kafka.replication_factor", "must be >= 1 (got %d)", c.Kafka.ReplicationFactor)
+	}
+	positiveDur(bad, "kafka.batch_timeout", c.Kafka.BatchTimeout)
+	if c.Kafka.ConsumerGroup == "" {
+		bad("kafka.consumer_group", "must not be empty")
+	}
+	checkAddr(bad, "ingest.listen", c.Ingest.Listen)
+	if c.Ingest.MaxBodyBytes < 1 {
+		bad("ingest.max_body_bytes", "must be >= 1 (got %d)", c.Ingest.MaxBodyBytes)
+	}
+	if c.Ingest.MaxBatchJobs < 1 {
+		bad("ingest.max_batch_jobs", "must be >= 1 (got %d)", c.Ingest.MaxBatchJobs)
+	}
+	positiveDur(bad, "ingest.shutdown_timeout", c.Ingest.ShutdownTimeout)
+	positiveDur(bad, "ingest.retry_after", c.Ingest.RetryAfter)
+	checkAddr(bad, "drainer.listen", c.Drainer.Listen)
+	positiveDur(bad, "drainer.lease", c.Drainer.Lease)
+	if c.Drainer.MaxAttempts < 1 {
+		bad("drainer.max_attempts", "must be >= 1 (got %d)", c.Drainer.MaxAttempts)
+	}
+	positiveDur(bad, "drainer.backoff_base", c.Drainer.BackoffBase)
+	positiveDur(bad, "drainer.backoff_max", c.Drainer.BackoffMax)
+	if c.Drainer.BackoffMax < c.Drainer.BackoffBase {
+		bad("drainer.backoff_max", "must be >= drainer.backoff_base (%s < %s)", c.Drainer.BackoffMax, c.Drainer.BackoffBase)
+	}
+	positiveDur(bad, "drainer.shutdown_timeout", c.Drainer.ShutdownTimeout)
+
+	keyOwner := map[string]string{}
+	for name, t := range c.Tenants {
+		p := "tenants." + name
+		if !nameRe.MatchString(name) {
+			bad(p, "tenant id must match [A-Za-z0-9._-]{1,64}")
+		}
+		for i, k := range t.APIKeys {
+			kp := fmt.Sprintf("%s.api_keys[%d]", p, i)
+			if !validKeyHash(k) {
+				bad(kp, "must be \"sha256:\" and 64 hex digits (the SHA-256 of the key; see sluicectl hash-key)")
+			} else if other, dup := keyOwner[strings.ToLower(k)]; dup {
+				bad(kp, "same key as %s", other)
+			} else {
+				keyOwner[strings.ToLower(k)] = kp
+			}
+		}
+		t.Admission.validate(bad, p+".admission")
+		for typ, jt := range t.JobTypes {
+			jp := p + ".job_types." + typ
+			if !nameRe.MatchString(typ) {
+				bad(jp, "job type must match [A-Za-z0-9._-]{1,64}")
+			}
+			jt.Admission.validate(bad, jp+".admission")
+			jt.Target.validate(bad, jp+".target", false)
+		}
+		t.Outflow.validate(bad, p+".outflow")
+		t.Target.validate(bad, p+".target", false)
+		if t.OnLimiterError != "allow" && t.OnLimiterError != "deny" {
+			bad(p+".on_limiter_error", "must be allow or deny (got %q)", t.OnLimiterError)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type badFunc func(key, format string, args ...any)
+
+func (a Admission) validate(bad badFunc, p string) {
+	if a.Algorithm == "" {
+		if a.Limit != 0 || a.Burst != 0 {
+			bad(p+".algorithm", "must be set when a limit is given (one of %s)", strings.Join(Algorithms, ", "))
+		}
+		return
+	}
+	known := false
+	for _, alg := range Algorithms {
+		known = known || alg == a.Algorithm
+	}
+	if !known {
+		bad(p+".algorithm", "unknown algorithm %q (want one of %s)", a.Algorithm, strings.Join(Algorithms, ", "))
+	}
+	if a.Limit < 1 {
+		bad(p+".limit", "must be >= 1 (got %d)", a.Limit)
+	}
+	if a.Period <= 0 {
+		bad(p+".period", "must be > 0 (got %s)", a.Period)
+	} else if a.Period%time.Millisecond != 0 {
+		bad(p+".period", "must be a whole number of milliseconds (got %s)", a.Period)
+	}
+	if a.Burst < 0 {
+		bad(p+".burst", "must be >= 0 (got %d)", a.Burst)
+	}
+}
+
+func (o Outflow) validate(bad badFunc, p string) {
+	if o.Rate < 0 {
+		bad(p+".rate", "must be >= 0 (got %g)", o.Rate)
+	}
+	if o.Capacity < 0 {
+		bad(p+".capacity", "must be >= 0 (got %g)", o.Capacity)
+	}
+	if o.Rate > 0 && o.Capacity < 1 {
+		bad(p+".capacity", "must be >= 1 so a job of cost 1 can ever go (got %g)", o.Capacity)
+	}
+	if o.MaxBacklog < 0 {
+		bad(p+".max_backlog", "must be >= 0 (got %d)", o.MaxBacklog)
+	}
+	if o.Concurrency < 0 {
+		bad(p+".concurrency", "must be >= 0 (got %d)", o.Concurrency)
+	}
+	if o.MinRate < 0 || (o.Rate > 0 && o.MinRate > o.Rate) {
+		bad(p+".min_rate", "must be between 0 and rate (got %g)", o.MinRate)
+	}
+}
+
+func (t Target) validate(bad badFunc, p string, required bool) {
+	if t.URL == "" {
+		if required {
+			bad(p+".url", "must be set")
+		}
+		return
+	}
+	u, err := url.Parse(t.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad(p+".url", "must be an absolute http or https URL (got %q)", t.URL)
+	}
+	positiveDur(bad, p+".timeout", t.Timeout)
+}
+
+func positiveDur(bad badFunc, key string, d time.Duration) {
+	if d <= 0 {
+		bad(key, "must be a positive duration (got %s)", d)
+	}
+}
+
+func checkAddr(bad badFunc, key, addr string) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		bad(key, "must be host:port (got %q)", addr)
+	}
+}
+
+func validKeyHash(k string) bool {
+	h, ok := strings.CutPrefix(k, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
