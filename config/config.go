@@ -57,6 +57,10 @@ type Kafka struct {
 	// BatchTimeout is the longest a produce waits for a batch to fill
 	// (default 2ms); concurrent requests share batches.
 	BatchTimeout time.Duration `mapstructure:"batch_timeout"`
+	// ProduceTimeout bounds one enqueue until every in-sync replica has
+	// acknowledged (default 2s); past it, or when the broker cannot be
+	// reached, ingest answers 503 + Retry-After.
+	ProduceTimeout time.Duration `mapstructure:"produce_timeout"`
 	// ConsumerGroup is the drainers' consumer group (default sluice-drainer).
 	ConsumerGroup string `mapstructure:"consumer_group"`
 }

@@ -1,0 +1,86 @@
+package config_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// TestWatcherReload writes a valid change, then a broken file, then a valid
+// one again, and checks what was applied and counted.
+func TestWatcherReload(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sluice.yaml")
+	write := func(s string) {
+		t.Helper()
+		// Write then rename, as editors and ConfigMaps do.
+		tmp := filepath.Join(dir, ".tmp")
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tenants: {a: {outflow: {rate: 1}}}\n")
+
+	applied := make(chan *config.Config, 4)
+	reg := prometheus.NewRegistry()
+	w := config.NewWatcher(path, func(c *config.Config) { applied <- c }, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
+	w.Debounce = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	time.Sleep(50 * time.Millisecond) // let the watch start before the first write
+
+	next := func() *config.Config {
+		t.Helper()
+		select {
+		case c := <-applied:
+			return c
+		case <-time.After(5 * time.Second):
+			t.Fatal("no config applied within 5s")
+			return nil
+		}
+	}
+	write("tenants: {a: {outflow: {rate: 7}}}\n")
+	if got := next().Tenants["a"].Outflow.Rate; got != 7 {
+		t.Fatalf("applied rate = %g, want 7", got)
+	}
+
+	write("tenants: {a: {outflow: {rate: -3}}}\n")
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(w.ReloadsMetric().WithLabelValues("error")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("bad file was not counted as a failed reload within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case c := <-applied:
+		t.Fatalf("a bad file was applied: %+v", c.Tenants)
+	default:
+	}
+
+	write("tenants: {a: {outflow: {rate: 9}}}\n")
+	if got := next().Tenants["a"].Outflow.Rate; got != 9 {
+		t.Fatalf("applied rate = %g, want 9", got)
+	}
+	if ok := testutil.ToFloat64(w.ReloadsMetric().WithLabelValues("ok")); ok != 2 {
+		t.Errorf("ok reloads = %g, want 2", ok)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
