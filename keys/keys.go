@@ -80,3 +80,13 @@ func JobState(tenant, jobID string) string { return tag(tenant) + ":job:" + jobI
 // so it is never used in a script together with a tenant key.
 // TTL: OverrideTTL, refreshed on every write.
 func Tenants() string { return Prefix + "tenants" }
+
+// Delayed is the tenant's sorted set of jobs waiting for a retry, scored by
+// the unix millisecond at which each goes back to the head of keys.Queue;
+// members are envelope JSON (Redis queue backend). TTL: QueueTTL.
+func Delayed(tenant string) string { return tag(tenant) + ":delayed" }
+
+// DLQ is the tenant's dead-letter list: one JSON record per dead job with
+// the envelope, the reason and the last response (Redis queue backend).
+// TTL: QueueTTL, refreshed on every push.
+func DLQ(tenant string) string { return tag(tenant) + ":dlq" }
