@@ -1,0 +1,153 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// enqueueScript is lua/enqueue.lua: RPUSH of one tenant's envelopes onto
+// keys.Queue and INCRBY of keys.Backlog by their cost, with both TTLs, in one
+// atomic script.
+var enqueueScript = lua.MustLoad("enqueue.lua")
+
+// DefaultRedisEnqueueTimeout bounds one RedisProducer.Enqueue call,
+// retries included, when ctx has no earlier deadline. A client built with
+// ContextTimeoutEnabled also ends a read from a hung Redis at that deadline;
+// otherwise its ReadTimeout bounds each attempt.
+const DefaultRedisEnqueueTimeout = time.Second
+
+// RedisProducer queues jobs on Redis: one list per tenant (keys.Queue), each
+// job appended to its tail as envelope JSON, and the tenant's backlog counter
+// (keys.Backlog, in cost units) raised by the jobs' cost in the same script,
+// so the list and the counter never disagree about a write. Both keys get
+// their TTL (keys.QueueTTL, keys.BacklogTTL) on every write.
+//
+// One Enqueue call costs one round trip: one EVALSHA per tenant, pipelined
+// (a ClusterClient splits the pipeline by slot, one round trip per node).
+// Concurrent calls use separate pooled connections and do not share round
+// trips. A RedisProducer is safe for concurrent use.
+type RedisProducer struct {
+	rdb     redis.UniversalClient
+	timeout time.Duration
+	m       *producerMetrics
+	now     func() time.Time
+}
+
+// NewRedisProducer returns a producer writing to rdb and registering its
+// metrics on reg (nil: unregistered). It returns every error and logs
+// nothing, so it takes no logger. Call Load before the first Enqueue so a
+// broken script stops the start.
+func NewRedisProducer(rdb redis.UniversalClient, reg prometheus.Registerer) (*RedisProducer, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("queue: redis producer: no redis client")
+	}
+	m, err := newProducerMetrics(reg, "redis")
+	if err != nil {
+		return nil, err
+	}
+	return &RedisProducer{rdb: rdb, timeout: DefaultRedisEnqueueTimeout, m: m, now: time.Now}, nil
+}
+
+// Load loads enqueue.lua into Redis (on every master of a cluster). Redis
+// losing its script cache later is handled by Enqueue.
+func (p *RedisProducer) Load(ctx context.Context) error {
+	if err := enqueueScript.Load(ctx, p.rdb); err != nil {
+		return wrapUnavailable("redis load enqueue script", err)
+	}
+	return nil
+}
+
+// Enqueue appends every job to its tenant's list and raises the tenant's
+// backlog by the jobs' cost. It returns nil only when every script
+// succeeded, within ctx and DefaultRedisEnqueueTimeout. A Redis error wraps
+// ErrUnavailable; it means "not known to be durable": a Redis that was slow
+// rather than down may still run the script. With jobs of several
+// tenants, the tenants named in the error were not written while the others
+// may have been (each tenant's write is atomic, the call as a whole is not).
+func (p *RedisProducer) Enqueue(ctx context.Context, jobs []Envelope) (err error) {
+	if len(jobs) == 0 {
+		return nil
+	}
+	start := time.Now()
+	defer func() { p.m.observe(start, len(jobs), err) }()
+	batches, err := prepareJobs(jobs, p.now())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	if len(batches) == 1 {
+		b := &batches[0]
+		if err := enqueueScript.Run(ctx, p.rdb, enqueueKeys(b.tenant), enqueueArgs(b)...).Err(); err != nil {
+			return wrapUnavailable("redis enqueue for "+b.tenant, err)
+		}
+		return nil
+	}
+	return p.enqueuePipelined(ctx, batches)
+}
+
+// enqueuePipelined runs one EVALSHA per tenant in one pipeline and, for the
+// tenants whose node answered NOSCRIPT (restarted or flushed), one EVAL each
+// in a second pipeline, which also reloads the script there.
+func (p *RedisProducer) enqueuePipelined(ctx context.Context, batches []tenantBatch) error {
+	cmds := make([]*redis.Cmd, len(batches))
+	_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range batches {
+			cmds[i] = pipe.EvalSha(ctx, enqueueScript.SHA(), enqueueKeys(batches[i].tenant), enqueueArgs(&batches[i])...)
+		}
+		return nil
+	})
+	var retry []int
+	for i, c := range cmds {
+		if lua.IsNoScript(c.Err()) {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, i := range retry {
+				cmds[i] = pipe.Eval(ctx, enqueueScript.Src(), enqueueKeys(batches[i].tenant), enqueueArgs(&batches[i])...)
+			}
+			return nil
+		})
+	}
+	var failed []string
+	var first error
+	for i, c := range cmds {
+		if err := c.Err(); err != nil {
+			failed = append(failed, batches[i].tenant)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if first != nil {
+		return wrapUnavailable("redis enqueue for "+strings.Join(failed, ","), first)
+	}
+	return nil
+}
+
+func enqueueKeys(tenant string) []string {
+	return []string{keys.Queue(tenant), keys.Backlog(tenant)}
+}
+
+// enqueueArgs is ARGV of enqueue.lua: queue TTL ms, backlog TTL ms, cost,
+// envelopes.
+func enqueueArgs(b *tenantBatch) []any {
+	args := make([]any, 0, 3+len(b.values))
+	args = append(args, keys.QueueTTL.Milliseconds(), keys.BacklogTTL.Milliseconds(), b.cost)
+	for _, v := range b.values {
+		args = append(args, v)
+	}
+	return args
+}
+
+// Close releases nothing: the Redis client belongs to the caller.
+func (p *RedisProducer) Close() error { return nil }
