@@ -1,0 +1,114 @@
+// Command ingest runs sluice's HTTP API: it loads the configuration, connects
+// to Redis and the queue backend, and serves until SIGINT or SIGTERM, then
+// drains in-flight requests and exits.
+//
+//	ingest --config /etc/sluice/sluice.yaml
+//
+// Exit codes: 0 after a clean shutdown, 1 when the service failed while
+// running or shutting down, 2 when it could not start (bad flags or
+// configuration, Redis or the queue unreachable, a broken Lua script).
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/ingest"
+	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/queue"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	configPath := flag.String("config", "", "YAML configuration file (default: $SLUICE_CONFIG)")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		log.Error("configuration", "err", err)
+		return 2
+	}
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:         redisAddrs(cfg.Redis),
+		Password:      cfg.Redis.Password,
+		DB:            cfg.Redis.DB,
+		PoolSize:      cfg.Redis.PoolSize,
+		DialTimeout:   cfg.Redis.Timeout,
+		ReadTimeout:   cfg.Redis.Timeout,
+		WriteTimeout:  cfg.Redis.Timeout,
+		MaxRetries:    1,
+		IsClusterMode: len(cfg.Redis.ClusterAddrs) > 0,
+	})
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	admitter := limits.NewAdmitter(rdb)
+	if err := admitter.Load(ctx); err != nil {
+		log.Error("load admission scripts", "err", err)
+		return 2
+	}
+	producer, err := queue.New(ctx, cfg, queue.ProducerDeps{Redis: rdb, Log: log, Registerer: reg})
+	if err != nil {
+		log.Error("queue backend", "backend", cfg.Queue.Backend, "err", err)
+		return 2
+	}
+	srv, err := ingest.New(ingest.Options{
+		Config: cfg, Redis: rdb, Producer: producer, Admitter: admitter,
+		Logger: log, Registerer: reg, Gatherer: reg,
+	})
+	if err != nil {
+		_ = producer.Close()
+		log.Error("ingest", "err", err)
+		return 2
+	}
+	// A changed config file is reloaded and, when valid, swapped in whole.
+	if path := configFile(*configPath); path != "" {
+		w := config.NewWatcher(path, srv.SetConfig, log, reg)
+		go func() {
+			if err := w.Run(ctx); err != nil {
+				log.Error("config watcher stopped; changes are no longer applied", "err", err)
+			}
+		}()
+	}
+	// Run closes the producer after the HTTP server has drained.
+	if err := srv.Run(ctx); err != nil {
+		log.Error("ingest stopped", "err", err)
+		return 1
+	}
+	log.Info("ingest stopped")
+	return 0
+}
+
+// configFile is the file config.Load read: the flag, else $SLUICE_CONFIG.
+func configFile(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return os.Getenv(config.EnvPrefix + "_CONFIG")
+}
+
+// redisAddrs is the cluster seeds when set, otherwise the standalone address.
+func redisAddrs(r config.Redis) []string {
+	if len(r.ClusterAddrs) > 0 {
+		return r.ClusterAddrs
+	}
+	return []string{r.Addr}
+}

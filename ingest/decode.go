@@ -1,0 +1,246 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/keys"
+)
+
+// jobRequest is the JSON body of POST /v1/jobs and one element of a batch.
+// Unknown fields are refused, so a misspelt "dedline" is a 400 and not a job
+// without a deadline.
+type jobRequest struct {
+	Type     string          `json:"type"`
+	Payload  json.RawMessage `json:"payload"`
+	ID       string          `json:"id"`
+	Deadline *string         `json:"deadline"`
+	Cost     *int64          `json:"cost"`
+}
+
+// batchRequest is the JSON body of POST /v1/jobs:batch. Its elements are
+// decoded one by one so that an error names the element ("jobs[3].cost").
+type batchRequest struct {
+	Jobs []json.RawMessage `json:"jobs"`
+}
+
+// job is one validated submission.
+type job struct {
+	typ      string
+	id       string // the client's id, "" when none was given
+	payload  json.RawMessage
+	deadline *time.Time
+	cost     int64
+	// field is the job's path in the request: "" for a single job, "jobs[3]"
+	// in a batch; errors about the job name fields under it.
+	field string
+}
+
+// fieldName joins a job's path and a field name: "cost" or "jobs[3].cost".
+func fieldName(prefix, name string) string {
+	switch {
+	case prefix == "":
+		return name
+	case name == "":
+		return prefix
+	}
+	return prefix + "." + name
+}
+
+// checkContentType refuses any body that is not application/json (415); a
+// charset parameter is accepted.
+func checkContentType(r *http.Request) *problem {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return newProblem(http.StatusUnsupportedMediaType, "Content-Type",
+			fmt.Sprintf("Content-Type must be application/json (got %q)", ct))
+	}
+	return nil
+}
+
+// decodeBody decodes exactly one JSON value of r's body into v, with unknown
+// fields refused and the body capped at limit bytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *problem {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeProblem(err, "", limit)
+	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		if p := decodeProblem(err, "", limit); p.Status == http.StatusRequestEntityTooLarge {
+			return p
+		}
+		return newProblem(http.StatusBadRequest, "", "the body must hold one JSON object and nothing after it")
+	}
+	return nil
+}
+
+// decodeProblem turns a json.Decoder error into a 400 naming the field (or a
+// 413 when the body hit the size limit). prefix is the path of the decoded
+// value ("jobs[3]" for a batch element).
+func decodeProblem(err error, prefix string, limit int64) *problem {
+	var (
+		maxErr  *http.MaxBytesError
+		typeErr *json.UnmarshalTypeError
+		synErr  *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &maxErr):
+		p := newProblem(http.StatusRequestEntityTooLarge, "", fmt.Sprintf("the body exceeds the limit of %d bytes", limit))
+		p.Limit = limit
+		return p
+	case errors.As(err, &typeErr):
+		if typeErr.Field == "" {
+			return newProblem(http.StatusBadRequest, prefix, fmt.Sprintf("%s must be a JSON object (got %s)", orBody(prefix), typeErr.Value))
+		}
+		f := fieldName(prefix, typeErr.Field)
+		return newProblem(http.StatusBadRequest, f, fmt.Sprintf("%s must be %s (got %s)", f, jsonKind(typeErr.Type.Kind().String()), typeErr.Value))
+	case errors.As(err, &synErr):
+		return newProblem(http.StatusBadRequest, prefix, fmt.Sprintf("malformed JSON in %s at byte %d: %v", orBody(prefix), synErr.Offset, synErr))
+	case errors.Is(err, io.EOF):
+		return newProblem(http.StatusBadRequest, prefix, orBody(prefix)+" is empty; want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return newProblem(http.StatusBadRequest, prefix, "malformed JSON in "+orBody(prefix)+": unexpected end")
+	}
+	// DisallowUnknownFields reports `json: unknown field "name"`; it has no
+	// error type of its own.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if unq, qerr := strconv.Unquote(name); qerr == nil {
+			name = unq
+		}
+		f := fieldName(prefix, name)
+		return newProblem(http.StatusBadRequest, f, fmt.Sprintf("unknown field %q", f))
+	}
+	return newProblem(http.StatusBadRequest, prefix, fmt.Sprintf("malformed JSON in %s: %v", orBody(prefix), err))
+}
+
+func orBody(prefix string) string {
+	if prefix == "" {
+		return "the body"
+	}
+	return prefix
+}
+
+// jsonKind names the JSON type a Go kind is decoded from.
+func jsonKind(kind string) string {
+	switch {
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(kind, "float"):
+		return "a number"
+	case kind == "string", kind == "ptr":
+		return "a string"
+	}
+	return "a " + kind
+}
+
+// decodeJob decodes and validates one batch element.
+func decodeJob(raw json.RawMessage, prefix string, now time.Time) (job, *problem) {
+	var req jobRequest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return job{}, decodeProblem(err, prefix, 0)
+	}
+	return validateJob(req, prefix, now)
+}
+
+// validateJob checks one decoded job:
+//   - type is required and keys.ValidID (422);
+//   - id, when given, is keys.ValidID (422);
+//   - cost defaults to 1 and must be >= 1 (422);
+//   - deadline, when given, is RFC 3339 (400 otherwise) and after now (422).
+func validateJob(req jobRequest, prefix string, now time.Time) (job, *problem) {
+	unprocessable := func(name, format string, args ...any) (job, *problem) {
+		f := fieldName(prefix, name)
+		return job{}, newProblem(http.StatusUnprocessableEntity, f, f+" "+fmt.Sprintf(format, args...))
+	}
+	j := job{typ: req.Type, id: req.ID, payload: req.Payload, cost: 1, field: prefix}
+	switch {
+	case req.Type == "":
+		return unprocessable("type", "is required")
+	case !keys.ValidID(req.Type):
+		return unprocessable("type", "must be 1 to 128 characters of [A-Za-z0-9._:-] (got %q)", req.Type)
+	case req.ID != "" && !keys.ValidID(req.ID):
+		return unprocessable("id", "must be 1 to 128 characters of [A-Za-z0-9._:-] (got %q)", req.ID)
+	}
+	if req.Cost != nil {
+		if *req.Cost < 1 {
+			return unprocessable("cost", "must be >= 1 (got %d)", *req.Cost)
+		}
+		j.cost = *req.Cost
+	}
+	if req.Deadline != nil {
+		d, err := time.Parse(time.RFC3339Nano, *req.Deadline)
+		if err != nil {
+			f := fieldName(prefix, "deadline")
+			return job{}, newProblem(http.StatusBadRequest, f,
+				fmt.Sprintf("%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z (got %q)", f, *req.Deadline))
+		}
+		if !d.After(now) {
+			return unprocessable("deadline", "is in the past (%s, now %s)", d.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		}
+		j.deadline = &d
+	}
+	return j, nil
+}
+
+// decodeSingle reads the body of POST /v1/jobs.
+func decodeSingle(w http.ResponseWriter, r *http.Request, snap *snapshot, now time.Time) ([]job, *problem) {
+	var req jobRequest
+	if p := decodeBody(w, r, snap.maxBody, &req); p != nil {
+		return nil, p
+	}
+	j, p := validateJob(req, "", now)
+	if p != nil {
+		return nil, p
+	}
+	return []job{j}, nil
+}
+
+// decodeBatch reads the body of POST /v1/jobs:batch. An absent or empty
+// "jobs" is a 422; more than snap.maxBatch jobs is a 413 naming the limit
+// (like a body over max_body_bytes, it is a size limit of one request).
+// Client ids must be unique within the batch (422 naming the second one).
+func decodeBatch(w http.ResponseWriter, r *http.Request, snap *snapshot, now time.Time) ([]job, *problem) {
+	var req batchRequest
+	if p := decodeBody(w, r, snap.maxBody, &req); p != nil {
+		return nil, p
+	}
+	switch {
+	case len(req.Jobs) == 0:
+		return nil, newProblem(http.StatusUnprocessableEntity, "jobs", "jobs must be a non-empty array of jobs")
+	case len(req.Jobs) > snap.maxBatch:
+		p := newProblem(http.StatusRequestEntityTooLarge, "jobs",
+			fmt.Sprintf("jobs holds %d jobs, over the limit of %d per batch", len(req.Jobs), snap.maxBatch))
+		p.Limit = int64(snap.maxBatch)
+		return nil, p
+	}
+	jobs := make([]job, 0, len(req.Jobs))
+	seen := map[string]string{}
+	for i, raw := range req.Jobs {
+		j, p := decodeJob(raw, "jobs["+strconv.Itoa(i)+"]", now)
+		if p != nil {
+			return nil, p
+		}
+		if j.id != "" {
+			if first, dup := seen[j.id]; dup {
+				f := fieldName(j.field, "id")
+				return nil, newProblem(http.StatusUnprocessableEntity, f, fmt.Sprintf("%s repeats the id of %s (%q)", f, first, j.id))
+			}
+			seen[j.id] = fieldName(j.field, "id")
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}

@@ -1,0 +1,84 @@
+package ingest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// jobAnswer is the 202 body of one accepted job (and one element of a
+// batch's answer).
+type jobAnswer struct {
+	JobID      string    `json:"job_id"`
+	Tenant     string    `json:"tenant"`
+	EnqueuedAt time.Time `json:"enqueued_at"`
+}
+
+// newJobID returns a time-ordered, unique 128-bit id as 32 hex digits: the
+// first 48 bits are the Unix time in milliseconds, the other 80 are random
+// (the layout of a ULID, spelt in hex so it is a valid keys.ValidID). Ids of
+// different milliseconds sort by time; within one millisecond they are
+// unordered.
+func newJobID(now time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
+	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// envelopes builds the envelopes of jobs, all enqueued at now.
+func envelopes(tenant string, jobs []job, now time.Time) []queue.Envelope {
+	out := make([]queue.Envelope, len(jobs))
+	for i, j := range jobs {
+		id := j.id
+		if id == "" {
+			id = newJobID(now)
+		}
+		out[i] = queue.Envelope{
+			Version:    queue.EnvelopeVersion,
+			ID:         id,
+			Tenant:     tenant,
+			Type:       j.typ,
+			Payload:    j.payload,
+			Cost:       j.cost,
+			EnqueuedAt: now,
+			Deadline:   j.deadline,
+		}
+	}
+	return out
+}
+
+// enqueue makes envs durable. It is not cancelled when the client goes away
+// (the job may already be on the broker, and its idempotency answer must
+// still be stored), but it is bounded by the shutdown timeout, the longest
+// any request is allowed to take.
+func (s *Server) enqueue(ctx context.Context, snap *snapshot, envs []queue.Envelope) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.shutdown)
+	defer cancel()
+	return s.producer.Enqueue(ctx, envs)
+}
+
+// enqueueProblem answers an Enqueue error. Never a 202: a job the producer
+// did not acknowledge is not durable. A refused job (queue.ErrInvalidJob, for
+// example larger than the backend takes) is a 422; anything else, including
+// queue.ErrUnavailable, is a 503 + Retry-After naming the backend.
+func enqueueProblem(snap *snapshot, tenant string, err error) *problem {
+	if errors.Is(err, queue.ErrInvalidJob) {
+		p := newProblem(http.StatusUnprocessableEntity, "", fmt.Sprintf("the queue refused the job: %v", err))
+		p.Tenant = tenant
+		return p
+	}
+	p := newProblem(http.StatusServiceUnavailable, "",
+		fmt.Sprintf("the %s queue backend did not acknowledge the job; retry later", snap.backend))
+	p.Tenant = tenant
+	p.Backend = snap.backend
+	p.RetryAfter = retryAfterSeconds(snap.retryAfter)
+	return p
+}

@@ -1,0 +1,248 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/keys"
+)
+
+// Idempotency keys (keys.Idempotency) hold one of two values:
+//
+//   - pendingMarker while the first request with the id is being admitted
+//     and enqueued, with a TTL of pendingTTL, so that a request that dies
+//     halfway (a crashed ingest) does not block the id for 24 hours;
+//   - the stored answer, {"status":202,"answer":{...}}, with a TTL of
+//     keys.IdempotencyTTL, once the job is durable.
+//
+// A request reserves its id with SET NX GET (one round trip, atomic), which
+// either creates the marker or returns what is there: nothing (reserved), the
+// marker (a concurrent request holds the id: 409), or a stored answer
+// (replayed, nothing enqueued). A reservation whose request is refused or
+// fails is deleted, so the client can retry with the same id.
+const (
+	pendingMarker = "pending"
+	pendingTTL    = time.Minute
+)
+
+// storedAnswer is the value kept for a client id once its job is durable.
+type storedAnswer struct {
+	Status int             `json:"status"`
+	Answer json.RawMessage `json:"answer"`
+}
+
+// idemState is what a reservation found.
+type idemState int
+
+const (
+	idemReserved idemState = iota // the id was free; this request holds it
+	idemPending                   // another request holds it
+	idemStored                    // a job with the id was accepted before
+)
+
+// reservation is the outcome of reserving one client id.
+type reservation struct {
+	state  idemState
+	answer json.RawMessage // the stored answer when state is idemStored
+}
+
+// reserve tries to reserve each id of tenant in one pipelined round trip (all
+// of a tenant's keys share its hash slot). An error means Redis could not be
+// reached or answered nonsense; the reservations made before it may exist and
+// expire after pendingTTL.
+func reserve(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []string) ([]reservation, error) {
+	cmds := make([]*redis.StatusCmd, len(ids))
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.SetArgs(ctx, keys.Idempotency(tenant, id), pendingMarker,
+				redis.SetArgs{Mode: "NX", Get: true, TTL: pendingTTL})
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("ingest: reserve ids of %s: %w", tenant, err)
+	}
+	out := make([]reservation, len(ids))
+	for i, c := range cmds {
+		val, err := c.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			out[i] = reservation{state: idemReserved}
+		case err != nil:
+			return nil, fmt.Errorf("ingest: reserve id %s of %s: %w", ids[i], tenant, err)
+		case val == pendingMarker:
+			out[i] = reservation{state: idemPending}
+		default:
+			var sa storedAnswer
+			if err := json.Unmarshal([]byte(val), &sa); err != nil || len(sa.Answer) == 0 {
+				return nil, fmt.Errorf("ingest: stored answer of id %s of %s is not valid: %q", ids[i], tenant, val)
+			}
+			out[i] = reservation{state: idemStored, answer: sa.Answer}
+		}
+	}
+	return out, nil
+}
+
+// store keeps each id's answer (a 202) for keys.IdempotencyTTL, replacing the
+// pending markers, in one pipelined round trip.
+func store(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []string, answers []json.RawMessage) error {
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			v, err := json.Marshal(storedAnswer{Status: 202, Answer: answers[i]})
+			if err != nil {
+				return fmt.Errorf("ingest: encode stored answer of %s: %w", id, err)
+			}
+			p.Set(ctx, keys.Idempotency(tenant, id), v, keys.IdempotencyTTL)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ingest: store answers of %s: %w", tenant, err)
+	}
+	return nil
+}
+
+// release deletes the reservations of ids so that the client may retry.
+func release(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	ks := make([]string, len(ids))
+	for i, id := range ids {
+		ks[i] = keys.Idempotency(tenant, id)
+	}
+	if err := rdb.Del(ctx, ks...).Err(); err != nil {
+		return fmt.Errorf("ingest: release ids of %s: %w", tenant, err)
+	}
+	return nil
+}
+
+// submission is a request's jobs after the idempotency step.
+type submission struct {
+	// answers holds one answer per job of the request; replayed jobs have
+	// theirs already, fresh ones get it after the enqueue.
+	answers []json.RawMessage
+	// fresh are the indexes of the jobs to admit and enqueue, in order.
+	fresh []int
+	// reserved are the client ids this request reserved, with their job
+	// indexes: their answers are stored after the enqueue, or they are
+	// released when the request is refused.
+	reserved    []string
+	reservedIdx []int
+}
+
+// reserveIDs reserves the client ids of jobs. Jobs whose id was accepted
+// before are answered from storage and not enqueued again. An id held by a
+// concurrent request makes the whole request a 409 with Retry-After: 1 (it
+// is not waited for: the holder may take up to the enqueue timeout).
+//
+// When Redis cannot be reached, a tenant that fails closed gets a 503; one
+// that fails open goes on without deduplication: its jobs keep the client's
+// id as job id, so the sink, which receives the job id as an idempotency key,
+// can still drop a duplicate.
+func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState, jobs []job) (*submission, *problem) {
+	sub := &submission{answers: make([]json.RawMessage, len(jobs))}
+	var ids []string
+	var idx []int
+	for i, j := range jobs {
+		if j.id != "" {
+			ids = append(ids, j.id)
+			idx = append(idx, i)
+		}
+	}
+	if len(ids) == 0 {
+		sub.fresh = allIndexes(len(jobs))
+		return sub, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, snap.redisTimeout)
+	res, err := reserve(rctx, s.rdb, ts.name, ids)
+	cancel()
+	if err != nil {
+		if !ts.allowOnError {
+			s.metrics.decision(ts, "", resultError)
+			s.log.Warn("idempotency reservation failed, tenant fails closed", "tenant", ts.name, "err", err)
+			p := newProblem(http.StatusServiceUnavailable, "", "redis is unreachable and this tenant fails closed; retry later")
+			p.Backend = "redis"
+			p.RetryAfter = retryAfterSeconds(snap.retryAfter)
+			return nil, p
+		}
+		s.log.Warn("idempotency reservation failed, going on without it", "tenant", ts.name, "err", err)
+		sub.fresh = allIndexes(len(jobs))
+		return sub, nil
+	}
+	conflict := -1
+	for k, r := range res {
+		switch r.state {
+		case idemReserved:
+			sub.reserved = append(sub.reserved, ids[k])
+			sub.reservedIdx = append(sub.reservedIdx, idx[k])
+		case idemPending:
+			if conflict < 0 {
+				conflict = idx[k]
+			}
+		case idemStored:
+			sub.answers[idx[k]] = r.answer
+		}
+	}
+	if conflict >= 0 {
+		s.releaseIDs(ctx, snap, ts, sub.reserved)
+		f := fieldName(jobs[conflict].field, "id")
+		p := newProblem(http.StatusConflict, f, fmt.Sprintf(
+			"a request with %s %q is in progress; retry after 1 s to get its answer", f, jobs[conflict].id))
+		p.RetryAfter = 1
+		return nil, p
+	}
+	for i := range jobs {
+		if sub.answers[i] == nil {
+			sub.fresh = append(sub.fresh, i)
+		}
+	}
+	return sub, nil
+}
+
+// storeAnswers keeps the answers of the reserved ids. The jobs are durable
+// already, so a failure is logged and not answered: the pending marker then
+// expires after pendingTTL and a retry would enqueue the job again (with the
+// same job id).
+func (s *Server) storeAnswers(ctx context.Context, snap *snapshot, ts *tenantState, sub *submission) {
+	if len(sub.reserved) == 0 {
+		return
+	}
+	answers := make([]json.RawMessage, len(sub.reserved))
+	for k, i := range sub.reservedIdx {
+		answers[k] = sub.answers[i]
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
+	defer cancel()
+	if err := store(ctx, s.rdb, ts.name, sub.reserved, answers); err != nil {
+		s.log.Warn("storing idempotent answers failed", "tenant", ts.name, "ids", len(sub.reserved), "err", err)
+	}
+}
+
+// releaseIDs deletes this request's reservations after a refusal, even when
+// the client has gone away. A failure is logged; the markers then expire
+// after pendingTTL.
+func (s *Server) releaseIDs(ctx context.Context, snap *snapshot, ts *tenantState, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
+	defer cancel()
+	if err := release(ctx, s.rdb, ts.name, ids); err != nil {
+		s.log.Warn("releasing idempotency reservations failed", "tenant", ts.name, "ids", len(ids), "err", err)
+	}
+}
+
+func allIndexes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}

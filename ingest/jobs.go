@@ -1,0 +1,159 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/limits"
+)
+
+// batchAnswer is the 202 body of POST /v1/jobs:batch: one answer per job, in
+// request order (a job whose id was seen before has its first answer).
+type batchAnswer struct {
+	Jobs []json.RawMessage `json:"jobs"`
+}
+
+// handleJob serves POST /v1/jobs.
+func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
+	s.submit(w, r, false)
+}
+
+// handleBatch serves POST /v1/jobs:batch.
+func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
+	s.submit(w, r, true)
+}
+
+// submit runs a submission through its steps, each of which may answer:
+//
+//	auth → content type → decode and validate → capacity check →
+//	idempotency reservation → admission → enqueue → stored answers → 202
+//
+// Every refusal after the reservation releases it, so the client can retry
+// with the same ids.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
+	snap := s.snap.Load()
+	ts, p := authenticate(r, snap)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	fail := func(p *problem) {
+		p.Tenant = ts.name
+		writeProblem(w, p)
+	}
+	if ts.tenantPolicy != nil {
+		setPolicyHeader(w.Header(), ts, []string{ts.tenantPolicy.Name})
+	}
+	if p := checkContentType(r); p != nil {
+		fail(p)
+		return
+	}
+	now := s.now()
+	decode := decodeSingle
+	if batch {
+		decode = decodeBatch
+	}
+	jobs, p := decode(w, r, snap, now)
+	if p != nil {
+		fail(p)
+		return
+	}
+	all := chargeOf(ts, jobs)
+	setPolicyHeader(w.Header(), ts, all.names())
+	if p := overCapacity(&all, batch); p != nil {
+		fail(p)
+		return
+	}
+
+	sub, p := s.reserveIDs(r.Context(), snap, ts, jobs)
+	if p != nil {
+		fail(p)
+		return
+	}
+	if len(sub.fresh) == 0 {
+		s.metrics.replays.WithLabelValues(ts.name).Inc()
+		w.Header().Set("Idempotent-Replayed", "true")
+		s.answer(w, batch, sub.answers)
+		return
+	}
+	fresh := make([]job, len(sub.fresh))
+	for i, k := range sub.fresh {
+		fresh[i] = jobs[k]
+	}
+	c := chargeOf(ts, fresh)
+	if p := s.admitAndHeaders(r.Context(), w, snap, ts, &c); p != nil {
+		s.releaseIDs(r.Context(), snap, ts, sub.reserved)
+		fail(p)
+		return
+	}
+
+	enqueuedAt := now
+	if s.clock == nil {
+		enqueuedAt = time.Now()
+	}
+	envs := envelopes(ts.name, fresh, enqueuedAt.UTC())
+	if err := s.enqueue(r.Context(), snap, envs); err != nil {
+		s.releaseIDs(r.Context(), snap, ts, sub.reserved)
+		s.log.Warn("enqueue failed", "tenant", ts.name, "jobs", len(envs), "err", err)
+		fail(enqueueProblem(snap, ts.name, err))
+		return
+	}
+	for i, k := range sub.fresh {
+		b, err := json.Marshal(jobAnswer{JobID: envs[i].ID, Tenant: ts.name, EnqueuedAt: envs[i].EnqueuedAt})
+		if err != nil {
+			fail(newProblem(http.StatusInternalServerError, "", "encode answer"))
+			return
+		}
+		sub.answers[k] = b
+	}
+	s.storeAnswers(r.Context(), snap, ts, sub)
+	s.answer(w, batch, sub.answers)
+}
+
+// admitAndHeaders runs admission, sets the limit-state headers, counts the
+// decision, and returns the problem to answer when the request is refused.
+func (s *Server) admitAndHeaders(ctx context.Context, w http.ResponseWriter, snap *snapshot, ts *tenantState, c *charge) *problem {
+	v := s.admit(ctx, snap, ts, c)
+	if v.err != nil && !v.failOpen {
+		s.metrics.decision(ts, "", resultError)
+		s.log.Warn("admission failed, tenant fails closed", "tenant", ts.name, "err", v.err)
+		p := newProblem(http.StatusServiceUnavailable, "",
+			"the rate limiter (redis) is unreachable and this tenant fails closed; retry later")
+		p.Backend = "redis"
+		p.RetryAfter = retryAfterSeconds(snap.retryAfter)
+		return p
+	}
+	d := v.decision
+	setStateHeaders(w.Header(), d.Results, d.Violated)
+	algorithm := ""
+	if !d.Allowed {
+		if pol, ok := ts.policy(d.Violated); ok {
+			algorithm = string(pol.Algorithm)
+		}
+	}
+	switch {
+	case v.failOpen:
+		s.metrics.decision(ts, algorithm, resultFailOpen)
+	case d.Allowed:
+		s.metrics.decision(ts, algorithm, resultAllowed)
+	case d.Violated == limits.ViolatedBacklog:
+		s.metrics.decision(ts, algorithm, resultBacklog)
+	default:
+		s.metrics.decision(ts, algorithm, resultDenied)
+	}
+	if d.Allowed {
+		return nil
+	}
+	return refusal(snap, ts, d)
+}
+
+// answer writes the 202: the job's answer, or the batch's answers.
+func (s *Server) answer(w http.ResponseWriter, batch bool, answers []json.RawMessage) {
+	if !batch {
+		writeRawJSON(w, http.StatusAccepted, answers[0])
+		return
+	}
+	writeJSON(w, http.StatusAccepted, batchAnswer{Jobs: answers})
+}

@@ -1,0 +1,232 @@
+// Package ingest is sluice's HTTP API: it authenticates a tenant's job
+// submissions, admits or refuses them against the tenant's limits in Redis
+// (one EVALSHA per request), and answers 202 only once the jobs are durable
+// on the queue backend.
+//
+// Routes:
+//
+//	POST /v1/jobs        one job: {"type", "payload", "id"?, "deadline"?, "cost"?}
+//	POST /v1/jobs:batch  {"jobs": [...]}, admitted as one request of cost N
+//	GET  /healthz        200 while the process runs
+//	GET  /readyz         200 when Redis and the queue backend answer
+//	GET  /metrics        Prometheus metrics (when a Gatherer is given)
+//
+// A Server is made of small parts, one file each: auth (API key → tenant),
+// decode (body → validated jobs), idempotency (client ids), admission
+// (limits and fail-open), enqueue (envelopes → producer), headers (RateLimit
+// fields) and errors (problem+json). docs/adr/0004-ingest-api.md records the
+// choices.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// Clock gives the current time. Tests set one to run the limiter at fixed
+// instants.
+type Clock interface {
+	Now() time.Time
+}
+
+// Options are a Server's dependencies. Config, Redis, Producer and Admitter
+// are required.
+type Options struct {
+	// Config is the initial configuration (tenants, keys, limits, ingest
+	// settings); SetConfig replaces it later.
+	Config *config.Config
+	// Redis holds the idempotency keys and answers /readyz's PING. It
+	// should bound every command by cfg.Redis.Timeout (cmd/ingest sets
+	// its Read/Write/DialTimeout), so a dead Redis fails fast.
+	Redis redis.UniversalClient
+	// Producer makes jobs durable. Run closes it after the HTTP server has
+	// shut down.
+	Producer queue.Producer
+	// Admitter decides admission (*limits.Admitter, already loaded).
+	Admitter Admitter
+	// Logger receives request errors that are not the client's fault.
+	// Default: discard.
+	Logger *slog.Logger
+	// Registerer receives the metrics. Default: none registered.
+	Registerer prometheus.Registerer
+	// Gatherer, when set, is served on GET /metrics. Default: Registerer,
+	// when it is also a Gatherer (a *prometheus.Registry is).
+	Gatherer prometheus.Gatherer
+	// Clock, when set, is the time of deadlines, enqueued_at and of the
+	// limiter (passed as limits.Request.Now). Default: time.Now, and the
+	// limiter reads Redis TIME.
+	Clock Clock
+}
+
+// Server is the ingest HTTP service. It is safe for concurrent use; the
+// configuration can be swapped at any time with SetConfig.
+type Server struct {
+	rdb      redis.UniversalClient
+	producer queue.Producer
+	admitter Admitter
+	log      *slog.Logger
+	clock    Clock
+	metrics  *metrics
+	gatherer prometheus.Gatherer
+	handler  http.Handler
+
+	snap     atomic.Pointer[snapshot]
+	draining atomic.Bool
+}
+
+// New returns a Server. It fails when a required option is missing or the
+// metrics cannot be registered (registered twice on one Registerer).
+func New(opts Options) (*Server, error) {
+	switch {
+	case opts.Config == nil:
+		return nil, errors.New("ingest: new: Options.Config is required")
+	case opts.Redis == nil:
+		return nil, errors.New("ingest: new: Options.Redis is required")
+	case opts.Producer == nil:
+		return nil, errors.New("ingest: new: Options.Producer is required")
+	case opts.Admitter == nil:
+		return nil, errors.New("ingest: new: Options.Admitter is required")
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		rdb:      opts.Redis,
+		producer: opts.Producer,
+		admitter: opts.Admitter,
+		log:      opts.Logger,
+		clock:    opts.Clock,
+		metrics:  m,
+		gatherer: opts.Gatherer,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.gatherer == nil {
+		s.gatherer, _ = opts.Registerer.(prometheus.Gatherer)
+	}
+	s.SetConfig(opts.Config)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// SetConfig swaps the configuration atomically: requests that started
+// before keep the old tenants, keys and limits, later ones see the new. The
+// key index and every tenant's policies are computed here, once, not per
+// request. cfg must be valid (config.Load validates) and is not modified.
+// Settings of the listener itself (ingest.listen) apply at the next Run.
+func (s *Server) SetConfig(cfg *config.Config) {
+	s.snap.Store(newSnapshot(cfg, s.snap.Load()))
+}
+
+// Handler returns the HTTP handler of all routes, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern, name string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.metrics.instrument(name, h))
+	}
+	route("/v1/jobs", "jobs", s.post(s.handleJob))
+	route("/v1/jobs:batch", "jobs_batch", s.post(s.handleBatch))
+	route("GET /healthz", "healthz", s.handleHealthz)
+	route("GET /readyz", "readyz", s.handleReadyz)
+	if s.gatherer != nil {
+		mux.Handle("GET /metrics", s.metrics.instrument("metrics",
+			promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)})))
+	}
+	route("/", "other", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, newProblem(http.StatusNotFound, "", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
+	})
+	return mux
+}
+
+// post answers 405 (as problem+json, with Allow) to anything but POST.
+func (s *Server) post(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeProblem(w, newProblem(http.StatusMethodNotAllowed, "", r.Method+" is not allowed here; use POST"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// Run listens on cfg.Ingest.Listen and serves until ctx is done, then shuts
+// down as Serve does.
+func (s *Server) Run(ctx context.Context) error {
+	addr := s.snap.Load().listen
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("ingest: listen on %s: %w", addr, err)
+	}
+	s.log.Info("ingest listening", "addr", ln.Addr().String())
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves HTTP on ln until ctx is done, then shuts down in this order:
+//
+//  1. /readyz answers 503, so a load balancer stops sending;
+//  2. http.Server.Shutdown closes the listener (new connections are
+//     refused) and idle connections, and waits for in-flight requests to
+//     finish, at most cfg.Ingest.ShutdownTimeout (then they are cut);
+//  3. Producer.Close flushes what the producer still holds, after the last
+//     request that could use it has finished.
+//
+// It returns nil after a clean shutdown, or the error that stopped serving.
+// The Redis client belongs to the caller and stays open.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+
+	var serveErr error
+	select {
+	case err := <-errc:
+		serveErr = fmt.Errorf("ingest: serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Step 1: not ready any more.
+	s.draining.Store(true)
+	// Step 2: stop intake, drain in-flight requests.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.snap.Load().shutdown)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		serveErr = errors.Join(serveErr, fmt.Errorf("ingest: shutdown: %w", err))
+		_ = hs.Close()
+	}
+	// Step 3: close the producer.
+	if err := s.producer.Close(); err != nil {
+		serveErr = errors.Join(serveErr, fmt.Errorf("ingest: close producer: %w", err))
+	}
+	return serveErr
+}
+
+// now is the Clock's time, or time.Now.
+func (s *Server) now() time.Time {
+	if s.clock == nil {
+		return time.Now()
+	}
+	return s.clock.Now()
+}
