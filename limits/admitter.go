@@ -1,0 +1,240 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// Request is one admission question: may Tenant's job of Cost units pass
+// every one of Policies and the backlog gate?
+type Request struct {
+	// Tenant is the tenant id (keys.ValidTenant); every key is tagged with it.
+	Tenant string
+	// Policies are checked together, all or nothing; their Names must differ.
+	// None means only the backlog gate applies.
+	Policies []Policy
+	// Cost is the request's units (a batch of N jobs costs N); 0 means 1.
+	Cost int64
+	// MaxBacklog is the backlog gate: refuse when the tenant's backlog
+	// (keys.Backlog) + Cost > MaxBacklog. 0 means no gate.
+	MaxBacklog int64
+	// Now is the decision's instant; the zero Time means Redis TIME, which
+	// production uses so that ingest instances with skewed clocks agree. Tests
+	// pass explicit instants.
+	Now time.Time
+}
+
+// Decision is the answer to a Request.
+type Decision struct {
+	// Allowed says whether the request was admitted; only then was any state
+	// written.
+	Allowed bool
+	// Results holds one Result per Request.Policies, in order.
+	Results []Result
+	// Violated names the refusing party when not Allowed: "backlog" when the
+	// backlog gate refused (it is checked first), else the Name of the first
+	// refusing policy. Empty when Allowed.
+	Violated string
+	// Backlog is the tenant's backlog as read by the script (0 when
+	// MaxBacklog is 0, in which case it is not read).
+	Backlog int64
+}
+
+// ViolatedBacklog is Decision.Violated when the backlog gate refused.
+const ViolatedBacklog = "backlog"
+
+// ErrReply marks an admission script reply of an unexpected shape.
+var ErrReply = errors.New("unexpected admission script reply")
+
+// Admitter decides Requests with one EVALSHA of lua.Admit() each, on a
+// standalone Redis, a Redis Cluster or a Ring. Concurrent decisions are
+// batched into shared pipelines (see WithBatching). It is safe for concurrent
+// use and needs no shutdown: batches run on short-lived goroutines that end
+// when the work does.
+type Admitter struct {
+	rdb     redis.UniversalClient
+	script  *lua.Script
+	log     *slog.Logger
+	batch   *batcher // nil: one round trip per call, unbatched
+	metrics *metrics
+}
+
+type config struct {
+	batching   bool
+	maxBatch   int
+	pipelines  int
+	log        *slog.Logger
+	registerer prometheus.Registerer
+}
+
+// Option configures an Admitter.
+type Option func(*config)
+
+// WithBatching turns request batching on or off (default on). When on,
+// decisions that arrive while earlier ones are on the wire are sent together
+// as one pipeline of EVALSHAs, so concurrent callers share round trips; each
+// decision is still exactly one EVALSHA. Off, every decision is its own
+// round trip, which saves a goroutine hand-off when calls are not concurrent.
+func WithBatching(on bool) Option { return func(c *config) { c.batching = on } }
+
+// WithMaxBatch caps the decisions per pipeline (default 128).
+func WithMaxBatch(n int) Option { return func(c *config) { c.maxBatch = n } }
+
+// WithPipelines caps the pipelines in flight at once (default 4).
+func WithPipelines(n int) Option { return func(c *config) { c.pipelines = n } }
+
+// WithLogger sets the logger (default slog.Default()); script reloads after
+// NOSCRIPT are logged at Info.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithRegisterer registers the Admitter's metrics on r (default: none):
+// sluice_admission_script_reloads_total and sluice_admission_batch_size.
+func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.registerer = r } }
+
+// NewAdmitter returns an Admitter on rdb. Call Load before serving.
+func NewAdmitter(rdb redis.UniversalClient, opts ...Option) *Admitter {
+	c := config{batching: true, maxBatch: 128, pipelines: 4, log: slog.Default()}
+	for _, o := range opts {
+		o(&c)
+	}
+	a := &Admitter{rdb: rdb, script: lua.Admit(), log: c.log, metrics: newMetrics(c.registerer, c.log)}
+	if c.batching {
+		a.batch = &batcher{a: a, maxBatch: max(1, c.maxBatch), maxPipes: max(1, c.pipelines)}
+	}
+	return a
+}
+
+// Load loads the admission script with SCRIPT LOAD, on every master of a
+// cluster. A script Redis refuses returns an error naming it: a service
+// stops its start on this error.
+func (a *Admitter) Load(ctx context.Context) error {
+	if err := a.script.Load(ctx, a.rdb); err != nil {
+		return fmt.Errorf("limits: load: %w", err)
+	}
+	return nil
+}
+
+// reload answers NOSCRIPT (Redis restarted, flushed or failed over).
+func (a *Admitter) reload(ctx context.Context) error {
+	a.metrics.reloads.Inc()
+	a.log.InfoContext(ctx, "admission script missing, reloading", slog.String("script", a.script.Name()))
+	return a.Load(ctx)
+}
+
+// Admit decides r in one EVALSHA: the backlog gate and every policy are
+// checked, and the policies' state is advanced only when all of them admit.
+// A Redis error is returned wrapped (the caller then fails open or closed);
+// NOSCRIPT is never returned, the script is reloaded instead.
+func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
+	keyList, args, err := encode(r)
+	if err != nil {
+		return Decision{}, err
+	}
+	var reply any
+	if a.batch != nil {
+		reply, err = a.batch.do(ctx, keyList, args)
+	} else {
+		reply, err = a.script.Run(ctx, a.rdb, keyList, args...).Result()
+	}
+	if err != nil {
+		return Decision{}, fmt.Errorf("limits: admit %s: %w", r.Tenant, err)
+	}
+	return decode(a.script.Name(), r, reply)
+}
+
+// encode builds the script's KEYS and ARGV for r (see lua/admit.lua).
+func encode(r Request) ([]string, []any, error) {
+	if !keys.ValidTenant(r.Tenant) {
+		return nil, nil, fmt.Errorf("limits: admit: invalid tenant %q", r.Tenant)
+	}
+	cost := r.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	if cost < 0 || r.MaxBacklog < 0 {
+		return nil, nil, fmt.Errorf("limits: admit %s: cost %d and max backlog %d must be >= 0", r.Tenant, r.Cost, r.MaxBacklog)
+	}
+	var now int64
+	if !r.Now.IsZero() {
+		if now = r.Now.UnixMicro(); now <= 0 {
+			return nil, nil, fmt.Errorf("limits: admit %s: now %v is not after the unix epoch", r.Tenant, r.Now)
+		}
+	}
+	keyList := make([]string, 1, 1+len(r.Policies))
+	keyList[0] = keys.Backlog(r.Tenant)
+	args := make([]any, 3, 3+4*len(r.Policies))
+	args[0], args[1], args[2] = now, cost, r.MaxBacklog
+	for i, p := range r.Policies {
+		if err := p.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("limits: admit %s: %w", r.Tenant, err)
+		}
+		for _, q := range r.Policies[:i] {
+			if q.Name == p.Name {
+				return nil, nil, fmt.Errorf("limits: admit %s: policy name %q used twice", r.Tenant, p.Name)
+			}
+		}
+		keyList = append(keyList, keys.Admission(r.Tenant, string(p.Algorithm), p.Name))
+		args = append(args, string(p.Algorithm), p.Limit, p.Period.Microseconds(), p.burst())
+	}
+	return keyList, args, nil
+}
+
+// decode checks every element of the script's reply and builds a Decision.
+func decode(script string, r Request, reply any) (Decision, error) {
+	arr, ok := reply.([]any)
+	if !ok {
+		return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: %T, want array", r.Tenant, script, ErrReply, reply)
+	}
+	if want := 3 + 5*len(r.Policies); len(arr) != want {
+		return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: %d elements, want %d", r.Tenant, script, ErrReply, len(arr), want)
+	}
+	ints := make([]int64, len(arr))
+	for i, v := range arr {
+		n, ok := v.(int64)
+		if !ok {
+			return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: element %d is %T, want integer", r.Tenant, script, ErrReply, i+1, v)
+		}
+		ints[i] = n
+	}
+	d := Decision{Allowed: ints[0] == 1, Backlog: ints[2], Results: make([]Result, len(r.Policies))}
+	switch v := ints[1]; {
+	case v == -1:
+		d.Violated = ViolatedBacklog
+	case v >= 1 && int(v) <= len(r.Policies):
+		d.Violated = r.Policies[v-1].Name
+	case v != 0:
+		return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: element 2 (violated) is %d", r.Tenant, script, ErrReply, v)
+	}
+	if d.Allowed != (d.Violated == "") {
+		return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: allowed %d with violated %d", r.Tenant, script, ErrReply, ints[0], ints[1])
+	}
+	for i, p := range r.Policies {
+		e := ints[3+5*i:]
+		d.Results[i] = Result{
+			Policy:     p.Name,
+			Allowed:    e[0] == 1,
+			Limit:      e[1],
+			Remaining:  e[2],
+			RetryAfter: micros(e[3]),
+			ResetAfter: micros(e[4]),
+		}
+	}
+	return d, nil
+}
+
+// micros converts the script's µs, keeping -1 as Never.
+func micros(us int64) time.Duration {
+	if us < 0 {
+		return Never
+	}
+	return time.Duration(us) * time.Microsecond
+}

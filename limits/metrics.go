@@ -1,0 +1,52 @@
+package limits
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the Admitter's own metrics. Decisions by tenant, algorithm and
+// result are counted by the caller (ingest), which knows the tenant's labels.
+type metrics struct {
+	reloads   prometheus.Counter
+	batchSize prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
+	m := &metrics{
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_admission_script_reloads_total",
+			Help: "Times the admission script was loaded again after Redis answered NOSCRIPT.",
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_admission_batch_size",
+			Help:    "Admission decisions sent in one pipelined round trip.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9), // 1 … 256
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.reloads = register(reg, m.reloads, log)
+	m.batchSize = register(reg, m.batchSize, log)
+	return m
+}
+
+// register registers c on reg, or returns the collector already registered
+// under its name, so several Admitters can share one registry.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	log.Warn("limits: metric not registered", slog.String("error", err.Error()))
+	return c
+}

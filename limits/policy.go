@@ -1,0 +1,161 @@
+// Package limits decides whether a tenant's job may be admitted, against up
+// to several rate-limit policies and the tenant's backlog gate at once, in
+// one atomic Redis script (lua.Admit) per decision.
+//
+// Five algorithms are offered, one Go type each, each stating its formula:
+// FixedWindow, SlidingWindow, GCRA, TokenBucket and SlidingLog. All of them
+// satisfy Limiter and run through an Admitter, which also decides composite
+// Requests (a tenant policy plus a job-type policy plus the backlog gate) all
+// or nothing: when anything refuses, no state is advanced. Local is an
+// in-process limiter for when Redis cannot be reached.
+//
+// Time is integer microseconds. Redis TIME is the clock unless a Request
+// carries Now (tests, replays). Every key carries the tenant's hash tag
+// (package keys) and every write sets a PX TTL, so no key outlives its use.
+package limits
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/keys"
+)
+
+// Algorithm names a rate-limit algorithm; its value is the name used in
+// configuration, in keys and in the admission script.
+type Algorithm string
+
+// The algorithms.
+const (
+	AlgFixedWindow   Algorithm = "fixed_window"
+	AlgSlidingWindow Algorithm = "sliding_window"
+	AlgGCRA          Algorithm = "gcra"
+	AlgTokenBucket   Algorithm = "token_bucket"
+	AlgSlidingLog    Algorithm = "sliding_log"
+)
+
+// Algorithms lists every algorithm, in a stable order.
+var Algorithms = []Algorithm{AlgFixedWindow, AlgSlidingWindow, AlgGCRA, AlgTokenBucket, AlgSlidingLog}
+
+// ParseAlgorithm returns the algorithm named s, or an error listing the
+// valid names.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for _, a := range Algorithms {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("limits: unknown algorithm %q (want fixed_window, sliding_window, gcra, token_bucket or sliding_log)", s)
+}
+
+// Never is the RetryAfter of a refusal that no amount of waiting cures: the
+// request's cost exceeds what the policy can ever admit at once (more than
+// Limit, or more than Burst for gcra and token_bucket).
+const Never time.Duration = -1
+
+// MaxLogLimit caps Limit for sliding_log, which keeps one sorted-set member
+// per admitted unit.
+const MaxLogLimit = 100_000
+
+// maxExact is 2^53: products the scripts compute must stay below it to be
+// exact in Lua's doubles.
+const maxExact = 1 << 53
+
+// Policy is one rate limit: Limit units per Period, by Algorithm. Policies
+// are comparable, so a caller can tell whether a reloaded policy changed.
+type Policy struct {
+	// Name tells the policy apart within a tenant ("tenant", "type.encode");
+	// it is part of the state key and is reported in Decision.Violated.
+	Name string
+	// Algorithm decides how Limit and Period are enforced.
+	Algorithm Algorithm
+	// Limit is the number of units admitted per Period (>= 1).
+	Limit int64
+	// Period is the window (fixed_window, sliding_window, sliding_log) or the
+	// time in which Limit units drip back (gcra, token_bucket). At least 1ms
+	// and at least 1µs per unit (Period >= Limit µs).
+	Period time.Duration
+	// Burst is, for gcra and token_bucket, how many units may pass at once
+	// from an empty state (the bucket size; GCRA's tolerance is τ = Burst × T).
+	// 0 means Limit. The window algorithms and sliding_log ignore it.
+	Burst int64
+}
+
+// burst is Burst with its default applied.
+func (p Policy) burst() int64 {
+	if p.Burst == 0 {
+		return p.Limit
+	}
+	return p.Burst
+}
+
+// Capacity is the most units p admits in one request from an empty state:
+// Burst (default Limit) for gcra and token_bucket, Limit otherwise. Result
+// reports it as Limit.
+func (p Policy) Capacity() int64 {
+	switch p.Algorithm {
+	case AlgGCRA, AlgTokenBucket:
+		return p.burst()
+	}
+	return p.Limit
+}
+
+// Validate reports the first invalid field of p, naming it.
+func (p Policy) Validate() error {
+	us := p.Period.Microseconds()
+	switch {
+	case !keys.ValidID(p.Name):
+		return fmt.Errorf("limits: policy %q: name must be 1-128 characters of [A-Za-z0-9._:-]", p.Name)
+	case p.Limit < 1:
+		return fmt.Errorf("limits: policy %s: limit %d must be >= 1", p.Name, p.Limit)
+	case p.Period < time.Millisecond:
+		return fmt.Errorf("limits: policy %s: period %v must be >= 1ms", p.Name, p.Period)
+	case us < p.Limit:
+		return fmt.Errorf("limits: policy %s: period %v must be >= limit %d µs (at most one unit per µs)", p.Name, p.Period, p.Limit)
+	case p.Burst < 0:
+		return fmt.Errorf("limits: policy %s: burst %d must be >= 0", p.Name, p.Burst)
+	}
+	if _, err := ParseAlgorithm(string(p.Algorithm)); err != nil {
+		return fmt.Errorf("limits: policy %s: algorithm: %w", p.Name, err)
+	}
+	switch p.Algorithm {
+	case AlgGCRA, AlgTokenBucket:
+		if float64(p.burst())*float64(us) >= maxExact {
+			return fmt.Errorf("limits: policy %s: burst %d × period %v must be < 2^53 µs", p.Name, p.burst(), p.Period)
+		}
+	case AlgSlidingWindow:
+		if float64(p.Limit)*float64(us) >= maxExact {
+			return fmt.Errorf("limits: policy %s: limit %d × period %v must be < 2^53 µs", p.Name, p.Limit, p.Period)
+		}
+	case AlgSlidingLog:
+		if p.Limit > MaxLogLimit {
+			return fmt.Errorf("limits: policy %s: limit %d must be <= %d for sliding_log", p.Name, p.Limit, MaxLogLimit)
+		}
+	}
+	return nil
+}
+
+// Result is one policy's part of a decision: what ingest turns into the
+// RateLimit, RateLimit-Policy, X-RateLimit-* and Retry-After headers.
+type Result struct {
+	// Policy is the policy's Name.
+	Policy string
+	// Allowed says whether this policy alone admits the request. The request
+	// is admitted only when every policy and the backlog gate admit it
+	// (Decision.Allowed).
+	Allowed bool
+	// Limit is the most units the policy admits at once from an empty state:
+	// its Limit, or Burst for gcra and token_bucket (Policy.Capacity).
+	Limit int64
+	// Remaining is the units that could still be admitted now, in [0, Limit]:
+	// after this request's cost when the decision admitted it, of the
+	// unchanged state when it was refused.
+	Remaining int64
+	// RetryAfter is 0 when Allowed; otherwise how long until this policy
+	// could admit the same cost (assuming nothing else is admitted meanwhile),
+	// or Never when the cost exceeds Limit.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the policy's state is back to empty
+	// (Remaining == Limit) if nothing more is admitted.
+	ResetAfter time.Duration
+}
