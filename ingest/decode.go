@@ -76,10 +76,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *pro
 	if err := dec.Decode(v); err != nil {
 		return decodeProblem(err, "", limit)
 	}
-	if err := dec.Decode(&struct{}{}); err != io.EOF {
-		if p := decodeProblem(err, "", limit); p.Status == http.StatusRequestEntityTooLarge {
-			return p
-		}
+	var rest json.RawMessage
+	switch err := dec.Decode(&rest); {
+	case err == io.EOF:
+	case err != nil && decodeProblem(err, "", limit).Status == http.StatusRequestEntityTooLarge:
+		return decodeProblem(err, "", limit)
+	default:
 		return newProblem(http.StatusBadRequest, "", "the body must hold one JSON object and nothing after it")
 	}
 	return nil

@@ -21,6 +21,9 @@ func TestPolicyItem(t *testing.T) {
 		{"per minute", limits.Policy{Name: "type.encode", Limit: 2, Period: time.Minute}, `"type.encode";q=2;w=60`},
 		{"sub-second window rounds up to 1", limits.Policy{Name: "tenant", Limit: 5, Period: 100 * time.Millisecond}, `"tenant";q=5;w=1`},
 		{"fractional seconds round up", limits.Policy{Name: "tenant", Limit: 5, Period: 1500 * time.Millisecond}, `"tenant";q=5;w=2`},
+		{"gcra burst above limit", limits.Policy{Name: "tenant", Algorithm: limits.AlgGCRA, Limit: 2, Period: time.Second, Burst: 3}, `"tenant";q=2;w=1;sluice-burst=3`},
+		{"gcra burst equal to limit", limits.Policy{Name: "tenant", Algorithm: limits.AlgGCRA, Limit: 2, Period: time.Second, Burst: 2}, `"tenant";q=2;w=1`},
+		{"window ignores burst", limits.Policy{Name: "tenant", Algorithm: limits.AlgFixedWindow, Limit: 2, Period: time.Second, Burst: 9}, `"tenant";q=2;w=1`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -179,10 +179,16 @@ func policyOf(name string, a config.Admission) (limits.Policy, bool) {
 // policyItem is p's member of the RateLimit-Policy field
 // (draft-ietf-httpapi-ratelimit-headers-11 §4): the name as an sf-string, the
 // quota q = Limit, and the window w = Period in whole seconds, rounded up and
-// at least 1 (the draft has no sub-second windows).
+// at least 1 (the draft has no sub-second windows). A gcra or token_bucket
+// policy whose burst differs from its limit adds the vendor parameter
+// sluice-burst, since its remaining quota r counts up to the burst.
 func policyItem(p limits.Policy) string {
-	return strconv.Quote(p.Name) + ";q=" + strconv.FormatInt(p.Limit, 10) +
+	s := strconv.Quote(p.Name) + ";q=" + strconv.FormatInt(p.Limit, 10) +
 		";w=" + strconv.FormatInt(max(1, ceilSeconds(p.Period)), 10)
+	if c := p.Capacity(); c != p.Limit {
+		s += ";sluice-burst=" + strconv.FormatInt(c, 10)
+	}
+	return s
 }
 
 func orDefault[T int64 | time.Duration](v, def T) T {
