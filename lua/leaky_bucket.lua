@@ -10,10 +10,13 @@
 --   allowed when water + need <= capacity; then water = water + cost, ts = now
 --   else wait = ceil((water + need - capacity) / rate) µs and nothing is written
 --
--- rate is min(override rate or ARGV rate, adaptive rate "eff" when set).
+-- rate is min(override rate or ARGV rate, adaptive rate) where the adaptive
+-- rate, set by drain_adapt.lua after a downstream 429/503, climbs back
+-- additively: eff + (now - eff_ts) * eff_inc.
 --
--- KEYS[1]  water hash {water, ts, eff} (keys.Water): water in micro-units,
---          ts in unix µs, eff = the adaptive effective rate in units/s
+-- KEYS[1]  water hash {water, ts, eff, eff_ts, eff_inc} (keys.Water): water
+--          in micro-units, ts in unix µs; eff (units/s) set at eff_ts (µs),
+--          recovering by eff_inc units/s every second
 -- KEYS[2]  override hash (keys.Override): optional fields outflow_rate and
 --          outflow_capacity (units/s, units) replace ARGV[1] and ARGV[2]
 -- ARGV[1]  configured rate, units per second (> 0)
@@ -42,11 +45,16 @@ if now == nil or now <= 0 then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local st = redis.call('HMGET', KEYS[1], 'water', 'ts', 'eff')
+local st = redis.call('HMGET', KEYS[1], 'water', 'ts', 'eff', 'eff_ts', 'eff_inc')
 local water = tonumber(st[1]) or 0
 local ts = tonumber(st[2]) or now
 local eff = tonumber(st[3])
-if eff and eff > 0 and eff < rate then rate = eff end
+if eff and eff > 0 then
+  local since = now - (tonumber(st[4]) or now)
+  if since < 0 then since = 0 end
+  eff = eff + since / 1000000 * (tonumber(st[5]) or 0)
+  if eff < rate then rate = eff end
+end
 
 local elapsed = now - ts
 if elapsed < 0 then

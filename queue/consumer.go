@@ -76,3 +76,8 @@ type Consumer interface {
 	// Release hands the job out again now, unchanged (a drainer stopping).
 	Release(ctx context.Context, job *Claimed) error
 }
+
+// Token returns a string unique to this claim of the job (a second claim of
+// the same job after a lease expired gets another), for holding per-claim
+// state elsewhere, such as a concurrency slot.
+func (c *Claimed) Token() string { return c.member }

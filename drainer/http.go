@@ -1,0 +1,135 @@
+package drainer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// DefaultTargetTimeout bounds one delivery when the target sets none.
+const DefaultTargetTimeout = 10 * time.Second
+
+// bodyKeep is how much of a response body an error keeps (for the DLQ).
+const bodyKeep = 2048
+
+// TargetFunc returns the target of a tenant's job type: the job type's when
+// it has a URL, else the tenant's; false when there is none.
+type TargetFunc func(tenant, jobType string) (config.Target, bool)
+
+// HTTPSink is the Handler that POSTs each job's payload to its target URL
+// with the headers
+//
+//	Content-Type:   application/json
+//	Sluice-Job-Id:  the job id (an idempotency key: a job may come twice)
+//	Sluice-Attempt: 1 on the first delivery, 2 on the second, ...
+//	Sluice-Tenant:  the tenant
+//
+// bounded by the target's Timeout. It classifies the answer: 2xx is done;
+// 429 or 503 with a Retry-After (seconds or an HTTP date) is a
+// *RetryAfterError; other 5xx, 429/503 without Retry-After, connection errors
+// and timeouts are retryable; other statuses are a *PermanentError.
+// Safe for concurrent use.
+type HTTPSink struct {
+	client  *http.Client
+	targets TargetFunc
+	now     func() time.Time
+}
+
+// NewHTTPSink returns a sink sending with client (nil: a client with a
+// pooled transport and no redirects followed) to the targets.
+func NewHTTPSink(client *http.Client, targets TargetFunc) *HTTPSink {
+	if client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 256
+		client = &http.Client{
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return &HTTPSink{client: client, targets: targets, now: time.Now}
+}
+
+// Handle delivers job with one POST.
+func (s *HTTPSink) Handle(ctx context.Context, job queue.Envelope) error {
+	tg, ok := s.targets(job.Tenant, job.Type)
+	if !ok || tg.URL == "" {
+		return Permanent(fmt.Errorf("no target url for tenant %q type %q", job.Tenant, job.Type))
+	}
+	timeout := tg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTargetTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.URL, bytes.NewReader(job.Payload))
+	if err != nil {
+		return Permanent(fmt.Errorf("build request for %s: %w", tg.URL, err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sluice-Job-Id", job.ID)
+	req.Header.Set("Sluice-Attempt", strconv.Itoa(job.Attempt+1))
+	req.Header.Set("Sluice-Tenant", job.Tenant)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("drainer: post job %s: %w", job.ID, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, bodyKeep))
+	// Drain a little more so the connection can be reused.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return s.classify(resp, string(body))
+}
+
+func (s *HTTPSink) classify(resp *http.Response, body string) error {
+	st := resp.StatusCode
+	switch {
+	case st >= 200 && st < 300:
+		return nil
+	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable:
+		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), s.now()); ok {
+			return &RetryAfterError{After: d, Status: st, Body: body}
+		}
+		return &StatusError{Status: st, Body: body}
+	case st >= 500:
+		return &StatusError{Status: st, Body: body}
+	default:
+		return &PermanentError{Err: errors.New(resp.Status), Status: st, Body: body}
+	}
+}
+
+// maxRetryAfter caps a Retry-After, so a bogus far-future date cannot park
+// a job for years.
+const maxRetryAfter = time.Hour
+
+// ParseRetryAfter parses a Retry-After value: delay-seconds ("120") or an
+// HTTP date, relative to now; a date in the past is 0. The result is capped
+// at one hour. ok is false when v is empty or malformed.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		if n > int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter, true
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return min(max(t.Sub(now), 0), maxRetryAfter), true
+}

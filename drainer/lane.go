@@ -1,0 +1,180 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// errorPause is the first pause of a lane after a backend error; it doubles
+// up to errorPauseMax while the backend stays down.
+const (
+	errorPause    = 100 * time.Millisecond
+	errorPauseMax = 5 * time.Second
+)
+
+// settleTimeout bounds a finish, defer or release call, which must happen
+// also while the drainer is shutting down.
+const settleTimeout = 5 * time.Second
+
+// lane runs tenant's pull loop until ctx is done: claim → drop when
+// cancelled or expired → wait for the concurrency slot and the outflow slot
+// → hand to a dispatch goroutine. A lane holds at most one job while it
+// waits, and its waits delay no other tenant.
+func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup) {
+	pause := errorPause
+	for ctx.Err() == nil {
+		job, wait, err := d.cfg.Consumer.Claim(ctx, tenant)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d.m.errors.WithLabelValues("claim").Inc()
+			d.log.Warn("drainer: claim", "tenant", tenant, "err", err, "pause", pause.String())
+			sleep(ctx, pause)
+			pause = min(pause*2, errorPauseMax)
+			continue
+		}
+		pause = errorPause
+		if job == nil {
+			sleep(ctx, wait)
+			continue
+		}
+		d.held.add(tenant, job)
+		if d.dropUnsent(job) {
+			continue
+		}
+		tn, _ := d.tenant(tenant)
+		o := outflowOf(tn.Outflow)
+		if !d.acquireSlot(ctx, job, o) || !d.waitOutflow(ctx, job, o) {
+			d.releaseSlot(job, o)
+			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+			return
+		}
+		select {
+		case d.slots <- struct{}{}:
+		case <-ctx.Done():
+			d.releaseSlot(job, o)
+			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+			return
+		}
+		d.sentCounter(tenant).Add(job.Envelope.Cost)
+		dispatches.Add(1)
+		go func() {
+			defer dispatches.Done()
+			defer func() { <-d.slots }()
+			d.dispatch(workCtx, job, o)
+		}()
+	}
+}
+
+// dropUnsent finishes a job that must not be sent: poison (dead-lettered),
+// cancelled or past its deadline (dropped and counted). It reports whether
+// the job was dealt with. Dropping spends no outflow slot.
+func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
+	env := job.Envelope
+	lbl := d.label(env.Tenant)
+	var dead *queue.DeadLetter
+	switch {
+	case job.DecodeErr != nil:
+		dead = &queue.DeadLetter{Reason: "poison", Error: job.DecodeErr.Error(), At: time.Now().UTC()}
+		d.m.dlq.WithLabelValues(lbl, "poison").Inc()
+	case job.Cancelled:
+		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
+	case env.Deadline != nil && time.Now().After(*env.Deadline):
+		d.m.dropped.WithLabelValues(lbl, "expired").Inc()
+	default:
+		return false
+	}
+	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, dead) }, "finish")
+	return true
+}
+
+// dispatch makes one delivery attempt and settles the job by its outcome.
+func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow) {
+	d.m.inflight.Inc()
+	defer d.m.inflight.Dec()
+	defer d.releaseSlot(job, o)
+	env := job.Envelope
+	lbl := d.label(env.Tenant)
+	start := time.Now()
+	err := d.handler.Handle(ctx, env)
+	d.m.duration.WithLabelValues(lbl).Observe(time.Since(start).Seconds())
+	out, overload := classify(err, ctx.Err() != nil)
+	if overload && o.adaptive {
+		d.decrease(env.Tenant, o)
+	}
+	c := d.cfg.Consumer
+	switch out {
+	case outDone:
+		d.m.dispatch.WithLabelValues(lbl, "done").Inc()
+		d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, nil) }, "finish")
+	case outRetryAfter:
+		var ra *RetryAfterError
+		errors.As(err, &ra)
+		d.m.dispatch.WithLabelValues(lbl, "retry_after").Inc()
+		d.m.retries.WithLabelValues(lbl, "retry_after").Inc()
+		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, ra.After, env) }, "defer")
+	case outRetry:
+		next := env
+		next.Attempt++
+		if next.Attempt >= d.cfg.Settings.MaxAttempts {
+			d.m.dispatch.WithLabelValues(lbl, "dead").Inc()
+			d.m.dlq.WithLabelValues(lbl, "attempts_exhausted").Inc()
+			dead := deadLetter("attempts_exhausted", err, next.Attempt)
+			d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, dead) }, "finish")
+			return
+		}
+		d.m.dispatch.WithLabelValues(lbl, "retry").Inc()
+		d.m.retries.WithLabelValues(lbl, "backoff").Inc()
+		delay := d.backoff.next(next.Attempt)
+		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, delay, next) }, "defer")
+	case outDead:
+		d.m.dispatch.WithLabelValues(lbl, "dead").Inc()
+		d.m.dlq.WithLabelValues(lbl, "rejected").Inc()
+		dead := deadLetter("rejected", err, env.Attempt+1)
+		d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, dead) }, "finish")
+	case outStopped:
+		d.m.dispatch.WithLabelValues(lbl, "stopped").Inc()
+		d.settle(job, func(ctx context.Context) error { return c.Release(ctx, job) }, "release")
+	}
+}
+
+// deadLetter builds the dead-letter record of a job's last error.
+func deadLetter(reason string, err error, attempts int) *queue.DeadLetter {
+	dl := &queue.DeadLetter{Reason: reason, Attempts: attempts, At: time.Now().UTC()}
+	if err != nil {
+		dl.Error = err.Error()
+	}
+	var pe *PermanentError
+	var se *StatusError
+	switch {
+	case errors.As(err, &pe):
+		dl.Status, dl.Response = pe.Status, pe.Body
+	case errors.As(err, &se):
+		dl.Status, dl.Response = se.Status, se.Body
+	}
+	return dl
+}
+
+// settle runs a finishing call (finish, defer, release) with its own
+// deadline, so it also runs while the drainer stops, and stops holding the
+// job. A lost lease is counted, not an error: the job comes again.
+func (d *Drainer) settle(job *queue.Claimed, call func(context.Context) error, op string) {
+	defer d.held.remove(job.Envelope.Tenant, job)
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	err := call(ctx)
+	switch {
+	case err == nil:
+	case errors.Is(err, queue.ErrLeaseLost):
+		d.m.leaseLost.Inc()
+		d.log.Info("drainer: lease lost; the job will be delivered again", "op", op, "tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID)
+	default:
+		d.m.errors.WithLabelValues(op).Inc()
+		d.log.Warn("drainer: settle job; its lease will expire and it will be delivered again", "op", op, "tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID, "err", err)
+	}
+}

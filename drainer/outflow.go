@@ -1,0 +1,219 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// The drainer's own scripts (the bucket's is loaded by limits.LoadLeaky).
+var (
+	adaptScript      = lua.MustLoad("drain_adapt.lua")
+	semAcquireScript = lua.MustLoad("semaphore_acquire.lua")
+	semReleaseScript = lua.MustLoad("semaphore_release.lua")
+	semExtendScript  = lua.MustLoad("lease_extend.lua")
+	drainerScripts   = []*lua.Script{adaptScript, semAcquireScript, semReleaseScript, semExtendScript}
+)
+
+// Adaptive outflow (AIMD) constants. A downstream 429/503 multiplies the
+// tenant's effective rate by adaptFactor (not more often than once per
+// adaptCooldown, whatever the number of jobs in flight), down to the floor;
+// it then climbs back by rate × adaptRecovery per second to the configured
+// rate (from the floor to the full rate in at most 1/adaptRecovery s).
+const (
+	adaptFactor   = 0.5
+	adaptCooldown = time.Second
+	adaptRecovery = 0.1
+)
+
+// outflow is a tenant's outflow configuration with defaults applied.
+type outflow struct {
+	limit       limits.LeakyLimit // Rate 0: unlimited
+	concurrency int               // 0: no cap
+	adaptive    bool
+	floor       float64
+}
+
+// outflowOf applies the defaults of config.Outflow: Capacity max(1, Rate),
+// Adaptive true, MinRate Rate/10.
+func outflowOf(c config.Outflow) outflow {
+	o := outflow{limit: limits.LeakyLimit{Rate: c.Rate, Capacity: c.Capacity}, concurrency: c.Concurrency, adaptive: true, floor: c.MinRate}
+	if o.limit.Capacity <= 0 {
+		o.limit.Capacity = max(1, c.Rate)
+	}
+	if c.Adaptive != nil {
+		o.adaptive = *c.Adaptive
+	}
+	if o.floor <= 0 {
+		o.floor = c.Rate / 10
+	}
+	return o
+}
+
+// waitOutflow waits until the tenant's shared bucket lets job go, asking
+// again after each returned wait (another drainer may take the slot). It
+// returns false when ctx is done first. Backend errors pause and retry: the
+// job stays leased meanwhile.
+func (d *Drainer) waitOutflow(ctx context.Context, job *queue.Claimed, o outflow) bool {
+	if o.limit.Rate <= 0 {
+		return ctx.Err() == nil
+	}
+	tenant := job.Envelope.Tenant
+	lbl := d.label(tenant)
+	start := time.Now()
+	pause := errorPause
+	for {
+		res, err := d.leaky.Take(ctx, tenant, o.limit, job.Envelope.Cost)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			d.m.errors.WithLabelValues("outflow").Inc()
+			d.log.Warn("drainer: outflow bucket", "tenant", tenant, "err", err)
+			if !sleep(ctx, pause) {
+				return false
+			}
+			pause = min(pause*2, errorPauseMax)
+			continue
+		}
+		d.m.water.WithLabelValues(lbl).Set(res.Water)
+		d.m.effective.WithLabelValues(lbl).Set(res.Rate)
+		d.m.configured.WithLabelValues(lbl).Set(o.limit.Rate)
+		if res.Allowed {
+			d.m.outflowWaits.Observe(time.Since(start).Seconds())
+			return true
+		}
+		if !sleep(ctx, res.Wait) {
+			return false
+		}
+	}
+}
+
+// acquireSlot takes one of the tenant's concurrency slots (a lease-based
+// semaphore in Redis shared by all drainers; a dead drainer's slots expire
+// with their lease). It returns false when ctx is done first.
+func (d *Drainer) acquireSlot(ctx context.Context, job *queue.Claimed, o outflow) bool {
+	if o.concurrency <= 0 {
+		return true
+	}
+	tenant := job.Envelope.Tenant
+	pause := errorPause
+	for {
+		res, err := semAcquireScript.Run(ctx, d.cfg.Redis, []string{keys.Inflight(tenant)},
+			o.concurrency, job.Token(), d.cfg.Settings.Lease.Milliseconds(), 0).Int64Slice()
+		if err == nil && len(res) != 2 {
+			err = fmt.Errorf("reply has %d values, want 2", len(res))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			d.m.errors.WithLabelValues("semaphore").Inc()
+			d.log.Warn("drainer: concurrency slot", "tenant", tenant, "err", err)
+			if !sleep(ctx, pause) {
+				return false
+			}
+			pause = min(pause*2, errorPauseMax)
+			continue
+		}
+		if res[0] == 1 {
+			return true
+		}
+		// A slot frees when a holder finishes (any drainer) or expires;
+		// poll, but no later than the earliest expiry.
+		if !sleep(ctx, min(time.Duration(res[1])*time.Millisecond, 50*time.Millisecond)) {
+			return false
+		}
+	}
+}
+
+// releaseSlot gives the job's concurrency slot back. An error leaves the
+// slot to expire with its lease.
+func (d *Drainer) releaseSlot(job *queue.Claimed, o outflow) {
+	if o.concurrency <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := semReleaseScript.Run(ctx, d.cfg.Redis, []string{keys.Inflight(job.Envelope.Tenant)}, job.Token()).Err(); err != nil {
+		d.m.errors.WithLabelValues("semaphore").Inc()
+		d.log.Warn("drainer: release concurrency slot", "tenant", job.Envelope.Tenant, "err", err)
+	}
+}
+
+// decrease lowers the tenant's shared effective rate after a 429/503.
+func (d *Drainer) decrease(tenant string, o outflow) {
+	if o.limit.Rate <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	res, err := adaptScript.Run(ctx, d.cfg.Redis, []string{keys.Water(tenant), keys.Override(tenant)},
+		fmtFloat(o.limit.Rate), fmtFloat(o.floor), fmtFloat(adaptFactor), fmtFloat(o.limit.Rate*adaptRecovery),
+		adaptCooldown.Milliseconds(), 0, limits.LeakyMargin.Milliseconds()).Int64Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("reply has %d values, want 2", len(res))
+	}
+	if err != nil {
+		d.m.errors.WithLabelValues("adapt").Inc()
+		d.log.Warn("drainer: lower adaptive rate", "tenant", tenant, "err", err)
+		return
+	}
+	rate := float64(res[0]) / 1000
+	d.m.effective.WithLabelValues(d.label(tenant)).Set(rate)
+	if res[1] == 1 {
+		d.log.Info("drainer: downstream overloaded; effective rate lowered", "tenant", tenant, "effective_rate", rate)
+	}
+}
+
+// EffectiveRate returns the tenant's effective outflow rate now, as every
+// drainer computes it: the override rate (keys.Override outflow_rate) or
+// configured, lowered by adaptive backoff while it recovers. It is meant for
+// an admin API; 0 means unlimited (configured 0 and no override).
+func EffectiveRate(ctx context.Context, rdb redis.UniversalClient, tenant string, configured float64) (float64, error) {
+	ov := rdb.HGet(ctx, keys.Override(tenant), "outflow_rate")
+	st := rdb.HMGet(ctx, keys.Water(tenant), "eff", "eff_ts", "eff_inc")
+	now := rdb.Time(ctx)
+	rate := configured
+	if v, err := ov.Float64(); err == nil && v > 0 {
+		rate = v
+	} else if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("drainer: effective rate of %s: %w", tenant, err)
+	}
+	vals, err := st.Result()
+	if err != nil {
+		return 0, fmt.Errorf("drainer: effective rate of %s: %w", tenant, err)
+	}
+	t, err := now.Result()
+	if err != nil {
+		return 0, fmt.Errorf("drainer: effective rate of %s: %w", tenant, err)
+	}
+	num := func(v any) (float64, bool) {
+		s, ok := v.(string)
+		if !ok {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		return f, err == nil
+	}
+	eff, ok := num(vals[0])
+	if !ok || eff <= 0 || rate <= 0 {
+		return rate, nil
+	}
+	ts, _ := num(vals[1])
+	inc, _ := num(vals[2])
+	since := max(float64(t.UnixMicro())-ts, 0) / 1e6
+	return min(rate, eff+since*inc), nil
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
