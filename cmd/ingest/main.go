@@ -44,6 +44,10 @@ func run() int {
 		log.Error("configuration", "err", err)
 		return 2
 	}
+	// Every command is bounded by cfg.Redis.Timeout and retried at most once,
+	// and a refused dial is not retried inside go-redis (its default is 5
+	// dials 100ms apart), so a dead Redis turns into fail-open/fail-closed
+	// answers within about two timeouts instead of seconds.
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:         redisAddrs(cfg.Redis),
 		Password:      cfg.Redis.Password,
@@ -53,6 +57,7 @@ func run() int {
 		ReadTimeout:   cfg.Redis.Timeout,
 		WriteTimeout:  cfg.Redis.Timeout,
 		MaxRetries:    1,
+		DialerRetries: 1,
 		IsClusterMode: len(cfg.Redis.ClusterAddrs) > 0,
 	})
 	defer rdb.Close()
@@ -60,7 +65,7 @@ func run() int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	admitter := limits.NewAdmitter(rdb)
+	admitter := limits.NewAdmitter(rdb, limits.WithLogger(log), limits.WithRegisterer(reg))
 	if err := admitter.Load(ctx); err != nil {
 		log.Error("load admission scripts", "err", err)
 		return 2
