@@ -1,0 +1,174 @@
+// Command drainer runs sluice's drainer: it loads the configuration, connects
+// to Redis and the queue backend, and drains every tenant's jobs into its
+// downstream at the tenant's outflow rate until SIGINT or SIGTERM. Then it
+// stops taking jobs, lets deliveries in flight finish until
+// drainer.shutdown_timeout, returns the rest to the queue, and exits.
+//
+//	drainer --config /etc/sluice/sluice.yaml
+//
+// It serves /metrics, /healthz and /readyz on drainer.listen.
+//
+// Exit codes: 0 after a clean shutdown, 1 when the drainer failed while
+// running or shutting down, 2 when it could not start (bad flags or
+// configuration, Redis unreachable, a broken Lua script, an unsupported
+// backend).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/drainer"
+	"github.com/sluicehq/sluice/queue"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	configPath := flag.String("config", "", "YAML configuration file (default: $SLUICE_CONFIG)")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		log.Error("configuration", "err", err)
+		return 2
+	}
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:         redisAddrs(cfg.Redis),
+		Password:      cfg.Redis.Password,
+		DB:            cfg.Redis.DB,
+		PoolSize:      cfg.Redis.PoolSize,
+		DialTimeout:   cfg.Redis.Timeout,
+		ReadTimeout:   cfg.Redis.Timeout,
+		WriteTimeout:  cfg.Redis.Timeout,
+		IsClusterMode: len(cfg.Redis.ClusterAddrs) > 0,
+	})
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	if err := drainer.LoadScripts(ctx, rdb); err != nil {
+		log.Error("load drainer scripts", "err", err)
+		return 2
+	}
+	if cfg.Queue.Backend != "" && cfg.Queue.Backend != "redis" {
+		log.Error("queue backend not supported by this drainer build", "backend", cfg.Queue.Backend)
+		return 2
+	}
+	tenants := make([]string, 0, len(cfg.Tenants))
+	for t := range cfg.Tenants {
+		tenants = append(tenants, t)
+	}
+	consumer := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: cfg.Drainer.Lease, Tenants: tenants})
+	if err := consumer.Load(ctx); err != nil {
+		log.Error("load consumer scripts", "err", err)
+		return 2
+	}
+	d, err := drainer.New(drainer.Config{
+		Consumer: consumer, Redis: rdb, Tenants: cfg.Tenants, Settings: cfg.Drainer,
+		Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		log.Error("drainer", "err", err)
+		return 2
+	}
+	if path := configFile(*configPath); path != "" {
+		w := config.NewWatcher(path, func(c *config.Config) { d.SetTenants(c.Tenants) }, log, reg)
+		go func() {
+			if err := w.Run(ctx); err != nil {
+				log.Error("config watcher stopped; changes are no longer applied", "err", err)
+			}
+		}()
+	}
+
+	srv := &http.Server{Addr: cfg.Drainer.Listen, Handler: ops(d, rdb, reg), ReadHeaderTimeout: 5 * time.Second}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.ListenAndServe() }()
+
+	// Shutdown order: the drainer first (stops intake, finishes or returns
+	// jobs within drainer.shutdown_timeout), then the ops server, so
+	// /metrics and /readyz answer to the end.
+	code := 0
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.Run(ctx) }()
+	select {
+	case err := <-srvErr:
+		log.Error("ops server", "addr", cfg.Drainer.Listen, "err", err)
+		stop()
+		code = 1
+		if err := <-runErr; err != nil {
+			log.Error("drainer stopped", "err", err)
+		}
+	case err := <-runErr:
+		if err != nil {
+			log.Error("drainer stopped", "err", err)
+			code = 1
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("ops server shutdown", "err", err)
+	}
+	return code
+}
+
+// ops serves /metrics, /healthz (the process is up) and /readyz (draining,
+// and Redis answers).
+func ops(d *drainer.Drainer, rdb redis.UniversalClient, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if !d.Ready() {
+			http.Error(w, "not running", http.StatusServiceUnavailable)
+			return
+		}
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// configFile is the file config.Load read: the flag, else $SLUICE_CONFIG.
+func configFile(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return os.Getenv(config.EnvPrefix + "_CONFIG")
+}
+
+// redisAddrs is the cluster seeds when set, otherwise the standalone address.
+func redisAddrs(r config.Redis) []string {
+	if len(r.ClusterAddrs) > 0 {
+		return r.ClusterAddrs
+	}
+	return []string{r.Addr}
+}
