@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -236,11 +237,17 @@ func TestComposeSluiceEnvironment(t *testing.T) {
 				t.Fatalf("SLUICE_CONFIG: %v", err)
 			}
 			checkEnvNames(t, name, env, configEnvNames(t, raw))
-			cfg := loadWithEnv(t, path, env)
-
-			if cfg.Queue.Backend != "kafka" {
-				t.Errorf("queue.backend = %q, want kafka by default (the stack runs Kafka)", cfg.Queue.Backend)
+			if _, ok := svc.Environment["SLUICE_QUEUE_BACKEND"]; !ok {
+				t.Error("no SLUICE_QUEUE_BACKEND: the backend should be chosen when starting the stack")
 			}
+			// Both backends run in the stack; the configuration must load with
+			// either (the default and SLUICE_QUEUE_BACKEND=kafka).
+			kafkaEnv := maps.Clone(env)
+			kafkaEnv["SLUICE_QUEUE_BACKEND"] = "kafka"
+			if cfg := loadWithEnv(t, path, kafkaEnv); cfg.Queue.Backend != "kafka" {
+				t.Errorf("with SLUICE_QUEUE_BACKEND=kafka, queue.backend = %q", cfg.Queue.Backend)
+			}
+			cfg := loadWithEnv(t, path, env)
 			if len(cfg.Redis.ClusterAddrs) > 0 {
 				t.Errorf("redis.cluster_addrs = %v, want the redis service", cfg.Redis.ClusterAddrs)
 			}
