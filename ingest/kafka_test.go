@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,9 +16,11 @@ import (
 )
 
 // kafkaConfig is testConfig with the Kafka queue backend.
-func kafkaConfig(t *testing.T, tenants ...string) *config.Config {
+func kafkaConfig(t *testing.T, brokers []string, topic string, tenants ...string) *config.Config {
 	cfg := testConfig(t, tenants...)
 	cfg.Queue.Backend = "kafka"
+	cfg.Kafka.Brokers = brokers
+	cfg.Kafka.Topic = topic
 	return cfg
 }
 
@@ -81,7 +84,7 @@ func TestKafkaAccepted(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	producer, topic := kafkaProducer(t, brokers)
 	tenant := testenv.Name(t, "kafka")
-	h := startIngest(t, kafkaConfig(t, tenantYAML(tenant, "")), deps{rdb: testenv.Redis(t), producer: producer})
+	h := startIngest(t, kafkaConfig(t, brokers, topic, tenantYAML(tenant, "")), deps{rdb: testenv.Redis(t), producer: producer})
 
 	a := h.post(t, tenant, "/v1/jobs", `{"type":"encode","payload":{"video":42},"cost":2}`)
 	if a.status != http.StatusAccepted {
@@ -102,7 +105,10 @@ func TestKafkaDown(t *testing.T) {
 	broker := testenv.StartKafka(t)
 	producer, topic := kafkaProducer(t, broker.Brokers())
 	tenant := testenv.Name(t, "kdown")
-	h := startIngest(t, kafkaConfig(t, tenantYAML(tenant, "")), deps{rdb: testenv.Redis(t), producer: producer})
+	h := startIngest(t, kafkaConfig(t, broker.Brokers(), topic, tenantYAML(tenant, "")), deps{rdb: testenv.Redis(t), producer: producer})
+	if a := h.request(t, "GET", "/readyz", "", "", ""); a.status != 200 {
+		t.Errorf("/readyz with the broker up: %d %s", a.status, a.body)
+	}
 
 	if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","id":"before"}`); a.status != 202 {
 		t.Fatalf("broker up: %d %s", a.status, a.body)
@@ -119,6 +125,10 @@ func TestKafkaDown(t *testing.T) {
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("503 took %v, want about the 2s produce timeout", d)
 		}
+	}
+
+	if a := h.request(t, "GET", "/readyz", "", "", ""); a.status != 503 || !strings.Contains(string(a.body), `"queue":"kafka `) {
+		t.Errorf("/readyz with the broker down: %d %s, want 503 naming the queue", a.status, a.body)
 	}
 
 	broker.Start()

@@ -41,6 +41,10 @@ type snapshot struct {
 	backend string
 	// listen is the address Run listens on.
 	listen string
+	// kafkaBrokers and kafkaTopic are checked by /readyz on the Kafka
+	// backend.
+	kafkaBrokers []string
+	kafkaTopic   string
 }
 
 // tenantState is one tenant's precomputed admission inputs.
@@ -80,6 +84,8 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		shutdown:     orDefault(cfg.Ingest.ShutdownTimeout, fallbackShutdown),
 		backend:      cfg.Queue.Backend,
 		listen:       cfg.Ingest.Listen,
+		kafkaBrokers: cfg.Kafka.Brokers,
+		kafkaTopic:   cfg.Kafka.Topic,
 	}
 	if s.backend == "" {
 		s.backend = "redis"

@@ -1,0 +1,169 @@
+package ingest_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// benchConcurrency is the number of clients, each with its own keep-alive
+// connection, that submit at once.
+const benchConcurrency = 32
+
+var benchBody = []byte(`{"type":"email","payload":{"to":"ada@example.com","template":"welcome"}}`)
+
+// BenchmarkIngest measures submissions end to end over loopback HTTP at a
+// fixed concurrency of 32 keep-alive clients: jobs/s and the p50/p99 latency
+// of one POST /v1/jobs, with the jobs made durable on the Redis backend
+// (EVALSHA admission + enqueue script) or the Kafka backend (acks=all), and,
+// as the floor measured in the same run, a bare net/http handler that
+// decodes the same JSON and answers 202 without Redis or a queue. The
+// tenant's limit is high enough never to refuse. Allocations include the
+// client's.
+//
+//	go test ./ingest -run '^$' -bench BenchmarkIngest -benchtime 20000x
+func BenchmarkIngest(b *testing.B) {
+	b.Run("redis", func(b *testing.B) {
+		rdb := testenv.Redis(b)
+		tenant := testenv.Name(b, "bench")
+		h := startIngest(b, benchConfig(b, tenant), deps{rdb: rdb})
+		b.Cleanup(func() { rdb.Del(b.Context(), keys.Queue(tenant), keys.Backlog(tenant)) })
+		runIngestBench(b, h.url, apiKey(tenant))
+	})
+	b.Run("kafka", func(b *testing.B) {
+		brokers := testenv.KafkaBrokers(b)
+		rdb := testenv.Redis(b)
+		topic := testenv.CreateTopic(b, brokers, 4)
+		producer, err := queue.NewKafkaProducer(b.Context(), config.Kafka{
+			Brokers: brokers, Topic: topic, Partitions: 4, ReplicationFactor: 1,
+			BatchTimeout: 2 * time.Millisecond, ProduceTimeout: 5 * time.Second,
+		}, queue.ProducerDeps{Redis: rdb})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = producer.Close() })
+		tenant := testenv.Name(b, "bench")
+		cfg := benchConfig(b, tenant)
+		cfg.Queue.Backend = "kafka"
+		h := startIngest(b, cfg, deps{rdb: rdb, producer: producer})
+		b.Cleanup(func() { rdb.Del(b.Context(), keys.Backlog(tenant)) })
+		runIngestBench(b, h.url, apiKey(tenant))
+	})
+	b.Run("bare_nethttp", func(b *testing.B) {
+		hs := httptest.NewServer(http.HandlerFunc(bareHandler))
+		b.Cleanup(hs.Close)
+		runIngestBench(b, hs.URL, "bare")
+	})
+}
+
+// benchConfig has one tenant with a GCRA limit of a million per second, far
+// above what one machine submits.
+func benchConfig(b *testing.B, tenant string) *config.Config {
+	return testConfig(b, tenantYAML(tenant, "    admission: {algorithm: gcra, limit: 1000000, period: 1s}\n"))
+}
+
+// bareHandler is the floor: the same JSON decoded and a 202 answered, no
+// auth, no Redis, no queue.
+func bareHandler(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Type     string          `json:"type"`
+		Payload  json.RawMessage `json:"payload"`
+		ID       string          `json:"id"`
+		Deadline *string         `json:"deadline"`
+		Cost     *int64          `json:"cost"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.Type == "" {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"job_id": "0", "tenant": "bare", "enqueued_at": time.Now().UTC()})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write(b)
+}
+
+// runIngestBench sends b.N submissions from benchConcurrency clients and
+// reports jobs/s, p50_ms and p99_ms.
+func runIngestBench(b *testing.B, url, key string) {
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: benchConcurrency,
+		MaxConnsPerHost:     benchConcurrency,
+	}}
+	b.Cleanup(client.CloseIdleConnections)
+	post := func() (time.Duration, error) {
+		req, err := http.NewRequest(http.MethodPost, url+"/v1/jobs", bytes.NewReader(benchBody))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return 0, fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return time.Since(start), nil
+	}
+	// Warm the connections and the script cache outside the measurement.
+	for range benchConcurrency {
+		if _, err := post(); err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
+	}
+
+	latencies := make([][]time.Duration, benchConcurrency)
+	var next atomic.Int64
+	var firstErr atomic.Pointer[error]
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for w := range benchConcurrency {
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, b.N/benchConcurrency+1)
+			for next.Add(1) <= int64(b.N) {
+				d, err := post()
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				lat = append(lat, d)
+			}
+			latencies[w] = lat
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := firstErr.Load(); err != nil {
+		b.Fatalf("submission failed: %v", *err)
+	}
+	all := slices.Concat(latencies...)
+	slices.Sort(all)
+	ms := func(q float64) float64 {
+		return float64(all[min(len(all)-1, int(q*float64(len(all))))]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(ms(0.50), "p50_ms")
+	b.ReportMetric(ms(0.99), "p99_ms")
+}
