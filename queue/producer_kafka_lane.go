@@ -1,0 +1,280 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+)
+
+// This file holds the Kafka producer's batching: one lane per partition with
+// at most one produce request in flight; the jobs that arrive meanwhile wait
+// in the lane and leave together in the next request ("group commit", as the
+// Java client batches while its requests are in flight). A job never waits
+// for a timer: on an idle lane it is sent at once, and under load each
+// request carries everything that arrived during the previous one, so the
+// batch size follows the load. See docs/adr/0003-queue-producers.md.
+
+// laneMsg is one job on its way to a partition.
+type laneMsg struct {
+	call    *kafkaCall
+	key     []byte
+	value   []byte
+	headers []kafka.Header
+}
+
+// kafkaCall is one Enqueue call. abandoned is set when the call returned an
+// error before its batches completed; the lanes then leave its jobs out of
+// any request not yet sent, so a job whose caller was told "not queued" is
+// not written later when that can still be avoided.
+type kafkaCall struct {
+	abandoned atomic.Bool
+}
+
+// produceBatch is the jobs one produce request carries to one partition.
+// err is written before done is closed and read only after.
+type produceBatch struct {
+	msgs    []laneMsg
+	bytes   int
+	done    chan struct{}
+	err     error
+	lastErr atomic.Pointer[error] // the last failed try, while retrying
+}
+
+// kafkaLane is one partition's queue of batches. The head is sent next (or
+// is in flight); new jobs join the tail while it has room.
+type kafkaLane struct {
+	partition int
+	mu        sync.Mutex
+	queue     []*produceBatch
+	busy      bool // a sender goroutine drains queue
+}
+
+// kafkaSender owns the lanes of one topic and sends their batches.
+type kafkaSender struct {
+	client     *kafka.Client
+	topic      string
+	timeout    time.Duration // bounds one batch, retries included
+	linger     time.Duration // wait for company before the first send of a busy period
+	maxBytes   int           // bytes of one request's records
+	backoffMin time.Duration
+	backoffMax time.Duration
+	batchJobs  prometheus.Observer
+
+	mu     sync.Mutex
+	lanes  map[int]*kafkaLane
+	closed bool
+	wg     sync.WaitGroup
+
+	requests atomic.Int64 // produce requests sent, retries included
+	messages atomic.Int64 // jobs in those requests
+}
+
+// msgSize estimates the bytes m takes in a record batch.
+func msgSize(m *laneMsg) int {
+	n := len(m.key) + len(m.value) + 24
+	for _, h := range m.headers {
+		n += len(h.Key) + len(h.Value) + 4
+	}
+	return n
+}
+
+// add puts msgs, all for partition, in that partition's lane and returns the
+// batches they joined (usually one). It starts the lane's sender when the
+// lane was idle. It returns false when the sender is closed.
+func (s *kafkaSender) add(partition int, msgs []laneMsg) ([]*produceBatch, bool) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false
+	}
+	l := s.lanes[partition]
+	if l == nil {
+		l = &kafkaLane{partition: partition}
+		s.lanes[partition] = l
+	}
+	l.mu.Lock()
+	start := !l.busy
+	if start {
+		l.busy = true
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+
+	var joined []*produceBatch
+	for i := range msgs {
+		size := msgSize(&msgs[i])
+		var tail *produceBatch
+		if n := len(l.queue); n > 0 {
+			tail = l.queue[n-1]
+		}
+		// The head may already be in flight once the sender took it; the
+		// sender removes it from queue first, so a batch in queue is open.
+		if tail == nil || (len(tail.msgs) > 0 && tail.bytes+size > s.maxBytes) {
+			tail = &produceBatch{done: make(chan struct{})}
+			l.queue = append(l.queue, tail)
+		}
+		tail.msgs = append(tail.msgs, msgs[i])
+		tail.bytes += size
+		if len(joined) == 0 || joined[len(joined)-1] != tail {
+			joined = append(joined, tail)
+		}
+	}
+	l.mu.Unlock()
+	if start {
+		go s.drain(l)
+	}
+	return joined, true
+}
+
+// drain sends the lane's batches one at a time until the lane is empty.
+func (s *kafkaSender) drain(l *kafkaLane) {
+	defer s.wg.Done()
+	if s.linger > 0 {
+		time.Sleep(s.linger)
+	}
+	for {
+		l.mu.Lock()
+		if len(l.queue) == 0 {
+			l.busy = false
+			l.mu.Unlock()
+			return
+		}
+		b := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		l.mu.Unlock()
+
+		b.err = s.send(l.partition, b)
+		close(b.done)
+	}
+}
+
+// send produces b's jobs to partition with acks=all, leaving out the jobs
+// of abandoned calls, and retries errors that may pass (a leader moving, a
+// connection refused or reset, a stale metadata cache) with backoff
+// attempt² × backoffMin capped at backoffMax, until s.timeout has passed
+// since the first try.
+func (s *kafkaSender) send(partition int, b *produceBatch) error {
+	deadline := time.Now().Add(s.timeout)
+	for attempt := 0; ; attempt++ {
+		msgs := b.msgs
+		for i := range msgs {
+			if msgs[i].call.abandoned.Load() {
+				msgs = waiting(msgs)
+				break
+			}
+		}
+		if len(msgs) == 0 {
+			return nil // nobody waits for these jobs any more
+		}
+		err := s.produce(deadline, partition, msgs)
+		if err == nil {
+			return nil
+		}
+		b.lastErr.Store(&err)
+		pause := min(time.Duration((attempt+1)*(attempt+1))*s.backoffMin, s.backoffMax)
+		if !retriable(err) || time.Until(deadline) < pause {
+			return err
+		}
+		time.Sleep(pause)
+	}
+}
+
+// waiting returns the jobs of msgs whose call still waits, in a new slice.
+func waiting(msgs []laneMsg) []laneMsg {
+	out := make([]laneMsg, 0, len(msgs))
+	for _, m := range msgs {
+		if !m.call.abandoned.Load() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// produce sends one produce request and returns its error, the partition's
+// error in the response, or the first per-record error.
+func (s *kafkaSender) produce(deadline time.Time, partition int, msgs []laneMsg) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	s.requests.Add(1)
+	s.messages.Add(int64(len(msgs)))
+	s.batchJobs.Observe(float64(len(msgs)))
+	res, err := s.client.Produce(ctx, &kafka.ProduceRequest{
+		Topic:        s.topic,
+		Partition:    partition,
+		RequiredAcks: kafka.RequireAll,
+		Records:      &laneRecords{msgs: msgs},
+	})
+	switch {
+	case err != nil:
+		return err
+	case res == nil:
+		return errors.New("kafka: no produce response")
+	case res.Error != nil:
+		return res.Error
+	}
+	for _, rerr := range res.RecordErrors {
+		return rerr
+	}
+	return nil
+}
+
+// retriable reports whether a produce error may pass on its own: a Kafka
+// error the protocol marks temporary (NotLeaderOrFollower,
+// LeaderNotAvailable, RequestTimedOut, NotEnoughReplicas...), a refused,
+// reset or cut connection (the Writer's rule), or the transport's metadata
+// cache not knowing the partition's leader yet (it is refreshed every
+// MetadataTTL).
+func retriable(err error) bool {
+	var temp interface{ Temporary() bool }
+	if errors.As(err, &temp) && temp.Temporary() {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, protocol.ErrNoLeader) || errors.Is(err, protocol.ErrNoPartition) ||
+		errors.Is(err, protocol.ErrNoTopic)
+}
+
+// close stops taking jobs and waits until every lane has sent (or failed)
+// what it holds.
+func (s *kafkaSender) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// laneRecords reads msgs as kafka records, reusing one record and two byte
+// readers, so a request costs no allocation per job.
+type laneRecords struct {
+	msgs       []laneMsg
+	i          int
+	rec        kafka.Record
+	key, value byteBody
+}
+
+type byteBody struct{ bytes.Reader }
+
+func (*byteBody) Close() error { return nil }
+
+func (r *laneRecords) ReadRecord() (*kafka.Record, error) {
+	if r.i >= len(r.msgs) {
+		return nil, io.EOF
+	}
+	m := &r.msgs[r.i]
+	r.i++
+	r.key.Reset(m.key)
+	r.value.Reset(m.value)
+	r.rec = kafka.Record{Key: &r.key, Value: &r.value, Headers: m.headers}
+	return &r.rec, nil
+}
