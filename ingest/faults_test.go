@@ -35,9 +35,11 @@ func timedPost(t *testing.T, h *harness, tenant, body string) answer {
 	t.Helper()
 	start := time.Now()
 	a := h.post(t, tenant, "/v1/jobs", body)
-	if d := time.Since(start); d > failFast {
+	d := time.Since(start)
+	if d > failFast {
 		t.Errorf("answer took %v, want under %v", d, failFast)
 	}
+	t.Logf("%s: %d in %v", tenant, a.status, d.Round(time.Millisecond))
 	return a
 }
 
