@@ -3,9 +3,12 @@
 // It makes one Metadata request with kafka-go, the client sluice uses, and exits 0
 // when the broker answers and lists itself (a KRaft broker appears in metadata only
 // once it is registered and unfenced), 1 otherwise, printing the reason on stderr.
-// deploy/local/services.sh calls it in a loop while it waits for a broker to start.
+// With -group it also asks for a consumer group coordinator; the first such request
+// on a new broker creates __consumer_offsets, so a broker that passes is ready for
+// consumer groups too. deploy/local/services.sh calls it in a loop while it waits
+// for a broker to start.
 //
-//	kafkaprobe -addr 127.0.0.1:9092 -timeout 2s
+//	kafkaprobe -addr 127.0.0.1:9092 -timeout 2s [-group]
 package main
 
 import (
@@ -21,26 +24,39 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9092", "broker address host:port")
 	timeout := flag.Duration("timeout", 2*time.Second, "deadline of the single attempt")
+	group := flag.Bool("group", false, "also require a consumer group coordinator")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := probe(ctx, *addr); err != nil {
+	if err := probe(ctx, *addr, *group); err != nil {
 		fmt.Fprintf(os.Stderr, "kafkaprobe: %s: %v\n", *addr, err)
 		os.Exit(1)
 	}
 }
 
 // probe returns nil when the broker at addr answers a Metadata request that lists
-// at least one broker.
-func probe(ctx context.Context, addr string) error {
+// at least one broker and, with group, names a coordinator for a consumer group.
+func probe(ctx context.Context, addr string, group bool) error {
 	client := &kafka.Client{Addr: kafka.TCP(addr)}
-	resp, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
 	}
-	if len(resp.Brokers) == 0 {
+	if len(md.Brokers) == 0 {
 		return fmt.Errorf("metadata: no broker registered yet")
+	}
+	if !group {
+		return nil
+	}
+	fc, err := client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{
+		Key: "sluice-kafkaprobe", KeyType: kafka.CoordinatorKeyTypeConsumer,
+	})
+	if err == nil {
+		err = fc.Error
+	}
+	if err != nil {
+		return fmt.Errorf("find group coordinator: %w", err)
 	}
 	return nil
 }

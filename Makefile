@@ -1,0 +1,59 @@
+# sluice's developer and CI entry points. The tests run against real Redis,
+# Redis Cluster and Kafka servers that deploy/local/services.sh starts on
+# 127.0.0.1 (no Docker); `bash deploy/local/services.sh help` tells more.
+#
+#   make test       services up, go vet, race tests of every package
+#   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS
+#   make run        services up, ingest and drainer with RUN_CONFIG until Ctrl-C
+#   make lint       gofmt and go vet
+#   make services / services-down / services-status
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+GO ?= go
+SERVICES := bash deploy/local/services.sh
+# The SLUICE_TEST_* addresses of the running services, for the tests.
+TEST_ENV = env $$($(SERVICES) env)
+
+PKGS ?= ./...
+TEST_FLAGS ?= -race -count=1 -timeout 15m
+
+BENCH_PKGS ?= ./...
+BENCH ?= .
+BENCHTIME ?= 1s
+# Extra benchmark programs, run after the Go benchmarks with the SLUICE_TEST_*
+# environment set: every deploy/bench/*.sh unless BENCH_SCRIPTS says otherwise
+# (BENCH_SCRIPTS= runs none).
+BENCH_SCRIPTS ?= $(wildcard deploy/bench/*.sh)
+
+RUN_CONFIG ?= configs/sluice.local.yaml
+RUN_CMDS ?= ingest drainer
+
+.PHONY: services services-down services-status test bench run lint
+
+services:
+	$(SERVICES) up
+
+services-down:
+	$(SERVICES) down
+
+services-status:
+	$(SERVICES) status
+
+test: services
+	$(GO) vet $(PKGS)
+	$(TEST_ENV) $(GO) test $(TEST_FLAGS) $(PKGS)
+
+bench: services
+	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS)
+	for s in $(BENCH_SCRIPTS); do echo "== $$s"; $(TEST_ENV) bash "$$s"; done
+
+run: services
+	RUN_CONFIG='$(RUN_CONFIG)' RUN_CMDS='$(RUN_CMDS)' bash deploy/local/run.sh
+
+lint:
+	@files=$$(gofmt -l $$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*')); \
+	if [[ -n $$files ]]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$files"; exit 1; fi
+	$(GO) vet $(PKGS)

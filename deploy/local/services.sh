@@ -1,0 +1,573 @@
+#!/usr/bin/env bash
+# deploy/local/services.sh: the real servers that sluice's tests and local runs use,
+# without Docker, all on 127.0.0.1:
+#
+#   Redis          127.0.0.1:6379        standalone, no persistence
+#   Redis Cluster  127.0.0.1:7000-7002   3 masters, no replicas
+#   Kafka          127.0.0.1:9092        single KRaft node, broker+controller (controller 9093)
+#
+# Usage:
+#   services.sh [up]          start whatever is not running yet and wait until it answers
+#   services.sh down          stop what this script started (SIGTERM, then SIGKILL)
+#   services.sh status        one line per service; exit 1 when one is not up
+#   services.sh env           SLUICE_TEST_* lines for the tests (make test uses them)
+#   services.sh clean         down, then remove the servers' data (keeps the jar cache)
+#
+#   services.sh kafka-start --dir D --port P --controller-port C
+#   services.sh kafka-stop  --dir D [--kill]
+#   services.sh redis-start --dir D --port P
+#   services.sh redis-stop  --dir D [--kill]
+#       a private server in D for a test that stops, kills or restarts it
+#       (internal/testenv StartKafka uses these). Starting again with the same D keeps
+#       the data, as a real restart does.
+#
+# Environment (defaults in brackets):
+#   SLUICE_REDIS_PORT [6379]  SLUICE_REDIS_CLUSTER_PORT [7000, uses it and the next two]
+#   SLUICE_KAFKA_PORT [9092]  SLUICE_KAFKA_CONTROLLER_PORT [9093]
+#   SLUICE_KAFKA_VERSION [4.4.0; a 4.x release]  SLUICE_LOG4J_VERSION [2.25.5, the log4j-api of that Kafka]
+#   SLUICE_KAFKA_HEAP [-Xms256m -Xmx1g]  SLUICE_KAFKA_LOG_LEVEL [WARN]
+#   SLUICE_KAFKA_JVM_OPTS [none; testenv passes -XX:TieredStopAtLevel=1, which starts
+#     a broker ≈1-3 s faster on a busy 2-core machine but slows it at full load]
+#   SLUICE_KAFKA_START_TIMEOUT [120 seconds]  SLUICE_CACHE_DIR [<repo>/.cache]
+#
+# Missing redis-server, java or mvn are installed with apt-get (root only). Kafka's
+# jars come from Maven Central through deploy/local/kafka/pom.xml and are cached in
+# .cache/kafka/<version>/libs; the broker's log is <dir>/broker.log
+# (.cache/run/kafka-9092/broker.log for the shared one). See docs/adr/0001-kafka-version.md.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CACHE=${SLUICE_CACHE_DIR:-$ROOT/.cache}
+HOST=127.0.0.1
+REDIS_PORT=${SLUICE_REDIS_PORT:-6379}
+CLUSTER_PORT=${SLUICE_REDIS_CLUSTER_PORT:-7000}
+CLUSTER_PORTS=("$CLUSTER_PORT" "$((CLUSTER_PORT + 1))" "$((CLUSTER_PORT + 2))")
+KAFKA_PORT=${SLUICE_KAFKA_PORT:-9092}
+KAFKA_CONTROLLER_PORT=${SLUICE_KAFKA_CONTROLLER_PORT:-9093}
+KAFKA_VERSION=${SLUICE_KAFKA_VERSION:-4.4.0}
+LOG4J_VERSION=${SLUICE_LOG4J_VERSION:-2.25.5}
+KAFKA_HEAP=${SLUICE_KAFKA_HEAP:--Xms256m -Xmx1g}
+KAFKA_JVM_OPTS=${SLUICE_KAFKA_JVM_OPTS:-}
+KAFKA_LOG_LEVEL=${SLUICE_KAFKA_LOG_LEVEL:-WARN}
+KAFKA_START_TIMEOUT=${SLUICE_KAFKA_START_TIMEOUT:-120}
+KAFKA_LIBS=$CACHE/kafka/$KAFKA_VERSION/libs
+PROBE=$CACHE/bin/kafkaprobe
+
+log() { echo "services: $*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+# ---------------------------------------------------------------- tools
+
+APT_UPDATED=0
+apt_install() {
+	[[ $(id -u) == 0 ]] || die "missing $*; install it (apt-get install $*) or run this script as root"
+	if [[ $APT_UPDATED == 0 ]]; then
+		log "apt-get update"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+		APT_UPDATED=1
+	fi
+	log "apt-get install $*"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+need_redis() {
+	if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+		apt_install redis-server redis-tools
+	fi
+}
+
+need_java() {
+	command -v java >/dev/null || apt_install openjdk-17-jre-headless
+	local major
+	major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+	[[ ${major:-0} -ge 17 ]] || die "Kafka $KAFKA_VERSION needs Java 17 or newer, found '${major:-unknown}'"
+}
+
+need_mvn() {
+	command -v mvn >/dev/null || apt_install maven
+}
+
+# with_lock NAME CMD...: run CMD while holding $CACHE/locks/NAME, so that parallel
+# test packages starting private brokers do not fetch jars or build twice at once.
+with_lock() {
+	local name=$1
+	shift
+	mkdir -p "$CACHE/locks"
+	(
+		flock 9
+		"$@"
+	) 9>"$CACHE/locks/$name"
+}
+
+# ---------------------------------------------------------------- processes
+
+# alive PID: one of the process's threads has not exited yet. A process whose
+# threads are all zombies counts as gone: its sockets are closed, and an init that
+# is slow to reap orphans would otherwise keep a killed broker "alive". The leader
+# alone is not enough: it turns zombie while the JVM's other threads still hold the
+# listening socket.
+alive() {
+	local task stat
+	for task in /proc/"$1"/task/*/stat; do
+		stat=$(cat "$task" 2>/dev/null) || continue
+		stat=${stat##*) }
+		[[ ${stat:0:1} == Z ]] || return 0
+	done
+	return 1
+}
+
+# pid_of PIDFILE PATTERN: print the pid when PIDFILE names a live process whose
+# command line contains PATTERN; remove a stale PIDFILE and fail otherwise.
+pid_of() {
+	local file=$1 pattern=$2 pid cmdline=''
+	[[ -f $file ]] || return 1
+	pid=$(<"$file")
+	if [[ $pid =~ ^[0-9]+$ ]] && alive "$pid"; then
+		cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+	fi
+	if [[ -n $cmdline && $cmdline == *"$pattern"* ]]; then
+		echo "$pid"
+		return 0
+	fi
+	rm -f "$file"
+	return 1
+}
+
+# stop_pid PIDFILE PATTERN NAME [kill]: SIGTERM (SIGKILL with "kill"), wait up to 30 s,
+# then SIGKILL.
+stop_pid() {
+	local file=$1 pattern=$2 name=$3 mode=${4:-term} pid i
+	if ! pid=$(pid_of "$file" "$pattern"); then
+		log "$name: not running"
+		return 0
+	fi
+	if [[ $mode == kill ]]; then
+		kill -KILL "$pid" 2>/dev/null || true
+	else
+		kill -TERM "$pid" 2>/dev/null || true
+	fi
+	for ((i = 0; i < 300; i++)); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	if alive "$pid"; then
+		log "$name: pid $pid still running after 30 s, sending SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+		while alive "$pid"; do sleep 0.1; done
+	fi
+	rm -f "$file"
+	log "$name: stopped (pid $pid, $mode)"
+}
+
+# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_open() {
+	(exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+# ---------------------------------------------------------------- redis
+
+redis_ping() {
+	[[ $(timeout 3 redis-cli -h "$HOST" -p "$1" ping 2>/dev/null) == PONG ]]
+}
+
+# redis_start DIR PORT [redis-server args...]: a daemonized redis-server without
+# persistence, waiting until it answers PING.
+redis_start() {
+	local dir=$1 port=$2 i
+	shift 2
+	need_redis
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	if pid_of "$dir/redis.pid" "redis-server" >/dev/null && redis_ping "$port"; then
+		log "redis $HOST:$port: already running"
+		return 0
+	fi
+	port_open "$port" && die "redis $HOST:$port: the port is taken by a process this script did not start"
+	redis-server --bind "$HOST" --port "$port" --dir "$dir" --save '' --appendonly no \
+		--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" "$@" ||
+		die "redis $HOST:$port: redis-server failed; see $dir/redis.log"
+	for ((i = 0; i < 100; i++)); do
+		redis_ping "$port" && {
+			log "redis $HOST:$port: up (pid $(cat "$dir/redis.pid" 2>/dev/null))"
+			return 0
+		}
+		sleep 0.1
+	done
+	tail -n 30 "$dir/redis.log" >&2 || true
+	die "redis $HOST:$port: no PONG after 10 s"
+}
+
+redis_stop() { stop_pid "$1/redis.pid" "redis-server" "redis ${3:-$1}" "${2:-term}"; }
+
+redis_up() {
+	local dir=$CACHE/run/redis-$REDIS_PORT
+	if redis_ping "$REDIS_PORT" && ! pid_of "$dir/redis.pid" redis-server >/dev/null; then
+		log "redis $HOST:$REDIS_PORT: answers PING already (not started by this script); using it"
+		return 0
+	fi
+	redis_start "$dir" "$REDIS_PORT"
+}
+
+cluster_info() {
+	timeout 3 redis-cli -h "$HOST" -p "$1" cluster info 2>&1 | tr -d '\r'
+}
+
+cluster_ok() {
+	local port
+	for port in "${CLUSTER_PORTS[@]}"; do
+		[[ $(cluster_info "$port") == *cluster_state:ok* ]] || return 1
+	done
+}
+
+# cluster_up: three cluster-enabled nodes; create the cluster unless it is ok already.
+# A node started here begins with a fresh nodes.conf. When that leaves a mix of new
+# and old nodes, or when nodes that were all running already do not form an ok
+# cluster within 10 s, every node is reset and the cluster is created anew (test
+# data only).
+cluster_up() {
+	local port dir info i fresh=1 started=0 addrs=()
+	need_redis
+	for port in "${CLUSTER_PORTS[@]}"; do
+		dir=$CACHE/run/redis-cluster-$port
+		addrs+=("$HOST:$port")
+		if ! redis_ping "$port"; then
+			rm -f "$dir/nodes.conf"
+			redis_start "$dir" "$port" --cluster-enabled yes --cluster-config-file nodes.conf \
+				--cluster-node-timeout 5000
+			started=1
+		fi
+		info=$(cluster_info "$port")
+		[[ $info == *cluster_state:* ]] || die "redis $HOST:$port is not a cluster node: $info"
+		[[ $info == *$'\n'cluster_known_nodes:1$'\n'* ]] || fresh=0
+	done
+	if cluster_ok; then
+		log "redis cluster ${addrs[*]}: ok"
+		return 0
+	fi
+	if [[ $fresh == 0 ]]; then
+		for ((i = 0; started == 0 && i < 100; i++)); do
+			cluster_ok && {
+				log "redis cluster ${addrs[*]}: ok"
+				return 0
+			}
+			sleep 0.1
+		done
+		log "redis cluster ${addrs[*]}: not ok, resetting the nodes"
+		for port in "${CLUSTER_PORTS[@]}"; do
+			redis-cli -h "$HOST" -p "$port" flushall >/dev/null
+			redis-cli -h "$HOST" -p "$port" cluster reset hard >/dev/null
+		done
+	fi
+	local out=$CACHE/run/redis-cluster-create.log
+	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$out" 2>&1 || {
+		cat "$out" >&2
+		die "redis cluster: create failed"
+	}
+	for ((i = 0; i < 300; i++)); do
+		cluster_ok && {
+			log "redis cluster ${addrs[*]}: created, ok"
+			return 0
+		}
+		sleep 0.1
+	done
+	for port in "${CLUSTER_PORTS[@]}"; do cluster_info "$port" >&2; done
+	die "redis cluster: cluster_state not ok 30 s after create"
+}
+
+cluster_down() {
+	local port
+	for port in "${CLUSTER_PORTS[@]}"; do
+		redis_stop "$CACHE/run/redis-cluster-$port" term "cluster $HOST:$port"
+	done
+}
+
+# ---------------------------------------------------------------- kafka
+
+fetch_kafka() {
+	[[ -f $KAFKA_LIBS/.complete ]] && return 0
+	need_java
+	need_mvn
+	local tmp=$KAFKA_LIBS.tmp start=$SECONDS
+	log "kafka: fetching Apache Kafka $KAFKA_VERSION jars from Maven Central into $KAFKA_LIBS"
+	rm -rf "$tmp"
+	mkdir -p "$CACHE/kafka"
+	mvn -B -Dstyle.color=never -f "$ROOT/deploy/local/kafka/pom.xml" dependency:copy-dependencies \
+		-Dkafka.version="$KAFKA_VERSION" -Dlog4j.version="$LOG4J_VERSION" \
+		-DincludeScope=runtime -DoutputDirectory="$tmp" >"$CACHE/kafka/mvn.log" 2>&1 || {
+		grep -E 'ERROR|BUILD' "$CACHE/kafka/mvn.log" | head -n 20 >&2
+		die "kafka: mvn could not fetch kafka_2.13:$KAFKA_VERSION (full output in $CACHE/kafka/mvn.log)"
+	}
+	ls "$tmp"/kafka_2.13-"$KAFKA_VERSION".jar "$tmp"/log4j-slf4j*-impl-*.jar >/dev/null ||
+		die "kafka: the broker jar or the log4j SLF4J binding is missing in $tmp"
+	touch "$tmp/.complete"
+	rm -rf "$KAFKA_LIBS"
+	mv "$tmp" "$KAFKA_LIBS"
+	log "kafka: jars fetched in $((SECONDS - start)) s"
+}
+
+build_probe() {
+	local src=$ROOT/deploy/local/kafkaprobe/main.go
+	[[ -x $PROBE && $PROBE -nt $src ]] && return 0
+	command -v go >/dev/null || die "kafka: go is needed to build deploy/local/kafkaprobe"
+	mkdir -p "$(dirname "$PROBE")"
+	(cd "$ROOT" && go build -o "$PROBE.tmp" ./deploy/local/kafkaprobe) || die "kafka: building kafkaprobe failed"
+	mv "$PROBE.tmp" "$PROBE"
+}
+
+# kafka_ready PORT [-group]: see deploy/local/kafkaprobe.
+kafka_ready() { "$PROBE" -addr "$HOST:$1" -timeout 2s "${@:2}" 2>/dev/null; }
+
+# write_server_properties DIR PORT CONTROLLER_PORT: a static single-voter quorum,
+# replication factors of 1, no automatic topic creation (tests create their topics),
+# no initial rebalance delay. The broker session is 4 s instead of 9 s: after a
+# SIGKILL the restarted broker cannot register until the controller has fenced its
+# previous incarnation, so a killed broker is back after ≈5-8 s, not ≈14 s.
+write_server_properties() {
+	local dir=$1 port=$2 cport=$3
+	cat >"$dir/server.properties" <<EOF
+# Written by deploy/local/services.sh; rewritten on every start.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$HOST:$cport
+listeners=PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$cport
+advertised.listeners=PLAINTEXT://$HOST:$port
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+broker.session.timeout.ms=4000
+broker.heartbeat.interval.ms=500
+EOF
+}
+
+# new_cluster_id: 16 random bytes in URL-safe base64 without padding, as Kafka's
+# Uuid.randomUuid makes them (never starting with "-").
+new_cluster_id() {
+	local id
+	while :; do
+		id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+		[[ $id != -* ]] && break
+	done
+	echo "$id"
+}
+
+# kafka_start DIR PORT CONTROLLER_PORT: kafka_launch, then kafka_wait.
+kafka_start() {
+	kafka_launch "$@"
+	kafka_wait "$1" "$2"
+}
+
+# kafka_launch DIR PORT CONTROLLER_PORT: fetch the jars and build the probe when
+# missing, format DIR/data once, and start the broker in the background unless it
+# runs already.
+kafka_launch() {
+	local dir=$1 port=$2 cport=$3 i
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	with_lock fetch-kafka fetch_kafka
+	with_lock build-probe build_probe
+	need_java
+
+	if ! pid_of "$dir/kafka.pid" "$dir/server.properties" >/dev/null; then
+		port_open "$port" && die "kafka $HOST:$port: the port is taken by a process this script did not start"
+		port_open "$cport" && die "kafka controller $HOST:$cport: the port is taken by a process this script did not start"
+		write_server_properties "$dir" "$port" "$cport"
+		if [[ ! -f $dir/data/meta.properties || $(cat "$dir/version" 2>/dev/null) != "$KAFKA_VERSION" ]]; then
+			rm -rf "$dir/data"
+			[[ -s $dir/cluster.id ]] || new_cluster_id >"$dir/cluster.id"
+			# A short-lived tool: C1 only and the serial GC halve its start-up time.
+			java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+				-Dlog4j2.configurationFile="$ROOT/deploy/local/kafka/log4j2.properties" \
+				-cp "$KAFKA_LIBS/*" kafka.tools.StorageTool format \
+				-t "$(<"$dir/cluster.id")" -c "$dir/server.properties" >>"$dir/broker.log" 2>&1 || {
+				tail -n 30 "$dir/broker.log" >&2
+				die "kafka: formatting $dir/data failed"
+			}
+			echo "$KAFKA_VERSION" >"$dir/version"
+		fi
+		echo "=== $(date -u +%FT%TZ) services.sh: starting Kafka $KAFKA_VERSION on $HOST:$port" >>"$dir/broker.log"
+		# setsid: the broker outlives the shell that started it and does not get the
+		# terminal's Ctrl-C; the wrapper writes its own pid, then becomes java.
+		# shellcheck disable=SC2086,SC2016 # KAFKA_HEAP/JVM_OPTS hold several flags; $$ is the wrapper's
+		setsid bash -c 'echo $$ >"$0"; exec "$@"' "$dir/kafka.pid" \
+			java $KAFKA_HEAP $KAFKA_JVM_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+			-Djava.awt.headless=true -Dkafka.logs.dir="$dir" \
+			-Dlog4j2.configurationFile="$ROOT/deploy/local/kafka/log4j2.properties" \
+			-Dsluice.kafka.log.level="$KAFKA_LOG_LEVEL" \
+			-cp "$KAFKA_LIBS/*" kafka.Kafka "$dir/server.properties" \
+			>>"$dir/broker.log" 2>&1 </dev/null &
+		for ((i = 0; i < 50; i++)); do
+			[[ -s $dir/kafka.pid ]] && break
+			sleep 0.1
+		done
+	fi
+}
+
+# kafka_wait DIR PORT: wait until the broker answers a Metadata request listing
+# itself and names a group coordinator (the first time, that creates
+# __consumer_offsets, ≈3 s that the first consumer group of a test would otherwise
+# pay). A broker that exits or is not ready within SLUICE_KAFKA_START_TIMEOUT has the
+# tail of its log printed, is stopped, and makes the script fail.
+kafka_wait() {
+	local dir=$1 port=$2 pid start=$SECONDS
+	dir=$(cd "$dir" && pwd)
+	while ((SECONDS - start < KAFKA_START_TIMEOUT)); do
+		if ! pid=$(pid_of "$dir/kafka.pid" "$dir/server.properties"); then
+			log "kafka $HOST:$port: the broker exited; last lines of $dir/broker.log:"
+			tail -n 40 "$dir/broker.log" >&2
+			die "kafka $HOST:$port: did not start"
+		fi
+		if kafka_ready "$port" -group; then
+			log "kafka $HOST:$port: up (pid $pid, log $dir/broker.log)"
+			return 0
+		fi
+		sleep 0.3
+	done
+	log "kafka $HOST:$port: not ready after $KAFKA_START_TIMEOUT s; last lines of $dir/broker.log:"
+	tail -n 40 "$dir/broker.log" >&2
+	stop_pid "$dir/kafka.pid" "$dir/server.properties" "kafka $HOST:$port" term
+	die "kafka $HOST:$port: did not start"
+}
+
+kafka_stop() {
+	local dir=$1 mode=${2:-term}
+	[[ -d $dir ]] || {
+		log "kafka $dir: not running"
+		return 0
+	}
+	dir=$(cd "$dir" && pwd)
+	stop_pid "$dir/kafka.pid" "$dir/server.properties" "kafka $dir" "$mode"
+}
+
+# ---------------------------------------------------------------- commands
+
+shared_kafka_dir() { echo "$CACHE/run/kafka-$KAFKA_PORT"; }
+
+# cmd_up launches Kafka first, so the JVM boots while the Redis servers start.
+cmd_up() {
+	local start=$SECONDS
+	kafka_launch "$(shared_kafka_dir)" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"
+	redis_up
+	cluster_up
+	kafka_wait "$(shared_kafka_dir)" "$KAFKA_PORT"
+	log "all up in $((SECONDS - start)) s"
+}
+
+cmd_down() {
+	kafka_stop "$(shared_kafka_dir)"
+	cluster_down
+	redis_stop "$CACHE/run/redis-$REDIS_PORT" term "$HOST:$REDIS_PORT"
+}
+
+cmd_status() {
+	local rc=0 port
+	if redis_ping "$REDIS_PORT"; then
+		echo "redis          $HOST:$REDIS_PORT  up"
+	else
+		echo "redis          $HOST:$REDIS_PORT  down"
+		rc=1
+	fi
+	for port in "${CLUSTER_PORTS[@]}"; do
+		if redis_ping "$port"; then
+			echo "redis cluster  $HOST:$port  up, $(cluster_info "$port" | sed -n '/^cluster_state:/p')"
+		else
+			echo "redis cluster  $HOST:$port  down"
+			rc=1
+		fi
+	done
+	cluster_ok || rc=1
+	if [[ -x $PROBE ]] && kafka_ready "$KAFKA_PORT"; then
+		echo "kafka          $HOST:$KAFKA_PORT  up"
+	else
+		echo "kafka          $HOST:$KAFKA_PORT  down"
+		rc=1
+	fi
+	return $rc
+}
+
+cmd_env() {
+	local port addrs=()
+	for port in "${CLUSTER_PORTS[@]}"; do addrs+=("$HOST:$port"); done
+	echo "SLUICE_TEST_REDIS=$HOST:$REDIS_PORT"
+	echo "SLUICE_TEST_KAFKA=$HOST:$KAFKA_PORT"
+	echo "SLUICE_TEST_REDIS_CLUSTER=$(
+		IFS=,
+		echo "${addrs[*]}"
+	)"
+}
+
+cmd_clean() {
+	cmd_down
+	rm -rf "$CACHE/run"
+	log "removed $CACHE/run"
+}
+
+usage() {
+	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+}
+
+# private_args: parse --dir/--port/--controller-port/--kill of the private-server
+# subcommands into OPT_DIR, OPT_PORT, OPT_CPORT, OPT_MODE.
+private_args() {
+	OPT_DIR='' OPT_PORT='' OPT_CPORT='' OPT_MODE=term
+	while (($#)); do
+		case $1 in
+		--dir) OPT_DIR=${2:?--dir needs a value} && shift ;;
+		--port) OPT_PORT=${2:?--port needs a value} && shift ;;
+		--controller-port) OPT_CPORT=${2:?--controller-port needs a value} && shift ;;
+		--kill) OPT_MODE='kill' ;;
+		*) die "unknown option $1" ;;
+		esac
+		shift
+	done
+	[[ -n $OPT_DIR ]] || die "--dir is required"
+}
+
+main() {
+	local cmd=${1:-up}
+	(($#)) && shift
+	case $cmd in
+	up) cmd_up ;;
+	down) cmd_down ;;
+	status) cmd_status ;;
+	env) cmd_env ;;
+	clean) cmd_clean ;;
+	kafka-start)
+		private_args "$@"
+		[[ -n $OPT_PORT && -n $OPT_CPORT ]] || die "kafka-start needs --port and --controller-port"
+		kafka_start "$OPT_DIR" "$OPT_PORT" "$OPT_CPORT"
+		;;
+	kafka-stop)
+		private_args "$@"
+		kafka_stop "$OPT_DIR" "$OPT_MODE"
+		;;
+	redis-start)
+		private_args "$@"
+		[[ -n $OPT_PORT ]] || die "redis-start needs --port"
+		redis_start "$OPT_DIR" "$OPT_PORT"
+		;;
+	redis-stop)
+		private_args "$@"
+		redis_stop "$OPT_DIR" "$OPT_MODE"
+		;;
+	-h | --help | help) usage ;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+}
+
+main "$@"
