@@ -131,7 +131,11 @@ func New(opts Options) (*Server, error) {
 // request. cfg must be valid (config.Load validates) and is not modified.
 // Settings of the listener itself (ingest.listen) apply at the next Run.
 func (s *Server) SetConfig(cfg *config.Config) {
-	s.snap.Store(newSnapshot(cfg, s.snap.Load()))
+	snap := newSnapshot(cfg, s.snap.Load())
+	for _, err := range snap.invalid {
+		s.log.Error("ingest: admission policy the limiter refuses; its requests take the limiter error path", "err", err)
+	}
+	s.snap.Store(snap)
 }
 
 // Handler returns the HTTP handler of all routes, for tests and embedding.

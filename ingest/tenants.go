@@ -3,6 +3,7 @@ package ingest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,11 @@ type snapshot struct {
 	// backend.
 	kafkaBrokers []string
 	kafkaTopic   string
+	// invalid lists policies the limiter will refuse (limits.Policy.Validate
+	// is stricter than config validation: period >= limit µs and such);
+	// SetConfig logs them, and their tenants' requests meet the limiter
+	// error path (fail open or 503).
+	invalid []error
 }
 
 // tenantState is one tenant's precomputed admission inputs.
@@ -97,6 +103,11 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		}
 		ts := newTenantState(name, t, prev)
 		s.tenants[name] = ts
+		for _, p := range ts.allPolicies() {
+			if err := p.Validate(); err != nil {
+				s.invalid = append(s.invalid, fmt.Errorf("tenant %s: %w", name, err))
+			}
+		}
 		for _, k := range t.APIKeys {
 			h, ok := strings.CutPrefix(strings.ToLower(k), "sha256:")
 			if !ok {
@@ -145,6 +156,18 @@ func newTenantState(name string, t config.Tenant, old *tenantState) *tenantState
 		}
 	}
 	return ts
+}
+
+// allPolicies returns the tenant's policies, the tenant's first.
+func (ts *tenantState) allPolicies() []limits.Policy {
+	var out []limits.Policy
+	if ts.tenantPolicy != nil {
+		out = append(out, *ts.tenantPolicy)
+	}
+	for _, p := range ts.typePolicies {
+		out = append(out, p)
+	}
+	return out
 }
 
 // policy returns the tenant's policy called name.
