@@ -24,8 +24,8 @@ import (
 //	                          throughput needs many calls in flight, as many
 //	                          HTTP requests would be)
 //	SLUICE_BENCH_TENANTS      tenants the jobs are spread over (default 64)
-//	SLUICE_BENCH_BATCH_TIMEOUT  config.Kafka.BatchTimeout (default 0: no
-//	                          wait on an idle partition)
+//	SLUICE_BENCH_BATCH_TIMEOUT  config.Kafka.BatchTimeout (default 2ms, the
+//	                          configuration's default)
 func benchEnv(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -33,10 +33,11 @@ func benchEnv(name string, def int) int {
 	return def
 }
 
+// benchDuration reads a duration from the environment (default 2ms).
 func benchDuration(b *testing.B, name string) time.Duration {
 	v := os.Getenv(name)
 	if v == "" {
-		return 0
+		v = "2ms"
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {

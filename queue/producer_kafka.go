@@ -57,13 +57,14 @@ const (
 // partitioner (kafka.Murmur2Balancer), so every job of a tenant lands on one
 // partition, in order, and a Java or librdkafka (murmur2) producer agrees.
 //
-// Batching: concurrent Enqueue calls share produce requests without waiting
-// for a timer. Each partition has at most one request in flight; the jobs
-// that arrive meanwhile leave together in the next one. On an idle
-// partition a job is sent at once (latency: one acks=all round trip); under
-// load a request carries everything that arrived during the previous one.
-// config.Kafka.BatchTimeout, when set, makes an idle partition wait that
-// long for company before its first request; ingest leaves it at zero.
+// Batching: concurrent Enqueue calls share produce requests. Each
+// partition has at most one request in flight; the jobs that arrive
+// meanwhile leave together in the next one (group commit). A partition
+// whose last request carried one call's jobs only sends the next job at
+// once (latency: one acks=all round trip); one whose last request was
+// shared first waits config.Kafka.BatchTimeout (default 2ms) for more jobs,
+// so under load fewer, larger requests reach the broker. No call waits for
+// a timer when it has no company.
 //
 // Backlog: after the ack, the tenants' backlog counters (keys.Backlog) are
 // raised by the jobs' cost in one pipelined round trip. The job is already

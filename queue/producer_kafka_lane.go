@@ -56,6 +56,7 @@ type kafkaLane struct {
 	mu        sync.Mutex
 	queue     []*produceBatch
 	busy      bool // a sender goroutine drains queue
+	shared    bool // the last request carried more than one call's jobs
 }
 
 // kafkaSender owns the lanes of one topic and sends their batches.
@@ -63,7 +64,7 @@ type kafkaSender struct {
 	client     *kafka.Client
 	topic      string
 	timeout    time.Duration // bounds one batch, retries included
-	linger     time.Duration // wait for company before the first send of a busy period
+	linger     time.Duration // wait for company before the first send of a busy period, when the lane saw concurrency
 	maxBytes   int           // bytes of one request's records
 	backoffMin time.Duration
 	backoffMax time.Duration
@@ -136,9 +137,15 @@ func (s *kafkaSender) add(partition int, msgs []laneMsg) ([]*produceBatch, bool)
 }
 
 // drain sends the lane's batches one at a time until the lane is empty.
+// When the lane's last request was shared by several calls (concurrent
+// load), it first waits s.linger for more jobs to join; a lone caller on a
+// quiet lane is sent at once.
 func (s *kafkaSender) drain(l *kafkaLane) {
 	defer s.wg.Done()
-	if s.linger > 0 {
+	l.mu.Lock()
+	linger := s.linger > 0 && l.shared
+	l.mu.Unlock()
+	if linger {
 		time.Sleep(s.linger)
 	}
 	for {
@@ -153,8 +160,12 @@ func (s *kafkaSender) drain(l *kafkaLane) {
 		l.queue = l.queue[1:]
 		l.mu.Unlock()
 
+		shared := len(b.msgs) > 1 && b.msgs[0].call != b.msgs[len(b.msgs)-1].call
 		b.err = s.send(l.partition, b)
 		close(b.done)
+		l.mu.Lock()
+		l.shared = shared
+		l.mu.Unlock()
 	}
 }
 

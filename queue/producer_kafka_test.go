@@ -223,9 +223,9 @@ func TestKafkaProducerRoundTrip(t *testing.T) {
 
 // TestKafkaProducerSharesBatches starts 50 single-job Enqueue calls at once
 // and checks with the producer's request counters that they went out in a
-// few produce requests, not 50. With no batch timeout, the first call of a
-// partition leaves alone and the others share the next request; with one,
-// the first request waits for them.
+// few produce requests, not 50. The first request of a partition leaves at
+// once (or, when its last request was shared, after the batch timeout);
+// every call arriving meanwhile shares the next one.
 func TestKafkaProducerSharesBatches(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	const partitions, calls = 3, 50
@@ -236,41 +236,40 @@ func TestKafkaProducerSharesBatches(t *testing.T) {
 		// Two per partition when all calls arrive while the first request is
 		// in flight; three allows stragglers on a loaded machine.
 		{0, 3 * partitions},
-		{20 * time.Millisecond, partitions},
+		// The 100ms wait gathers the stragglers too.
+		{100 * time.Millisecond, 2 * partitions},
 	} {
 		t.Run(fmt.Sprintf("batch_timeout=%v", tt.batchTimeout), func(t *testing.T) {
 			cfg := kafkaTestConfig(t, brokers, partitions)
 			cfg.BatchTimeout = tt.batchTimeout
 			p := newTestKafkaProducer(t, cfg, nil)
-			ctx := context.Background()
 			tenants := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
-			for _, tenant := range tenants { // dial the broker, warm every lane
-				if err := p.Enqueue(ctx, []Envelope{testJob(tenant, "warm", 1)}); err != nil {
-					t.Fatal(err)
+			burst := func(round string) time.Duration {
+				gate := make(chan struct{})
+				var wg sync.WaitGroup
+				errs := make(chan error, calls)
+				for i := range calls {
+					wg.Go(func() {
+						<-gate
+						job := testJob(tenants[i%len(tenants)], fmt.Sprintf("%s-%d", round, i), 1)
+						if err := p.Enqueue(context.Background(), []Envelope{job}); err != nil {
+							errs <- err
+						}
+					})
 				}
+				start := time.Now()
+				close(gate)
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatalf("Enqueue: %v", err)
+				}
+				return time.Since(start)
 			}
+			burst("warm") // dials the broker; every partition sees concurrent calls
 			p.sender.requests.Store(0)
 			p.sender.messages.Store(0)
-
-			gate := make(chan struct{})
-			var wg sync.WaitGroup
-			errs := make(chan error, calls)
-			for i := range calls {
-				wg.Go(func() {
-					<-gate
-					if err := p.Enqueue(ctx, []Envelope{testJob(tenants[i%len(tenants)], fmt.Sprintf("c%d", i), 1)}); err != nil {
-						errs <- err
-					}
-				})
-			}
-			start := time.Now()
-			close(gate)
-			wg.Wait()
-			took := time.Since(start)
-			close(errs)
-			for err := range errs {
-				t.Fatalf("Enqueue: %v", err)
-			}
+			took := burst("measured")
 			requests, messages := p.sender.requests.Load(), p.sender.messages.Load()
 			t.Logf("%d calls in %v: %d produce requests, %d messages", calls, took, requests, messages)
 			if messages != calls {
@@ -280,6 +279,23 @@ func TestKafkaProducerSharesBatches(t *testing.T) {
 				t.Errorf("%d produce requests for %d concurrent calls, want <= %d (shared batches)", requests, calls, tt.maxRequests)
 			}
 		})
+	}
+}
+
+// TestKafkaProducerLoneCallDoesNotWait: a call on a partition that has seen
+// no concurrent calls is sent at once, not after the batch timeout.
+func TestKafkaProducerLoneCallDoesNotWait(t *testing.T) {
+	cfg := kafkaTestConfig(t, testenv.KafkaBrokers(t), 1)
+	cfg.BatchTimeout = time.Minute
+	cfg.ProduceTimeout = 10 * time.Second
+	p := newTestKafkaProducer(t, cfg, nil)
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := p.Enqueue(ctx, []Envelope{testJob("lone", fmt.Sprintf("j%d", i), 1)})
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d: Enqueue = %v; a lone call waited for the one-minute batch timeout", i, err)
+		}
 	}
 }
 
