@@ -66,7 +66,43 @@ type Admitter struct {
 	log     *slog.Logger
 	batch   *batcher // nil: one round trip per call, unbatched
 	metrics *metrics
+
+	// Memoized per tenant and per policy, so the hot path neither matches
+	// regexps, formats keys nor boxes integers on every call.
+	tenants  memo[string, string]        // tenant → backlog key, "" if invalid
+	policies memo[Policy, encodedPolicy] // validation and ARGV values
+	stateKey memo[stateKeyOf, string]    // keys.Admission
 }
+
+// maxMemo bounds each of the Admitter's memos.
+const maxMemo = 1 << 16
+
+// encodedPolicy is a validated policy's four ARGV values, or why it is
+// invalid.
+type encodedPolicy struct {
+	err  error
+	args [4]any
+}
+
+// stateKeyOf names one policy's state key of one tenant.
+type stateKeyOf struct{ tenant, algorithm, policy string }
+
+func encodePolicy(p Policy) encodedPolicy {
+	e := encodedPolicy{err: p.Validate()}
+	if e.err == nil {
+		e.args = [4]any{string(p.Algorithm), p.Limit, p.Period.Microseconds(), p.burst()}
+	}
+	return e
+}
+
+func backlogKey(tenant string) string {
+	if !keys.ValidTenant(tenant) {
+		return ""
+	}
+	return keys.Backlog(tenant)
+}
+
+func stateKey(k stateKeyOf) string { return keys.Admission(k.tenant, k.algorithm, k.policy) }
 
 type config struct {
 	batching   bool
@@ -89,7 +125,8 @@ func WithBatching(on bool) Option { return func(c *config) { c.batching = on } }
 // WithMaxBatch caps the decisions per pipeline (default 128).
 func WithMaxBatch(n int) Option { return func(c *config) { c.maxBatch = n } }
 
-// WithPipelines caps the pipelines in flight at once (default 4).
+// WithPipelines caps the pipelines in flight at once (default 2, which
+// used the least CPU per decision in BenchmarkAdmit on 2 CPUs).
 func WithPipelines(n int) Option { return func(c *config) { c.pipelines = n } }
 
 // WithLogger sets the logger (default slog.Default()); script reloads after
@@ -102,11 +139,12 @@ func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c
 
 // NewAdmitter returns an Admitter on rdb. Call Load before serving.
 func NewAdmitter(rdb redis.UniversalClient, opts ...Option) *Admitter {
-	c := config{batching: true, maxBatch: 128, pipelines: 4, log: slog.Default()}
+	c := config{batching: true, maxBatch: 128, pipelines: 2, log: slog.Default()}
 	for _, o := range opts {
 		o(&c)
 	}
 	a := &Admitter{rdb: rdb, script: lua.Admit(), log: c.log, metrics: newMetrics(c.registerer, c.log)}
+	a.tenants.max, a.policies.max, a.stateKey.max = maxMemo, maxMemo, maxMemo
 	if c.batching {
 		a.batch = &batcher{a: a, maxBatch: max(1, c.maxBatch), maxPipes: max(1, c.pipelines)}
 	}
@@ -123,6 +161,19 @@ func (a *Admitter) Load(ctx context.Context) error {
 	return nil
 }
 
+// run is one EVALSHA in its own round trip. NOSCRIPT is answered by
+// loading the script again (on every master) and retrying once.
+func (a *Admitter) run(ctx context.Context, keys []string, args []any) (any, error) {
+	reply, err := a.rdb.EvalSha(ctx, a.script.SHA(), keys, args...).Result()
+	if err != nil && lua.IsNoScript(err) {
+		if err := a.reload(ctx); err != nil {
+			return nil, err
+		}
+		reply, err = a.rdb.EvalSha(ctx, a.script.SHA(), keys, args...).Result()
+	}
+	return reply, err
+}
+
 // reload answers NOSCRIPT (Redis restarted, flushed or failed over).
 func (a *Admitter) reload(ctx context.Context) error {
 	a.metrics.reloads.Inc()
@@ -135,7 +186,7 @@ func (a *Admitter) reload(ctx context.Context) error {
 // A Redis error is returned wrapped (the caller then fails open or closed);
 // NOSCRIPT is never returned, the script is reloaded instead.
 func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
-	keyList, args, err := encode(r)
+	keyList, args, err := a.encode(r)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -143,7 +194,7 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
 	if a.batch != nil {
 		reply, err = a.batch.do(ctx, keyList, args)
 	} else {
-		reply, err = a.script.Run(ctx, a.rdb, keyList, args...).Result()
+		reply, err = a.run(ctx, keyList, args)
 	}
 	if err != nil {
 		return Decision{}, fmt.Errorf("limits: admit %s: %w", r.Tenant, err)
@@ -152,8 +203,9 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
 }
 
 // encode builds the script's KEYS and ARGV for r (see lua/admit.lua).
-func encode(r Request) ([]string, []any, error) {
-	if !keys.ValidTenant(r.Tenant) {
+func (a *Admitter) encode(r Request) ([]string, []any, error) {
+	backlog := a.tenants.get(r.Tenant, backlogKey)
+	if backlog == "" {
 		return nil, nil, fmt.Errorf("limits: admit: invalid tenant %q", r.Tenant)
 	}
 	cost := r.Cost
@@ -170,20 +222,21 @@ func encode(r Request) ([]string, []any, error) {
 		}
 	}
 	keyList := make([]string, 1, 1+len(r.Policies))
-	keyList[0] = keys.Backlog(r.Tenant)
+	keyList[0] = backlog
 	args := make([]any, 3, 3+4*len(r.Policies))
 	args[0], args[1], args[2] = now, cost, r.MaxBacklog
 	for i, p := range r.Policies {
-		if err := p.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("limits: admit %s: %w", r.Tenant, err)
+		e := a.policies.get(p, encodePolicy)
+		if e.err != nil {
+			return nil, nil, fmt.Errorf("limits: admit %s: %w", r.Tenant, e.err)
 		}
 		for _, q := range r.Policies[:i] {
 			if q.Name == p.Name {
 				return nil, nil, fmt.Errorf("limits: admit %s: policy name %q used twice", r.Tenant, p.Name)
 			}
 		}
-		keyList = append(keyList, keys.Admission(r.Tenant, string(p.Algorithm), p.Name))
-		args = append(args, string(p.Algorithm), p.Limit, p.Period.Microseconds(), p.burst())
+		keyList = append(keyList, a.stateKey.get(stateKeyOf{r.Tenant, string(p.Algorithm), p.Name}, stateKey))
+		args = append(args, e.args[:]...)
 	}
 	return keyList, args, nil
 }
@@ -197,16 +250,34 @@ func decode(script string, r Request, reply any) (Decision, error) {
 	if want := 3 + 5*len(r.Policies); len(arr) != want {
 		return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: %d elements, want %d", r.Tenant, script, ErrReply, len(arr), want)
 	}
-	ints := make([]int64, len(arr))
-	for i, v := range arr {
-		n, ok := v.(int64)
-		if !ok {
-			return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: element %d is %T, want integer", r.Tenant, script, ErrReply, i+1, v)
+	var bad error
+	at := func(i int) int64 {
+		n, ok := arr[i].(int64)
+		if !ok && bad == nil {
+			bad = fmt.Errorf("limits: admit %s: %s: %w: element %d is %T, want integer", r.Tenant, script, ErrReply, i+1, arr[i])
 		}
-		ints[i] = n
+		return n
 	}
-	d := Decision{Allowed: ints[0] == 1, Backlog: ints[2], Results: make([]Result, len(r.Policies))}
-	switch v := ints[1]; {
+	d := Decision{Allowed: at(0) == 1, Backlog: at(2)}
+	violated := at(1)
+	if len(r.Policies) > 0 {
+		d.Results = make([]Result, len(r.Policies))
+	}
+	for i, p := range r.Policies {
+		e := 3 + 5*i
+		d.Results[i] = Result{
+			Policy:     p.Name,
+			Allowed:    at(e) == 1,
+			Limit:      at(e + 1),
+			Remaining:  at(e + 2),
+			RetryAfter: micros(at(e + 3)),
+			ResetAfter: micros(at(e + 4)),
+		}
+	}
+	if bad != nil {
+		return Decision{}, bad
+	}
+	switch v := violated; {
 	case v == -1:
 		d.Violated = ViolatedBacklog
 	case v >= 1 && int(v) <= len(r.Policies):
@@ -215,18 +286,7 @@ func decode(script string, r Request, reply any) (Decision, error) {
 		return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: element 2 (violated) is %d", r.Tenant, script, ErrReply, v)
 	}
 	if d.Allowed != (d.Violated == "") {
-		return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: allowed %d with violated %d", r.Tenant, script, ErrReply, ints[0], ints[1])
-	}
-	for i, p := range r.Policies {
-		e := ints[3+5*i:]
-		d.Results[i] = Result{
-			Policy:     p.Name,
-			Allowed:    e[0] == 1,
-			Limit:      e[1],
-			Remaining:  e[2],
-			RetryAfter: micros(e[3]),
-			ResetAfter: micros(e[4]),
-		}
+		return Decision{}, fmt.Errorf("limits: admit %s: %s: %w: allowed %d with violated %d", r.Tenant, script, ErrReply, at(0), violated)
 	}
 	return d, nil
 }

@@ -9,15 +9,19 @@ import (
 	"github.com/sluicehq/sluice/lua"
 )
 
-// call is one decision waiting for its batch.
+// call is one decision waiting for its batch. Calls are pooled: a call goes
+// back to callPool only after its caller has received from done, when no
+// batch refers to it any more.
 type call struct {
 	ctx   context.Context
 	keys  []string
 	args  []any
 	reply any
 	err   error
-	done  chan struct{}
+	done  chan struct{} // one value per use, sent when reply and err are set
 }
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
 // batcher shares round trips between concurrent decisions. A decision joins
 // a queue; when fewer than maxPipes pipelines are in flight, its caller
@@ -40,7 +44,8 @@ type batcher struct {
 // do runs one EVALSHA of the admission script within a batch and returns its
 // reply.
 func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
-	c := &call{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+	c := callPool.Get().(*call)
+	c.ctx, c.keys, c.args = ctx, keys, args
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := b.pipes < b.maxPipes
@@ -62,9 +67,12 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error
 	}
 	select {
 	case <-c.done:
-		return c.reply, c.err
+		reply, err := c.reply, c.err
+		*c = call{done: c.done}
+		callPool.Put(c)
+		return reply, err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, ctx.Err() // c is answered later and left to the GC
 	}
 }
 
@@ -95,7 +103,7 @@ func (b *batcher) take() []*call {
 	for _, c := range b.queue[:n] {
 		if err := c.ctx.Err(); err != nil {
 			c.err = err
-			close(c.done)
+			c.done <- struct{}{}
 			continue
 		}
 		batch = append(batch, c)
@@ -117,6 +125,14 @@ func (b *batcher) exec(batch []*call) {
 		return
 	}
 	b.a.metrics.batchSize.Observe(float64(len(batch)))
+	if len(batch) == 1 {
+		// A lone decision needs no pipeline: one EVALSHA under its caller's
+		// ctx, as unbatched.
+		c := batch[0]
+		c.reply, c.err = b.a.run(c.ctx, c.keys, c.args)
+		c.done <- struct{}{}
+		return
+	}
 	// The pipeline carries many callers' decisions, so no single caller's
 	// cancellation may abort it; the client's read and write timeouts bound
 	// it, and every caller still returns when its own ctx ends.
@@ -132,7 +148,7 @@ func (b *batcher) exec(batch []*call) {
 		}
 	}
 	for _, c := range batch {
-		close(c.done)
+		c.done <- struct{}{}
 	}
 }
 
@@ -149,7 +165,7 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 	var noscript []*call
 	for i, c := range batch {
 		c.reply, c.err = cmds[i].Result()
-		if lua.IsNoScript(c.err) {
+		if c.err != nil && lua.IsNoScript(c.err) {
 			noscript = append(noscript, c)
 		}
 	}

@@ -12,10 +12,9 @@
 -- ARGV[2]    cost, integer units >= 1
 -- ARGV[3]    max_backlog, integer units; 0 = no gate. The gate refuses when
 --            backlog + cost > max_backlog (admits while it stays <= max)
--- ARGV[4+4*(i-1) .. 7+4*(i-1)]  policy i: algorithm (fixed_window,
---            sliding_window, gcra, token_bucket or sliding_log), limit
---            (units per period), period (µs), burst (units; used by gcra and
---            token_bucket)
+-- ARGV[4i .. 4i+3]  policy i: algorithm (fixed_window, sliding_window, gcra,
+--            token_bucket or sliding_log), limit (units per period), period
+--            (µs), burst (units; used by gcra and token_bucket)
 --
 -- Returns an array of integers:
 --   [1] 1 when admitted, else 0
@@ -29,18 +28,49 @@
 --       retry_after µs (0 when this policy admits, -1 never: cost exceeds
 --       what the policy can ever admit), reset_after µs (until the policy's
 --       state is back to empty)
+--
+-- The script's top level runs on every call, so it builds no table it can
+-- avoid: modules are plain functions, dispatched by name; one policy (the
+-- common case) is answered straight from locals, several through two arrays
+-- presized for two policies.
 
-local modules = {
-  fixed_window = fixed_window,
-  sliding_window = sliding_window,
-  gcra = gcra,
-  token_bucket = token_bucket,
-  sliding_log = sliding_log,
-}
+local function check(alg, key, now, limit, period, burst, cost)
+  if alg == 'gcra' then
+    return gcra_check(key, now, limit, period, burst, cost)
+  elseif alg == 'token_bucket' then
+    return token_bucket_check(key, now, limit, period, burst, cost)
+  elseif alg == 'fixed_window' then
+    return fixed_window_check(key, now, limit, period, burst, cost)
+  elseif alg == 'sliding_window' then
+    return sliding_window_check(key, now, limit, period, burst, cost)
+  end
+  return sliding_log_check(key, now, limit, period, burst, cost)
+end
+
+local function commit(alg, key, now, cost, period, reset_after, x, y, z)
+  if alg == 'gcra' then
+    return gcra_commit(key, now, cost, period, reset_after, x)
+  elseif alg == 'token_bucket' then
+    return token_bucket_commit(key, now, cost, period, reset_after, x, y)
+  elseif alg == 'fixed_window' then
+    return fixed_window_commit(key, now, cost, period, reset_after, x)
+  elseif alg == 'sliding_window' then
+    return sliding_window_commit(key, now, cost, period, reset_after, x, y, z)
+  end
+  return sliding_log_commit(key, now, cost, period, reset_after)
+end
+
+local known = { fixed_window = true, sliding_window = true, gcra = true, token_bucket = true, sliding_log = true }
 
 local npol = (#ARGV - 3) / 4
-if npol ~= math.floor(npol) or npol < 0 or #KEYS ~= npol + 1 then
+if npol ~= math.floor(npol) or #KEYS ~= npol + 1 then
   return redis.error_reply('ERR admit: want 1 + n keys and 3 + 4n args')
+end
+for i = 1, npol do
+  local limit, period, burst = tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+  if not known[ARGV[4 * i]] or limit == nil or period == nil or burst == nil or limit < 1 or period < 1 then
+    return redis.error_reply('ERR admit: bad policy ' .. i)
+  end
 end
 
 local now = tonumber(ARGV[1])
@@ -54,44 +84,59 @@ if cost == nil or cost < 1 or max_backlog == nil or max_backlog < 0 then
   return redis.error_reply('ERR admit: cost must be >= 1 and max_backlog >= 0')
 end
 
-local admitted, violated, backlog = true, 0, 0
+local admitted, violated, backlog = 1, 0, 0
 if max_backlog > 0 then
   backlog = tonumber(redis.call('GET', KEYS[1])) or 0
   if backlog + cost > max_backlog then
-    admitted, violated = false, -1
+    admitted, violated = 0, -1
   end
 end
 
-local states = {}
-for i = 1, npol do
-  local o = 4 * (i - 1) + 3
-  local mod = modules[ARGV[o + 1]]
-  local limit, period, burst = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
-  if mod == nil or limit == nil or period == nil or burst == nil or limit < 1 or period < 1 then
-    return redis.error_reply('ERR admit: bad policy ' .. i)
+if npol == 1 then
+  local alg, period = ARGV[4], tonumber(ARGV[6])
+  local ok, cap, rem_now, reset_now, rem_after, reset_after, retry, x, y, z =
+    check(alg, KEYS[2], now, tonumber(ARGV[5]), period, tonumber(ARGV[7]), cost)
+  if not ok then
+    if admitted == 1 then
+      violated = 1
+    end
+    return { 0, violated, backlog, 0, cap, rem_now, retry, reset_now }
   end
-  local st = mod.check(KEYS[i + 1], now, limit, period, burst, cost)
-  states[i] = st
-  if admitted and not st.ok then
-    admitted, violated = false, i
+  if admitted == 0 then
+    return { 0, violated, backlog, 1, cap, rem_now, 0, reset_now }
+  end
+  commit(alg, KEYS[2], now, cost, period, reset_after, x, y, z)
+  return { 1, 0, backlog, 1, cap, rem_after, 0, reset_after }
+end
+
+-- st holds 10 values per policy: ok, cap, rem_now, reset_now, rem_after,
+-- reset_after, retry and the commit's x, y, z.
+local st = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+for i = 1, npol do
+  local b = 10 * (i - 1)
+  st[b + 1], st[b + 2], st[b + 3], st[b + 4], st[b + 5], st[b + 6], st[b + 7], st[b + 8], st[b + 9], st[b + 10] =
+    check(ARGV[4 * i], KEYS[i + 1], now, tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]),
+      tonumber(ARGV[4 * i + 3]), cost)
+  if admitted == 1 and not st[b + 1] then
+    admitted, violated = 0, i
   end
 end
 
-local out = { admitted and 1 or 0, violated, backlog }
+local out = { admitted, violated, backlog }
 for i = 1, npol do
-  local st = states[i]
-  local rem, reset, retry = st.rem_now, st.reset_now, st.retry
-  if admitted then
-    modules[ARGV[4 * (i - 1) + 4]].commit(KEYS[i + 1], now, st)
-    rem, reset, retry = st.rem_after, st.reset_after, 0
-  elseif st.ok then
-    retry = 0
+  local b, o = 10 * (i - 1), 5 * (i - 1) + 3
+  local ok = st[b + 1]
+  out[o + 1] = ok and 1 or 0
+  out[o + 2] = st[b + 2]
+  if admitted == 1 then
+    commit(ARGV[4 * i], KEYS[i + 1], now, cost, tonumber(ARGV[4 * i + 2]), st[b + 6], st[b + 8], st[b + 9], st[b + 10])
+    out[o + 3], out[o + 4], out[o + 5] = st[b + 5], 0, st[b + 6]
+  else
+    local retry = st[b + 7]
+    if ok then
+      retry = 0
+    end
+    out[o + 3], out[o + 4], out[o + 5] = st[b + 3], retry, st[b + 4]
   end
-  local n = #out
-  out[n + 1] = st.ok and 1 or 0
-  out[n + 2] = st.limit
-  out[n + 3] = rem
-  out[n + 4] = retry
-  out[n + 5] = reset
 end
 return out

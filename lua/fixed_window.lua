@@ -1,11 +1,25 @@
 -- fixed_window.lua: the fixed-window counter, an admission module of
 -- admit.lua. lua.Admit() builds the runnable script by concatenating the five
 -- algorithm modules and the driver admit.lua; run on its own this file only
--- defines the table fixed_window and touches nothing.
+-- defines two local functions and touches nothing.
 --
--- Windows are aligned to the unix epoch: window w = floor(now / period) covers
--- [w*period, (w+1)*period). Its count is a String at key .. ":" .. w, which
--- keeps key's hash tag, so it lives in the same cluster slot.
+-- Every module has the same two functions, plain locals returning several
+-- values, because a script's top level runs on every EVALSHA and Lua 5.1
+-- allocates each table it builds there:
+--
+--   <alg>_check(key, now, limit, period, burst, cost)
+--     -> ok, cap, rem_now, reset_now, rem_after, reset_after, retry, x, y, z
+--     reads only. ok: this policy admits cost now. cap: units admissible at
+--     once from empty. rem_now/reset_now: remaining units and µs until empty
+--     of the state as it is; rem_after/reset_after: the same after commit.
+--     retry: µs until cost could pass (0 when ok, -1 never). x, y, z: what
+--     commit writes.
+--   <alg>_commit(key, now, cost, period, reset_after, x, y, z)
+--     writes the state checked, with its PX TTL; returns nothing.
+--
+-- Fixed window: windows are aligned to the unix epoch, window
+-- w = floor(now / period) covers [w*period, (w+1)*period). Its count is a
+-- String at key .. ":" .. w, which keeps key's hash tag (same cluster slot).
 --
 --   count   = GET key:w, or 0
 --   allowed when count + cost <= limit
@@ -21,51 +35,32 @@
 -- pass within a moment around a boundary (limit just before, limit just after).
 --
 -- KEYS  (of the driver) key: the policy's base key, keys.Admission(...).
--- ARGV  none of its own; the driver passes, as Lua integers:
---         now (unix µs), limit (units per window), period (µs), burst
---         (ignored), cost (units).
--- returns
---   fixed_window.check(key, now, limit, period, burst, cost) -> state, a table
---     {ok, limit, rem_now, reset_now, rem_after, reset_after, retry}: ok is a
---     boolean, the rest integers (units, µs); rem_now/reset_now describe the
---     state as it is, rem_after/reset_after the state after commit; retry is 0
---     when ok. check reads and never writes.
---   fixed_window.commit(key, now, state) writes the state; returns nothing.
+-- ARGV  none of its own; the driver passes, as Lua numbers: now (unix µs),
+--       limit (units per window), period (µs), burst (ignored), cost (units).
+-- returns  fixed_window_check: as above, x = key:w; fixed_window_commit:
+--       nothing.
 
-local fixed_window = {}
-
-function fixed_window.check(key, now, limit, period, burst, cost)
+local function fixed_window_check(key, now, limit, period, burst, cost)
   local w = math.floor(now / period)
-  local wend = (w + 1) * period
+  local wend = (w + 1) * period - now
   local wkey = key .. ':' .. string.format('%d', w)
   local count = tonumber(redis.call('GET', wkey)) or 0
-  local st = {
-    ok = count + cost <= limit,
-    limit = limit,
-    rem_now = math.max(0, limit - count),
-    reset_now = 0,
-    rem_after = limit - count - cost,
-    reset_after = wend - now,
-    retry = 0,
-    wkey = wkey,
-    cost = cost,
-    period = period,
-  }
-  if count > 0 then
-    st.reset_now = wend - now
-  end
+  local ok = count + cost <= limit
+  local retry = 0
   if cost > limit then
-    st.retry = -1
-  elseif not st.ok then
-    st.retry = wend - now
+    retry = -1
+  elseif not ok then
+    retry = wend
   end
-  return st
+  local reset_now = 0
+  if count > 0 then
+    reset_now = wend
+  end
+  return ok, limit, math.max(0, limit - count), reset_now, limit - count - cost, wend, retry, wkey
 end
 
-function fixed_window.commit(key, now, st)
-  local n = redis.call('INCRBY', st.wkey, st.cost)
-  if n == st.cost then
-    local ttl = math.max(1, math.ceil(st.period / 1000))
-    redis.call('PEXPIRE', st.wkey, string.format('%d', ttl))
+local function fixed_window_commit(key, now, cost, period, reset_after, wkey)
+  if redis.call('INCRBY', wkey, cost) == cost then
+    redis.call('PEXPIRE', wkey, string.format('%d', math.max(1, math.ceil(period / 1000))))
   end
 end

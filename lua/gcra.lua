@@ -1,6 +1,7 @@
 -- gcra.lua: the Generic Cell Rate Algorithm, an admission module of admit.lua
--- (see fixed_window.lua for how modules are assembled; run on its own this
--- file only defines the table gcra).
+-- (see fixed_window.lua for how modules are assembled and for the
+-- check/commit functions every module defines; run on its own this file only
+-- defines local functions).
 --
 -- One String key holds TAT, the theoretical arrival time, in unix µs. With
 -- the emission interval T = ceil(period / limit) µs and the burst tolerance
@@ -21,41 +22,31 @@
 -- is refused without a write.
 --
 -- KEYS  (of the driver) key: the policy's key, keys.Admission(...).
--- ARGV  none of its own; the driver passes, as Lua integers: now (unix µs),
+-- ARGV  none of its own; the driver passes, as Lua numbers: now (unix µs),
 --       limit (units per period), period (µs), burst (units, >= 1), cost.
--- returns
---   gcra.check(key, now, limit, period, burst, cost) -> state
---     {ok, limit, rem_now, reset_now, rem_after, reset_after, retry} as in
---     fixed_window.lua, limit being burst; check reads and never writes.
---   gcra.commit(key, now, state) writes the state; returns nothing.
+-- returns  gcra_check: as in fixed_window.lua, cap = burst, x = the new TAT;
+--       gcra_commit: nothing.
 
-local gcra = {}
-
-function gcra.check(key, now, limit, period, burst, cost)
+local function gcra_check(key, now, limit, period, burst, cost)
   local t = math.ceil(period / limit)
   local tau = burst * t
-  local tat = tonumber(redis.call('GET', key)) or now
-  local base = math.max(tat, now)
-  local new = base + cost * t
-  local st = {
-    ok = new - now <= tau,
-    limit = burst,
-    rem_now = math.max(0, math.floor((tau - (base - now)) / t)),
-    reset_now = base - now,
-    rem_after = math.floor((tau - (new - now)) / t),
-    reset_after = new - now,
-    retry = 0,
-    new = new,
-  }
-  if cost * t > tau then
-    st.retry = -1
-  elseif not st.ok then
-    st.retry = new - tau - now
+  local base = tonumber(redis.call('GET', key)) or now
+  if base < now then
+    base = now
   end
-  return st
+  local new = base + cost * t
+  local ok = new - now <= tau
+  local retry = 0
+  if cost * t > tau then
+    retry = -1
+  elseif not ok then
+    retry = new - tau - now
+  end
+  return ok, burst, math.max(0, math.floor((tau - (base - now)) / t)), base - now,
+    math.floor((tau - (new - now)) / t), new - now, retry, new
 end
 
-function gcra.commit(key, now, st)
-  local ttl = math.max(1, math.ceil(st.reset_after / 1000))
-  redis.call('SET', key, string.format('%d', st.new), 'PX', string.format('%d', ttl))
+local function gcra_commit(key, now, cost, period, reset_after, new)
+  redis.call('SET', key, string.format('%d', new), 'PX',
+    string.format('%d', math.max(1, math.ceil(reset_after / 1000))))
 end

@@ -1,6 +1,7 @@
 -- sliding_log.lua: the sliding-window log, an admission module of admit.lua
--- (see fixed_window.lua for how modules are assembled; run on its own this
--- file only defines the table sliding_log).
+-- (see fixed_window.lua for how modules are assembled and for the
+-- check/commit functions every module defines; run on its own this file only
+-- defines local functions).
 --
 -- A sorted set at key holds one member per admitted unit, scored by its unix
 -- µs. A unit admitted at s counts while now < s + period, so the window is
@@ -12,7 +13,7 @@
 --           ZADD cost members "<now>:<seq>" at score now, seq continuing
 --           after the members already at that score (ZCOUNT key now now), so
 --           the cost units of one request and equal instants never collide;
---           PEXPIRE key ceil(period / 1000) ms
+--           PEXPIRE key to the newest member's expiry (period after now)
 --   retry   = s_k + period - now, s_k the score of the k-th oldest unit in
 --             the window, k = count + cost - limit; -1 (never) when
 --             cost > limit
@@ -22,58 +23,43 @@
 -- caps limit for this algorithm.
 --
 -- KEYS  (of the driver) key: the policy's key, keys.Admission(...).
--- ARGV  none of its own; the driver passes, as Lua integers: now (unix µs),
+-- ARGV  none of its own; the driver passes, as Lua numbers: now (unix µs),
 --       limit (units per period), period (µs), burst (ignored), cost.
--- returns
---   sliding_log.check(key, now, limit, period, burst, cost) -> state
---     {ok, limit, rem_now, reset_now, rem_after, reset_after, retry} as in
---     fixed_window.lua; check reads and never writes.
---   sliding_log.commit(key, now, state) writes the state; returns nothing.
+-- returns  sliding_log_check: as in fixed_window.lua (no x, y, z);
+--       sliding_log_commit: nothing.
 
-local sliding_log = {}
-
-function sliding_log.check(key, now, limit, period, burst, cost)
+local function sliding_log_check(key, now, limit, period, burst, cost)
   local lo = '(' .. string.format('%d', now - period)
   local count = redis.call('ZCOUNT', key, lo, '+inf')
-  local st = {
-    ok = count + cost <= limit,
-    limit = limit,
-    rem_now = math.max(0, limit - count),
-    reset_now = 0,
-    rem_after = limit - count - cost,
-    reset_after = period,
-    retry = 0,
-    cost = cost,
-    period = period,
-  }
+  local ok = count + cost <= limit
+  local reset_now, reset_after = 0, period
   if count > 0 then
     local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    st.reset_now = math.max(0, tonumber(newest[2]) + period - now)
-    st.reset_after = math.max(period, st.reset_now)
+    reset_now = math.max(0, tonumber(newest[2]) + period - now)
+    reset_after = math.max(period, reset_now)
   end
+  local retry = 0
   if cost > limit then
-    st.retry = -1
-  elseif not st.ok then
-    local k = count + cost - limit
-    local e = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
-    st.retry = math.max(1, tonumber(e[2]) + period - now)
+    retry = -1
+  elseif not ok then
+    local e = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+    retry = math.max(1, tonumber(e[2]) + period - now)
   end
-  return st
+  return ok, limit, math.max(0, limit - count), reset_now, limit - count - cost, reset_after, retry
 end
 
-function sliding_log.commit(key, now, st)
+local function sliding_log_commit(key, now, cost, period, reset_after)
   local at = string.format('%d', now)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - st.period))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
   local seq = redis.call('ZCOUNT', key, at, at)
   local args = {}
-  for i = 1, st.cost do
+  for i = 1, cost do
     args[#args + 1] = at
     args[#args + 1] = at .. ':' .. string.format('%d', seq + i)
-    if #args >= 1000 or i == st.cost then
+    if #args >= 1000 or i == cost then
       redis.call('ZADD', key, unpack(args))
       args = {}
     end
   end
-  local ttl = math.max(1, math.ceil(st.reset_after / 1000))
-  redis.call('PEXPIRE', key, string.format('%d', ttl))
+  redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil(reset_after / 1000))))
 end

@@ -1,6 +1,7 @@
 -- sliding_window.lua: the sliding-window counter, an admission module of
--- admit.lua (see fixed_window.lua for how modules are assembled; run on its
--- own this file only defines the table sliding_window).
+-- admit.lua (see fixed_window.lua for how modules are assembled and for the
+-- check/commit functions every module defines; run on its own this file only
+-- defines local functions).
 --
 -- Windows are aligned to the unix epoch: window w = floor(now / period). The
 -- counts of the current and the previous window live in one Hash at key,
@@ -22,15 +23,11 @@
 -- always less than 2 * limit.
 --
 -- KEYS  (of the driver) key: the policy's key, keys.Admission(...).
--- ARGV  none of its own; the driver passes, as Lua integers: now (unix µs),
+-- ARGV  none of its own; the driver passes, as Lua numbers: now (unix µs),
 --       limit (units per window), period (µs), burst (ignored), cost (units).
--- returns
---   sliding_window.check(key, now, limit, period, burst, cost) -> state
---     {ok, limit, rem_now, reset_now, rem_after, reset_after, retry} as in
---     fixed_window.lua; check reads and never writes.
---   sliding_window.commit(key, now, state) writes the state; returns nothing.
-
-local sliding_window = {}
+-- returns  sliding_window_check: as in fixed_window.lua, with x, y, z = the
+--       window index, its count and the previous count to write;
+--       sliding_window_commit: nothing.
 
 -- offset into a window at which floor(cnt * (period - x) / period) <= need
 -- first holds.
@@ -41,54 +38,46 @@ local function sliding_window_wait(cnt, need, period)
   return math.floor(period - (need + 1) * period / cnt) + 1
 end
 
-function sliding_window.check(key, now, limit, period, burst, cost)
+local function sliding_window_check(key, now, limit, period, burst, cost)
   local h = redis.call('HMGET', key, 'w', 'c', 'p')
-  local sw, sc, sp = tonumber(h[1]), tonumber(h[2]) or 0, tonumber(h[3]) or 0
+  local sw = tonumber(h[1])
   local w = math.floor(now / period)
   local prev, cur = 0, 0
   if sw ~= nil and sw >= w then
     -- same window, or a stored window ahead of now (a clock that went back):
     -- keep the stored counts, never lose them.
-    w, prev, cur = sw, sp, sc
+    w, prev, cur = sw, tonumber(h[3]) or 0, tonumber(h[2]) or 0
   elseif sw ~= nil and sw == w - 1 then
-    prev = sc
+    prev = tonumber(h[2]) or 0
   end
   local elapsed = math.max(0, now - w * period)
   local est = math.floor(prev * (period - elapsed) / period) + cur
-  local st = {
-    ok = est + cost <= limit,
-    limit = limit,
-    rem_now = math.max(0, limit - est),
-    reset_now = 0,
-    rem_after = limit - est - cost,
-    reset_after = (w + 2) * period - now,
-    retry = 0,
-    w = w,
-    c = cur + cost,
-    p = prev,
-  }
+  local ok = est + cost <= limit
+  local reset_after = (w + 2) * period - now
+  local reset_now = 0
   if cur > 0 then
-    st.reset_now = (w + 2) * period - now
+    reset_now = reset_after
   elseif prev > 0 then
-    st.reset_now = (w + 1) * period - now
+    reset_now = (w + 1) * period - now
   end
+  local retry = 0
   if cost > limit then
-    st.retry = -1
-  elseif not st.ok then
+    retry = -1
+  elseif not ok then
     if cur + cost <= limit then
-      st.retry = sliding_window_wait(prev, limit - cost - cur, period) - elapsed
+      retry = sliding_window_wait(prev, limit - cost - cur, period) - elapsed
     else
       -- the current window must first become the previous one
-      st.retry = (w + 1) * period - now + sliding_window_wait(cur, limit - cost, period)
+      retry = (w + 1) * period - now + sliding_window_wait(cur, limit - cost, period)
     end
-    st.retry = math.max(1, st.retry)
+    retry = math.max(1, retry)
   end
-  return st
+  return ok, limit, math.max(0, limit - est), reset_now, limit - est - cost, reset_after, retry,
+    w, cur + cost, prev
 end
 
-function sliding_window.commit(key, now, st)
-  redis.call('HSET', key, 'w', string.format('%d', st.w), 'c', string.format('%d', st.c),
-    'p', string.format('%d', st.p))
-  local ttl = math.max(1, math.ceil(st.reset_after / 1000))
-  redis.call('PEXPIRE', key, string.format('%d', ttl))
+local function sliding_window_commit(key, now, cost, period, reset_after, w, c, p)
+  redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c),
+    'p', string.format('%d', p))
+  redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil(reset_after / 1000))))
 end

@@ -1,6 +1,7 @@
 -- token_bucket.lua: the token bucket with lazy refill, an admission module of
--- admit.lua (see fixed_window.lua for how modules are assembled; run on its
--- own this file only defines the table token_bucket).
+-- admit.lua (see fixed_window.lua for how modules are assembled and for the
+-- check/commit functions every module defines; run on its own this file only
+-- defines local functions).
 --
 -- A Hash at key holds {tokens, ts}. To stay in integers, tokens are counted
 -- in period-ths of a token: one token is `period` (µs) scaled units, the
@@ -17,49 +18,35 @@
 --             when cost > burst
 --
 -- KEYS  (of the driver) key: the policy's key, keys.Admission(...).
--- ARGV  none of its own; the driver passes, as Lua integers: now (unix µs),
+-- ARGV  none of its own; the driver passes, as Lua numbers: now (unix µs),
 --       limit (tokens per period), period (µs), burst (bucket size in tokens,
 --       >= 1), cost (tokens).
--- returns
---   token_bucket.check(key, now, limit, period, burst, cost) -> state
---     {ok, limit, rem_now, reset_now, rem_after, reset_after, retry} as in
---     fixed_window.lua, limit being burst; check reads and never writes.
---   token_bucket.commit(key, now, state) writes the state; returns nothing.
+-- returns  token_bucket_check: as in fixed_window.lua, cap = burst, x, y =
+--       the tokens and ts to write; token_bucket_commit: nothing.
 
-local token_bucket = {}
-
-function token_bucket.check(key, now, limit, period, burst, cost)
+local function token_bucket_check(key, now, limit, period, burst, cost)
   local cap = burst * period
   local h = redis.call('HMGET', key, 'tokens', 'ts')
   local tokens, ts = tonumber(h[1]), tonumber(h[2])
   if tokens == nil or ts == nil then
     tokens, ts = cap, now
-  else
-    tokens = math.min(cap, tokens + math.max(0, now - ts) * limit)
+  elseif now > ts then
+    tokens = math.min(cap, tokens + (now - ts) * limit)
+    ts = now
   end
   local need = cost * period
   local left = tokens - need
-  local st = {
-    ok = left >= 0,
-    limit = burst,
-    rem_now = math.floor(tokens / period),
-    reset_now = math.ceil((cap - tokens) / limit),
-    rem_after = math.floor(left / period),
-    reset_after = math.ceil((cap - left) / limit),
-    retry = 0,
-    tokens = left,
-    ts = math.max(now, ts),
-  }
+  local retry = 0
   if need > cap then
-    st.retry = -1
-  elseif not st.ok then
-    st.retry = math.ceil(-left / limit)
+    retry = -1
+  elseif left < 0 then
+    retry = math.ceil(-left / limit)
   end
-  return st
+  return left >= 0, burst, math.floor(tokens / period), math.ceil((cap - tokens) / limit),
+    math.floor(left / period), math.ceil((cap - left) / limit), retry, left, ts
 end
 
-function token_bucket.commit(key, now, st)
-  redis.call('HSET', key, 'tokens', string.format('%d', st.tokens), 'ts', string.format('%d', st.ts))
-  local ttl = math.max(1, math.ceil(st.reset_after / 1000))
-  redis.call('PEXPIRE', key, string.format('%d', ttl))
+local function token_bucket_commit(key, now, cost, period, reset_after, tokens, ts)
+  redis.call('HSET', key, 'tokens', string.format('%d', tokens), 'ts', string.format('%d', ts))
+  redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil(reset_after / 1000))))
 end

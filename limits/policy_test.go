@@ -1,0 +1,128 @@
+package limits
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseAlgorithm(t *testing.T) {
+	for _, a := range Algorithms {
+		got, err := ParseAlgorithm(string(a))
+		if err != nil || got != a {
+			t.Errorf("ParseAlgorithm(%q) = %q, %v; want %q", a, got, err, a)
+		}
+	}
+	for _, s := range []string{"", "GCRA", "leaky_bucket", "token-bucket"} {
+		if _, err := ParseAlgorithm(s); err == nil || !strings.Contains(err.Error(), "unknown algorithm") {
+			t.Errorf("ParseAlgorithm(%q) error = %v, want unknown algorithm", s, err)
+		}
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	ok := Policy{Name: "type.encode", Algorithm: AlgGCRA, Limit: 10, Period: time.Second}
+	with := func(f func(*Policy)) Policy { p := ok; f(&p); return p }
+	cases := []struct {
+		name string
+		p    Policy
+		want string // "" = valid
+	}{
+		{"valid", ok, ""},
+		{"burst", with(func(p *Policy) { p.Burst = 50 }), ""},
+		{"window ignores burst", with(func(p *Policy) { p.Algorithm, p.Burst = AlgFixedWindow, 7 }), ""},
+		{"name", with(func(p *Policy) { p.Name = "a b" }), "name must be"},
+		{"empty name", with(func(p *Policy) { p.Name = "" }), "name must be"},
+		{"algorithm", with(func(p *Policy) { p.Algorithm = "leaky" }), "algorithm"},
+		{"limit", with(func(p *Policy) { p.Limit = 0 }), "limit 0"},
+		{"period", with(func(p *Policy) { p.Period = 500 * time.Microsecond }), "period 500µs"},
+		{"rate", with(func(p *Policy) { p.Limit = 2_000_000 }), "at most one unit per µs"},
+		{"negative burst", with(func(p *Policy) { p.Burst = -1 }), "burst -1"},
+		{"token bucket 2^53", with(func(p *Policy) { p.Algorithm, p.Burst, p.Period = AlgTokenBucket, 1e9, 24*time.Hour }), "< 2^53"},
+		{"sliding 2^53", with(func(p *Policy) { p.Algorithm, p.Limit, p.Period = AlgSlidingWindow, 1e9, 24*time.Hour }), "< 2^53"},
+		{"log cap", with(func(p *Policy) { p.Algorithm, p.Limit = AlgSlidingLog, MaxLogLimit+1 }), "<= 100000"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.p.Validate()
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("Validate(%+v) = %v, want nil", c.p, err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("Validate(%+v) = %v, want an error containing %q", c.p, err, c.want)
+			}
+		})
+	}
+}
+
+func TestPolicyCapacity(t *testing.T) {
+	for _, c := range []struct {
+		p    Policy
+		want int64
+	}{
+		{Policy{Algorithm: AlgGCRA, Limit: 10}, 10},
+		{Policy{Algorithm: AlgGCRA, Limit: 10, Burst: 3}, 3},
+		{Policy{Algorithm: AlgTokenBucket, Limit: 10, Burst: 30}, 30},
+		{Policy{Algorithm: AlgFixedWindow, Limit: 10, Burst: 30}, 10},
+		{Policy{Algorithm: AlgSlidingLog, Limit: 10}, 10},
+	} {
+		if got := c.p.Capacity(); got != c.want {
+			t.Errorf("%+v.Capacity() = %d, want %d", c.p, got, c.want)
+		}
+	}
+}
+
+// TestLocalAtFixedInstants: the in-process bucket, 2 per second, burst 4.
+func TestLocalAtFixedInstants(t *testing.T) {
+	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 2, Period: time.Second, Burst: 4}
+	l := NewLocal(p)
+	t0 := time.Unix(1000, 0)
+	ms := time.Millisecond
+	steps := []struct {
+		at   time.Duration
+		n    int64
+		want Result
+	}{
+		{0, 3, Result{Allowed: true, Limit: 4, Remaining: 1, ResetAfter: 1500 * ms}},
+		{0, 2, Result{Allowed: false, Limit: 4, Remaining: 1, RetryAfter: 500 * ms, ResetAfter: 1500 * ms}},
+		{500 * ms, 2, Result{Allowed: true, Limit: 4, Remaining: 0, ResetAfter: 2000 * ms}},
+		{500 * ms, 5, Result{Allowed: false, Limit: 4, Remaining: 0, RetryAfter: Never, ResetAfter: 2000 * ms}},
+		{400 * ms, 1, Result{Allowed: false, Limit: 4, Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 2000 * ms}}, // earlier now: no refill
+		{10 * time.Second, 0, Result{Allowed: true, Limit: 4, Remaining: 3, ResetAfter: 500 * ms}},                 // 0 means 1; full again
+	}
+	for i, s := range steps {
+		want := s.want
+		want.Policy = "tenant"
+		if diff := cmp.Diff(want, l.AllowN(t0.Add(s.at), s.n)); diff != "" {
+			t.Errorf("step %d (%d at +%v) (-want +got):\n%s", i, s.n, s.at, diff)
+		}
+	}
+}
+
+// TestLocalConcurrent: 1,000 concurrent callers at one instant take exactly
+// the burst.
+func TestLocalConcurrent(t *testing.T) {
+	l := NewLocal(Policy{Name: "tenant", Algorithm: AlgFixedWindow, Limit: 100, Period: time.Minute})
+	now := time.Unix(1000, 0)
+	var (
+		mu sync.Mutex
+		n  int
+		wg sync.WaitGroup
+	)
+	for range 1000 {
+		wg.Go(func() {
+			if l.AllowN(now, 1).Allowed {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if n != 100 {
+		t.Errorf("admitted %d, want 100", n)
+	}
+}

@@ -1,0 +1,218 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// TestNoScriptRecovery flushes the script cache of a private Redis (SCRIPT
+// FLUSH, then a restart) and checks that the next decisions succeed, batched
+// or not: NOSCRIPT is answered by loading the script again.
+func TestNoScriptRecovery(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 1000, Period: time.Second}
+	for _, mode := range admModes {
+		t.Run(mode.name, func(t *testing.T) {
+			a := admNew(t, rdb, mode.opts...)
+			tenant := admTenant(t, rdb)
+			decide := func(when string) {
+				t.Helper()
+				for range 3 {
+					d, err := a.Admit(ctx, Request{Tenant: tenant, Policies: []Policy{p}})
+					if err != nil || !d.Allowed {
+						t.Fatalf("%s: %+v, %v; want admitted", when, d, err)
+					}
+				}
+			}
+			decide("after Load")
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			decide("after SCRIPT FLUSH")
+			srv.Kill()
+			srv.Start()
+			decide("after a restart")
+		})
+	}
+}
+
+// TestNoScriptInPipeline sends one pipeline of several decisions whose
+// script (a variant of admit.lua) was never loaded, on the standalone Redis
+// and on the cluster (tenants on every master): every call of the batch must
+// succeed after one reload. Nothing shared is flushed, since other packages'
+// tests use these servers.
+func TestNoScriptInPipeline(t *testing.T) {
+	cluster := testenv.Cluster(t)
+	for _, c := range []struct {
+		name    string
+		rdb     redis.UniversalClient
+		tenants func(t *testing.T) []string
+	}{
+		{"standalone", testenv.Redis(t), nil},
+		{"cluster", cluster, func(t *testing.T) []string { return admSpreadTenants(t, cluster) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := NewAdmitter(c.rdb)
+			a.script = lua.New("admit.lua", lua.Admit().Src()+"\n-- "+testenv.Name(t, "variant")+"\n")
+			tenants := []string{admTenant(t, c.rdb), admTenant(t, c.rdb), admTenant(t, c.rdb)}
+			if c.tenants != nil {
+				tenants = c.tenants(t)
+			}
+			p := Policy{Name: "tenant", Algorithm: AlgTokenBucket, Limit: 1000, Period: time.Second}
+			var batch []*call
+			for _, tenant := range tenants {
+				keyList, args, err := a.encode(Request{Tenant: tenant, Policies: []Policy{p}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				batch = append(batch, &call{ctx: context.Background(), keys: keyList, args: args, done: make(chan struct{}, 1)})
+			}
+			a.batch.exec(batch)
+			for i, cl := range batch {
+				<-cl.done
+				if cl.err != nil {
+					t.Errorf("call %d: %v", i, cl.err)
+					continue
+				}
+				if d, err := decode("admit.lua", Request{Policies: []Policy{p}}, cl.reply); err != nil || !d.Allowed {
+					t.Errorf("call %d: %+v, %v; want admitted", i, d, err)
+				}
+			}
+			if n := testutil.ToFloat64(a.metrics.reloads); n != 1 {
+				t.Errorf("script reloaded %v times for one pipeline, want 1", n)
+			}
+		})
+	}
+}
+
+// TestLoadFailsOnBrokenScript: a script Redis refuses makes Load fail with
+// an error naming the script, so a service does not start.
+func TestLoadFailsOnBrokenScript(t *testing.T) {
+	a := NewAdmitter(testenv.Redis(t))
+	a.script = lua.New("broken_admit.lua", "local x = (\n")
+	err := a.Load(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "broken_admit.lua") {
+		t.Fatalf("Load of a broken script: %v, want an error naming broken_admit.lua", err)
+	}
+}
+
+// TestDecodeRejectsUnexpectedReplies: every element of the reply is checked;
+// a wrong shape is an error naming the script and the element, never a
+// panic.
+func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
+	req := Request{Tenant: "acme", Policies: []Policy{{Name: "tenant"}}}
+	ok := []any{int64(1), int64(0), int64(0), int64(1), int64(3), int64(2), int64(0), int64(1000)}
+	with := func(i int, v any) []any {
+		r := append([]any(nil), ok...)
+		r[i] = v
+		return r
+	}
+	cases := []struct {
+		name  string
+		reply any
+		want  string
+	}{
+		{"not an array", "OK", "string, want array"},
+		{"nil", nil, "<nil>, want array"},
+		{"short", ok[:7], "7 elements, want 8"},
+		{"string element", with(5, "2"), "element 6 is string"},
+		{"float element", with(2, 1.5), "element 3 is float64"},
+		{"violated out of range", with(1, int64(2)), "element 2 (violated) is 2"},
+		{"allowed with violated", with(1, int64(1)), "allowed 1 with violated 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := decode("admit.lua", req, c.reply)
+			if !errors.Is(err, ErrReply) || !strings.Contains(err.Error(), "admit.lua") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("decode(%v) error = %v, want ErrReply naming admit.lua and %q", c.reply, err, c.want)
+			}
+		})
+	}
+	if _, err := decode("admit.lua", req, ok); err != nil {
+		t.Errorf("decode of a valid reply: %v", err)
+	}
+}
+
+// TestAdmitRejectsBadRequests: invalid requests fail before any round trip,
+// with an error naming what is wrong.
+func TestAdmitRejectsBadRequests(t *testing.T) {
+	a := NewAdmitter(testenv.Redis(t))
+	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 10, Period: time.Second}
+	cases := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"tenant", Request{Tenant: "a b", Policies: []Policy{p}}, "invalid tenant"},
+		{"cost", Request{Tenant: "acme", Policies: []Policy{p}, Cost: -1}, "cost -1"},
+		{"backlog", Request{Tenant: "acme", Policies: []Policy{p}, MaxBacklog: -1}, "max backlog -1"},
+		{"now", Request{Tenant: "acme", Policies: []Policy{p}, Now: time.Unix(-5, 0)}, "not after the unix epoch"},
+		{"policy", Request{Tenant: "acme", Policies: []Policy{{Name: "tenant", Algorithm: AlgGCRA}}}, "limit 0"},
+		{"duplicate", Request{Tenant: "acme", Policies: []Policy{p, p}}, `"tenant" used twice`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := a.Admit(context.Background(), c.req)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Admit(%+v) error = %v, want it to contain %q", c.req, err, c.want)
+			}
+		})
+	}
+}
+
+// TestPausedRedisReturnsErrors pauses a private Redis (SIGSTOP): batched
+// callers must get an error when their ctx ends or the client times out,
+// never hang, and decisions must succeed again after SIGCONT.
+func TestPausedRedisReturnsErrors(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	a := admNew(t, rdb)
+	tenant := admTenant(t, rdb)
+	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 1000, Period: time.Second}
+
+	srv.Pause()
+	start := time.Now()
+	errs := make(chan error, 20)
+	for range 20 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err := a.Admit(ctx, Request{Tenant: tenant, Policies: []Policy{p}})
+			errs <- err
+		}()
+	}
+	for range 20 {
+		if err := <-errs; err == nil {
+			t.Error("Admit succeeded against a paused Redis")
+		}
+	}
+	// Callers whose ctx ends return at 100ms; a caller flushing inline waits
+	// for the client's 300ms read timeout. 2s leaves room for a loaded host.
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("callers took %v to give up, want about the client timeout (300ms)", d)
+	}
+	srv.Resume()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d, err := a.Admit(context.Background(), Request{Tenant: tenant, Policies: []Policy{p}})
+		if err == nil && d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after Resume: %+v, %v", d, err)
+		}
+	}
+}
