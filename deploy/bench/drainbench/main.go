@@ -1,0 +1,214 @@
+// Command drainbench measures sluice's drain side against BullMQ, the
+// Node.js job queue, on the same machine and the same Redis, and prints a
+// markdown report (issue 3, requirement 9). `make bench-drain` runs it;
+// `make bench` calls that.
+//
+//	go run ./deploy/bench/drainbench                 # the full matrix, ~25 min
+//	BENCH_QUICK=1 go run ./deploy/bench/drainbench   # the quick subset, ~2 min
+//
+// Accuracy: for each target rate and worker count, one tenant pre-loaded
+// with enough jobs is drained by N cmd/drainer processes (built once,
+// configured per row: outflow.rate = target, outflow.capacity left at its
+// default max(1, rate)) into a measuring HTTP sink that records the arrival
+// time of every job; then BullMQ with limiter {max: rate × window,
+// duration: window} and N worker processes whose processor POSTs each job to
+// the same sink. From the arrivals: achieved rate and its error, the most
+// jobs in any sliding 1-s window (goal: ≤ rate + capacity), the jitter of the
+// gaps between arrivals, duplicates.
+//
+// Throughput: no limit, a pre-loaded backlog; sluice's cmd/drainer with the
+// HTTP sink on the Redis and Kafka backends, sluice's Go Handler embedding,
+// BullMQ with a POSTing and a no-op processor; jobs/s.
+//
+// Head-of-line: the drainer package's HeadOfLine benchmarks, run with go
+// test, their p50/p99 printed.
+//
+// Environment (defaults for the full run; BENCH_QUICK=1 changes those marked
+// quick):
+//
+//	BENCH_QUICK               1: the quick subset, results not written to latest.md
+//	BENCH_DURATION            steady window of an accuracy row (60s; quick 5s)
+//	BENCH_WARMUP              before the window, from the first arrival (2s)
+//	BENCH_RATES               target rates, jobs/s (10,100,1000; quick 10,1000)
+//	BENCH_WORKERS             worker processes per accuracy row (1,3,8; quick 1,3)
+//	BENCH_SYSTEMS             sluice,bullmq
+//	BENCH_PARTS               accuracy,throughput,hol
+//	BENCH_TPUT_JOBS           jobs per throughput row (100000; quick 10000)
+//	BENCH_TPUT_WORKERS        worker processes per throughput row (1,3; quick 1)
+//	BENCH_TPUT_TENANTS        sluice tenants per throughput row (1,12; quick 1)
+//	BENCH_BULLMQ_CONCURRENCY  BullMQ Worker concurrency (16; BullMQ's own default is 1)
+//	BENCH_BULLMQ_WINDOW       BullMQ limiter duration (1s)
+//	BENCH_HOL_JOBS            tenant B's jobs in the head-of-line benchmarks (500; quick 100)
+//	BENCH_REDIS               Redis for both systems (else SLUICE_TEST_REDIS, else 127.0.0.1:6379);
+//	                          sluice uses db 0, BullMQ db 1 under the prefix bench-bull
+//	SLUICE_TEST_KAFKA         Kafka brokers (127.0.0.1:9092)
+//	BENCH_RESULTS             results directory (deploy/bench/results)
+//	BENCH_COMMAND             the command to print in the report (go run ./deploy/bench/drainbench)
+//
+// The report goes to stdout and to $BENCH_RESULTS/<UTC timestamp>.md, and
+// for a full run also to $BENCH_RESULTS/latest.md. Start the servers first
+// (bash deploy/local/services.sh up); node and npm must be on PATH (npm ci
+// runs in deploy/bench/bullmq when its node_modules lacks bullmq).
+//
+// Exit codes: 0 when every row ran (goals met or not: the report says), 1
+// when a row failed, 2 when the run could not start.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	root, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	o, err := loadOptions(os.Getenv, root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "drainbench:", err)
+		return 2
+	}
+	r, err := runBench(ctx, o, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	md := r.markdown()
+	fmt.Print(md)
+	path, err := r.write(md)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, "drainbench: report written to", path)
+	if r.failed() {
+		return 1
+	}
+	return 0
+}
+
+// runBench sets up (drainer binary, BullMQ packages, sink, Redis clients),
+// runs the selected parts and returns the report. Progress goes to progress.
+// It returns an error only when the run could not start.
+func runBench(ctx context.Context, o *options, progress io.Writer) (*report, error) {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(progress, "drainbench: "+format+"\n", args...)
+	}
+	r := &report{o: o, started: time.Now(), loadStart: loadavg()}
+	defer func() { r.elapsed, r.loadEnd = time.Since(r.started), loadavg() }()
+	r.command = strings.TrimSpace(strings.Join(o.env, " ") + " " + firstNonEmpty(os.Getenv("BENCH_COMMAND"), "go run ./deploy/bench/drainbench"))
+	dir, err := os.MkdirTemp("", "drainbench-")
+	if err != nil {
+		return nil, fmt.Errorf("drainbench: run directory: %w", err)
+	}
+	r.logDir = dir
+	b := &bench{o: o, rec: &recorder{}, dir: dir, runID: time.Now().UTC().Format("150405"), logf: logf}
+	b.rdb = redis.NewClient(&redis.Options{Addr: o.redisAddr})
+	defer b.rdb.Close()
+	b.bull = redis.NewClient(&redis.Options{Addr: o.redisAddr, DB: bullDB})
+	defer b.bull.Close()
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("drainbench: redis %s: %w (start it: bash deploy/local/services.sh up)", o.redisAddr, err)
+	}
+	if o.parts["accuracy"] || o.parts["throughput"] {
+		logf("building cmd/drainer")
+		if b.bin, err = buildDrainer(ctx, o.root, dir); err != nil {
+			return nil, err
+		}
+		if o.systems["bullmq"] {
+			if r.bullmq, err = ensureBullMQ(ctx, o.root); err != nil {
+				return nil, err
+			}
+		}
+		if b.sink, err = startSink(b.rec); err != nil {
+			return nil, err
+		}
+		defer b.sink.close()
+	}
+	r.machine = machineInfo(ctx, b.rdb, firstNonEmpty(r.bullmq, "not run"))
+
+	if o.parts["accuracy"] {
+		for _, rate := range o.rates {
+			for _, n := range o.workers {
+				for _, sys := range keysOf(o.systems) {
+					logf("accuracy: %s, %g jobs/s, %d workers, %s", sys, rate, n, o.warmup+o.duration)
+					var row accRow
+					if sys == "sluice" {
+						row = b.sluiceAccuracy(ctx, rate, n)
+					} else {
+						row = b.bullAccuracy(ctx, rate, n)
+					}
+					logf("  %d jobs in window, %.3f jobs/s (%+.2f %%), max 1 s %d, err %v", row.res.Jobs, row.res.Rate, row.res.ErrPct, row.res.MaxWindow, row.err)
+					r.acc = append(r.acc, row)
+					if ctx.Err() != nil {
+						return r, nil
+					}
+				}
+			}
+		}
+	}
+	if o.parts["throughput"] {
+		for _, n := range o.tputWorkers {
+			var rows []func() tputRow
+			if o.systems["sluice"] {
+				for _, t := range o.tputTenants {
+					rows = append(rows,
+						func() tputRow { return b.sluiceThroughput(ctx, "redis", n, t) },
+						func() tputRow { return b.handlerThroughput(ctx, n, t) },
+						func() tputRow { return b.sluiceThroughput(ctx, "kafka", n, t) })
+				}
+			}
+			if o.systems["bullmq"] {
+				rows = append(rows,
+					func() tputRow { return b.bullThroughput(ctx, "noop", n) },
+					func() tputRow { return b.bullThroughput(ctx, "http", n) })
+			}
+			for _, f := range rows {
+				row := f()
+				logf("throughput: %s %s %s, %d workers, %d tenants: %.0f jobs/s (%d arrivals), err %v %s",
+					row.system, row.backend, row.sink, row.workers, row.tenants, row.res.Rate, row.res.Jobs, row.err, row.skipped)
+				r.tput = append(r.tput, row)
+				if ctx.Err() != nil {
+					return r, nil
+				}
+			}
+		}
+	}
+	if o.parts["hol"] {
+		logf("head-of-line benchmarks")
+		r.hol, r.holCommand, r.holErr = headOfLine(ctx, o)
+	}
+	return r, nil
+}
+
+// failed reports whether any row or part failed to run (a missed goal is
+// not a failure).
+func (r *report) failed() bool {
+	for _, a := range r.acc {
+		if a.err != nil {
+			return true
+		}
+	}
+	for _, t := range r.tput {
+		if t.err != nil {
+			return true
+		}
+	}
+	return r.holErr != nil
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// report is everything one run measured, rendered as markdown.
+type report struct {
+	o          *options
+	command    string
+	started    time.Time
+	elapsed    time.Duration
+	machine    []string
+	bullmq     string
+	acc        []accRow
+	tput       []tputRow
+	hol        []holRow
+	holCommand string
+	holErr     error
+	loadStart  string
+	loadEnd    string
+	logDir     string
+}
+
+// machineInfo describes the machine and the software the run used.
+func machineInfo(ctx context.Context, rdb *redis.Client, bullmq string) []string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := strings.TrimSpace(cmdOut(ctx, "uname", "-sr"))
+	redisVersion := "unknown"
+	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				redisVersion = v
+			}
+		}
+	}
+	return []string{
+		fmt.Sprintf("%d CPUs (nproc; %s), %s", runtime.NumCPU(), cpu, kernel),
+		fmt.Sprintf("%s (the harness and cmd/drainer), Node.js %s, bullmq %s",
+			strings.TrimSpace(cmdOut(ctx, "go", "env", "GOVERSION")), strings.TrimSpace(cmdOut(ctx, "node", "--version")), bullmq),
+		fmt.Sprintf("Redis %s (both systems, same server)", redisVersion),
+	}
+}
+
+func cmdOut(ctx context.Context, name string, args ...string) string {
+	out, err := exec.CommandContext(ctx, name, args...).Output()
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return string(out)
+}
+
+// loadavg is /proc/loadavg's first three fields.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// markdown renders the report.
+func (r *report) markdown() string {
+	var b strings.Builder
+	o := r.o
+	mode := "full matrix"
+	if o.quick {
+		mode = "quick subset"
+	}
+	fmt.Fprintf(&b, "# sluice drain benchmarks (%s)\n\n", mode)
+	fmt.Fprintf(&b, "Run %s, %s. Command: `%s`\n\n", r.started.UTC().Format("2006-01-02 15:04 MST"), r.elapsed.Round(time.Second), r.command)
+	b.WriteString("Machine:\n\n")
+	for _, m := range r.machine {
+		fmt.Fprintf(&b, "- %s\n", m)
+	}
+	fmt.Fprintf(&b, "- load average (1, 5, 15 min) at start %s, at end %s; the machine is shared, so figures are noisy\n\n", r.loadStart, r.loadEnd)
+	if len(r.acc) > 0 {
+		r.accuracySection(&b)
+	}
+	if len(r.tput) > 0 {
+		r.throughputSection(&b)
+	}
+	if o.parts["hol"] {
+		r.holSection(&b)
+	}
+	if r.logDir != "" {
+		fmt.Fprintf(&b, "Process logs, generated configurations and BullMQ timestamps: %s\n", r.logDir)
+	}
+	return b.String()
+}
+
+func (r *report) accuracySection(b *strings.Builder) {
+	o := r.o
+	b.WriteString("## Accuracy\n\n")
+	fmt.Fprintf(b, "Each row pre-loads rate × (warm-up + window) × 1.2 jobs for one tenant (sluice) or one queue (BullMQ), "+
+		"starts the worker processes and measures at the sink from the first arrival: warm-up %s, then a %s steady window. "+
+		"sluice: cmd/drainer processes, Redis-list backend, `outflow.rate` = target and `outflow.capacity` left at its default max(1, rate), "+
+		"HTTP sink to the measuring server. BullMQ %s: `limiter: {max: rate × %s, duration: %d}`, concurrency %d per worker, "+
+		"the processor POSTs each job to the same measuring server.\n\n",
+		o.warmup, o.duration, r.bullmq, o.bullWindow, o.bullWindow.Milliseconds(), o.bullConcurrency)
+	b.WriteString("Achieved = least-squares slope of arrivals over time in the steady window; max 1 s = most arrivals in any sliding 1-s window over the whole row, " +
+		"start-up burst included (bound: rate + capacity); gaps = time between consecutive arrivals in the steady window (ideal 1/rate, SD 0); " +
+		"Redis cmds/job = server-wide INFO commandstats delta ÷ jobs, commands inside scripts included, and in brackets the script calls (EVALSHA...) alone, which are most of the round trips (approximate on a shared server). Goal: |error| ≤ 1 %, max 1 s ≤ bound.\n\n")
+	b.WriteString("| system | target /s | workers | capacity | jobs in window | achieved /s | error % | max 1 s (bound) | gap mean ms | gap SD ms | gap p99 ms | dups | Redis cmds/job (scripts) | goal |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, a := range r.acc {
+		bound := a.rate + a.capacity
+		if a.err != nil && a.res.Jobs == 0 {
+			fmt.Fprintf(b, "| %s | %g | %d | %g | failed: %s |||||||||\n", a.system, a.rate, a.workers, a.capacity, oneLine(a.err.Error()))
+			continue
+		}
+		goal := "ok"
+		var miss []string
+		if math.Abs(a.res.ErrPct) > 1 {
+			miss = append(miss, fmt.Sprintf("error %+.2f %%", a.res.ErrPct))
+		}
+		if float64(a.res.MaxWindow) > bound {
+			miss = append(miss, fmt.Sprintf("1 s window %d > %g", a.res.MaxWindow, bound))
+		}
+		if a.err != nil {
+			miss = append(miss, "failed: "+oneLine(a.err.Error()))
+		}
+		if len(miss) > 0 {
+			goal = "MISS: " + strings.Join(miss, ", ")
+		}
+		fmt.Fprintf(b, "| %s | %g | %d | %g | %d | %.2f | %+.2f | %d (%g) | %.2f | %.2f | %.2f | %d | %s | %s |\n",
+			a.system, a.rate, a.workers, a.capacity, a.res.Jobs, a.res.Rate, a.res.ErrPct, a.res.MaxWindow, bound,
+			ms(a.res.GapMean), ms(a.res.GapSD), ms(a.res.GapP99), a.res.Dups, a.cmds, goal)
+	}
+	b.WriteString("\n")
+	r.notes(b, func(yield func(string, string) bool) {
+		for _, a := range r.acc {
+			if a.note != "" && !yield(fmt.Sprintf("%s rate %g × %d", a.system, a.rate, a.workers), a.note) {
+				return
+			}
+		}
+	})
+}
+
+func (r *report) throughputSection(b *strings.Builder) {
+	b.WriteString("## Throughput\n\n")
+	fmt.Fprintf(b, "%d jobs pre-loaded per row, no outflow limit (sluice) and no limiter (BullMQ); jobs/s = (jobs − 1) ÷ (last arrival − first arrival). "+
+		"Consumers: http = sluice's HTTP sink or a BullMQ processor POSTing each job to the measuring server (a trivial 204 handler); "+
+		"handler = sluice's Go Handler embedding (drainer.Drainer instances inside the harness, one Redis client each); "+
+		"noop = a BullMQ processor that only records the time. sluice tenants share the jobs round-robin (Kafka: key = tenant, %d partitions); "+
+		"BullMQ uses one queue, concurrency %d per worker. vs BullMQ = jobs/s ÷ BullMQ's with the same workers (http vs http, handler vs noop).\n\n",
+		r.o.tputJobs, kafkaPartitions, r.o.bullConcurrency)
+	b.WriteString("| system | backend | consumer | workers | tenants | jobs | jobs/s | elapsed s | dups | Redis cmds/job (scripts) | vs BullMQ | note |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, t := range r.tput {
+		if t.skipped != "" {
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | skipped |||||%s |\n", t.system, t.backend, t.sink, t.workers, t.tenants, t.jobs, oneLine(t.skipped))
+			continue
+		}
+		note := t.note
+		if t.err != nil {
+			note = strings.TrimPrefix(note+"; ", "; ") + "failed: " + t.err.Error()
+		}
+		if t.res.Jobs != t.jobs && t.err == nil {
+			note = strings.TrimPrefix(note+"; ", "; ") + fmt.Sprintf("%d arrivals for %d jobs", t.res.Jobs, t.jobs)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %.0f | %.2f | %d | %s | %s | %s |\n",
+			t.system, t.backend, t.sink, t.workers, t.tenants, t.jobs, t.res.Rate, t.res.Elapsed.Seconds(), t.res.Dups, t.cmds,
+			r.versusBull(t), oneLine(note))
+	}
+	b.WriteString("\n")
+}
+
+// versusBull is t's rate over BullMQ's comparable row, "" when none.
+func (r *report) versusBull(t tputRow) string {
+	if t.system == "bullmq" || t.res.Rate == 0 {
+		return ""
+	}
+	want := "http"
+	if t.sink == "handler" {
+		want = "noop"
+	}
+	for _, u := range r.tput {
+		if u.system == "bullmq" && u.sink == want && u.workers == t.workers && u.res.Rate > 0 && u.err == nil {
+			return fmt.Sprintf("%.2f×", t.res.Rate/u.res.Rate)
+		}
+	}
+	return ""
+}
+
+func (r *report) holSection(b *strings.Builder) {
+	b.WriteString("## Head-of-line (requirement 3)\n\n")
+	fmt.Fprintf(b, "`%s`: tenant A holds a 100,000-job backlog drained at 10 jobs/s while tenant B submits one job every 10 ms; "+
+		"B's delay from enqueue to the sink.\n\n", r.holCommand)
+	if len(r.hol) > 0 {
+		b.WriteString("| benchmark | tenant B jobs | p50 ms | p99 ms |\n|---|--:|--:|--:|\n")
+		for _, h := range r.hol {
+			fmt.Fprintf(b, "| %s | %d | %.2f | %.2f |\n", h.name, h.jobs, h.p50, h.p99)
+		}
+		b.WriteString("\n")
+	}
+	if r.holErr != nil {
+		fmt.Fprintf(b, "Failed: %s\n\n", oneLine(r.holErr.Error()))
+	}
+}
+
+// notes lists (row, text) pairs under a section, when there are any.
+func (r *report) notes(b *strings.Builder, seq func(func(string, string) bool)) {
+	first := true
+	for row, text := range seq {
+		if first {
+			b.WriteString("Notes:\n\n")
+			first = false
+		}
+		fmt.Fprintf(b, "- %s: %s\n", row, oneLine(text))
+	}
+	if !first {
+		b.WriteString("\n")
+	}
+}
+
+// String renders per-job counts as "all (scripts)".
+func (c calls) String() string {
+	if c.all == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f (%.1f)", c.all, c.scripts)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// oneLine makes s safe inside a markdown table cell.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	s = strings.ReplaceAll(s, "|", "\\|")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// write saves the markdown as <dir>/<timestamp>.md and, for a full run,
+// as <dir>/latest.md too; it returns the timestamped path.
+func (r *report) write(md string) (string, error) {
+	if err := os.MkdirAll(r.o.outDir, 0o755); err != nil {
+		return "", fmt.Errorf("drainbench: results dir: %w", err)
+	}
+	path := filepath.Join(r.o.outDir, r.started.UTC().Format("20060102T150405Z")+".md")
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		return "", fmt.Errorf("drainbench: write %s: %w", path, err)
+	}
+	if !r.o.quick {
+		if err := os.WriteFile(filepath.Join(r.o.outDir, "latest.md"), []byte(md), 0o644); err != nil {
+			return "", fmt.Errorf("drainbench: write latest.md: %w", err)
+		}
+	}
+	return path, nil
+}

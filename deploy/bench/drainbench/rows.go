@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/drainer"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// bench holds what every row shares.
+type bench struct {
+	o     *options
+	rdb   *redis.Client // db 0: sluice
+	bull  *redis.Client // db bullDB: BullMQ
+	rec   *recorder
+	sink  *sink
+	bin   string // cmd/drainer
+	dir   string // this run's configs, logs and BullMQ timestamp files
+	runID string
+	logf  func(format string, args ...any)
+}
+
+// accRow is one accuracy row.
+type accRow struct {
+	system   string
+	rate     float64
+	workers  int
+	capacity float64 // sluice: outflow.capacity; BullMQ: limiter max
+	res      accuracy
+	cmds     calls // Redis commands and script calls per delivered job
+	note     string
+	err      error
+}
+
+// tputRow is one throughput row.
+type tputRow struct {
+	system  string // sluice | bullmq
+	backend string // redis | kafka
+	sink    string // how a job is consumed: http, handler, noop
+	workers int
+	tenants int
+	conc    int // BullMQ worker concurrency
+	jobs    int
+	res     throughput
+	cmds    calls
+	note    string
+	err     error
+	skipped string
+}
+
+// preloadCount is how many jobs keep a row at rate busy for d: rate × d
+// with 20 % margin, plus the initial burst and a little more.
+func preloadCount(rate float64, d time.Duration) int {
+	return int(rate*d.Seconds()*1.2) + int(max(1, rate)) + 100
+}
+
+// accuracyWindow waits for the first arrival, runs until warm-up +
+// duration after it, stops f and returns the arrivals. A failure to stop
+// cleanly is returned as a note; the measurements stand.
+func (b *bench) accuracyWindow(ctx context.Context, f fleet) ([]arrival, string, error) {
+	if err := b.rec.waitCount(ctx, 1, 60*time.Second, f.failed); err != nil {
+		f.stop(10 * time.Second)
+		return nil, "", fmt.Errorf("no job arrived: %w", err)
+	}
+	end := b.rec.first().Add(b.o.warmup + b.o.duration + 100*time.Millisecond)
+	runErr := waitUntil(end, f.failed)
+	stopErr := f.stop(20 * time.Second)
+	arr := b.rec.take()
+	if runErr != nil {
+		return arr, "", fmt.Errorf("a process died during the row: %w", runErr)
+	}
+	note := ""
+	if stopErr != nil {
+		note = "stop: " + stopErr.Error()
+	}
+	return arr, note, nil
+}
+
+// sluiceAccuracy is one accuracy row of sluice: a tenant at rate with its
+// default capacity, workers drainer processes.
+func (b *bench) sluiceAccuracy(ctx context.Context, rate float64, workers int) accRow {
+	row := accRow{system: "sluice", rate: rate, workers: workers, capacity: max(1, rate)}
+	tenant := fmt.Sprintf("bench-%s-acc-r%g-n%d", b.runID, rate, workers)
+	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, []string{tenant})
+	if row.err = preloadRedis(ctx, b.rdb, []string{tenant}, preloadCount(rate, b.o.warmup+b.o.duration)); row.err != nil {
+		return row
+	}
+	b.rec.take()
+	cnt := startCounter(ctx, b.rdb)
+	f, err := startDrainers(b.bin, b.dir, tenant, workers, drainerConf{
+		redisAddr: b.o.redisAddr, backend: "redis", tenants: []string{tenant}, rate: rate, sinkURL: b.sink.url,
+	})
+	if err != nil {
+		row.err = err
+		return row
+	}
+	arr, note, err := b.accuracyWindow(ctx, f)
+	row.note, row.err = note, err
+	row.res = measureAccuracy(arr, b.o.warmup, b.o.duration, rate)
+	row.cmds = cnt.perJob(ctx, len(arr))
+	return row
+}
+
+// bullAccuracy is one accuracy row of BullMQ: its limiter {max: rate ×
+// window, duration: window}, workers worker processes posting to the sink.
+func (b *bench) bullAccuracy(ctx context.Context, rate float64, workers int) accRow {
+	maxJobs := max(1, int(rate*b.o.bullWindow.Seconds()))
+	row := accRow{system: "bullmq", rate: rate, workers: workers, capacity: float64(maxJobs)}
+	q := fmt.Sprintf("%s-acc-r%g-n%d", b.runID, rate, workers)
+	defer deletePattern(context.WithoutCancel(ctx), b.bull, bullPrefix+":"+q+":*")
+	if row.err = b.bullLoad(ctx, q, preloadCount(rate, b.o.warmup+b.o.duration)); row.err != nil {
+		return row
+	}
+	b.rec.take()
+	cnt := startCounter(ctx, b.rdb)
+	f, err := b.bullWorkers(ctx, q, workers, &limiter{max: maxJobs, window: b.o.bullWindow}, b.sink.url)
+	if err != nil {
+		row.err = err
+		return row
+	}
+	arr, note, err := b.accuracyWindow(ctx, f)
+	row.note, row.err = note, err
+	row.res = measureAccuracy(arr, b.o.warmup, b.o.duration, rate)
+	row.cmds = cnt.perJob(ctx, len(arr))
+	return row
+}
+
+// tputTimeout bounds a throughput row: a minute plus 2 ms per job.
+func tputTimeout(n int) time.Duration { return time.Minute + time.Duration(n)*2*time.Millisecond }
+
+// sluiceThroughput is one throughput row of cmd/drainer with no outflow
+// limit and the HTTP sink, on the redis or kafka backend.
+func (b *bench) sluiceThroughput(ctx context.Context, backend string, workers, tenants int) tputRow {
+	row := tputRow{system: "sluice", backend: backend, sink: "http", workers: workers, tenants: tenants, jobs: b.o.tputJobs}
+	base := fmt.Sprintf("bench-%s-tput-%s-n%d-t%d", b.runID, backend, workers, tenants)
+	names := tenantNames(base, tenants)
+	conf := drainerConf{redisAddr: b.o.redisAddr, backend: backend, tenants: names, sinkURL: b.sink.url}
+	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, names)
+	if backend == "kafka" {
+		conf.brokers, conf.topic, conf.group = b.o.kafkaBrokers, "sluice-"+base, base
+		if row.err = preloadKafka(ctx, b.rdb, b.o.kafkaBrokers, conf.topic, names, row.jobs); row.err != nil {
+			return row
+		}
+		defer func() {
+			if err := deleteTopic(context.WithoutCancel(ctx), b.o.kafkaBrokers, conf.topic); err != nil {
+				b.logf("%v", err)
+			}
+		}()
+	} else if row.err = preloadRedis(ctx, b.rdb, names, row.jobs); row.err != nil {
+		return row
+	}
+	b.rec.take()
+	cnt := startCounter(ctx, b.rdb)
+	f, err := startDrainers(b.bin, b.dir, base, workers, conf)
+	if err != nil {
+		row.err = err
+		return row
+	}
+	waitErr := b.rec.waitCount(ctx, row.jobs, tputTimeout(row.jobs), f.failed)
+	for _, p := range f {
+		if p.exitCode() == 2 && strings.Contains(tail(p.log, 2000), "not supported") {
+			row.skipped = "cmd/drainer refused the backend: " + tail(p.log, 300)
+			f.stop(10 * time.Second)
+			b.rec.take()
+			return row
+		}
+	}
+	stopErr := f.stop(20 * time.Second)
+	row.finish(b.rec.take(), waitErr, stopErr)
+	row.cmds = cnt.perJob(ctx, row.res.Jobs)
+	return row
+}
+
+// finish measures a throughput row and records what went wrong.
+func (r *tputRow) finish(arr []arrival, waitErr, stopErr error) {
+	r.res = measureThroughput(arr)
+	if waitErr != nil {
+		r.err = waitErr
+	} else if stopErr != nil {
+		r.note = "stop: " + stopErr.Error()
+	}
+}
+
+// handlerThroughput is one throughput row of the Go Handler embedding:
+// workers drainer.Drainer instances in this process (each with its own Redis
+// client and consumer), a Handler that records the job, no outflow limit.
+func (b *bench) handlerThroughput(ctx context.Context, workers, tenants int) tputRow {
+	row := tputRow{system: "sluice", backend: "redis", sink: "handler", workers: workers, tenants: tenants, jobs: b.o.tputJobs}
+	base := fmt.Sprintf("bench-%s-tput-handler-n%d-t%d", b.runID, workers, tenants)
+	names := tenantNames(base, tenants)
+	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, names)
+	if row.err = preloadRedis(ctx, b.rdb, names, row.jobs); row.err != nil {
+		return row
+	}
+	tcfg := map[string]config.Tenant{}
+	for _, t := range names {
+		tcfg[t] = config.Tenant{}
+	}
+	h := drainer.HandlerFunc(func(ctx context.Context, job queue.Envelope) error {
+		b.rec.add(job.ID, time.Now())
+		return nil
+	})
+	b.rec.take()
+	cnt := startCounter(ctx, b.rdb)
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		rdb := redis.NewClient(&redis.Options{Addr: b.o.redisAddr})
+		defer rdb.Close()
+		if err := drainer.LoadScripts(ctx, rdb); err != nil {
+			row.err = err
+			stop()
+			return row
+		}
+		c := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Tenants: names})
+		if err := c.Load(ctx); err != nil {
+			row.err = err
+			stop()
+			return row
+		}
+		d, err := drainer.New(drainer.Config{Consumer: c, Redis: rdb, Tenants: tcfg, Handler: h,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			row.err = err
+			stop()
+			return row
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.Run(runCtx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	failed := func() error {
+		select {
+		case err := <-errs:
+			return err
+		default:
+			return nil
+		}
+	}
+	waitErr := b.rec.waitCount(ctx, row.jobs, tputTimeout(row.jobs), failed)
+	stop()
+	wg.Wait()
+	close(errs)
+	var stopErrs []error
+	for err := range errs {
+		stopErrs = append(stopErrs, err)
+	}
+	row.finish(b.rec.take(), waitErr, errors.Join(stopErrs...))
+	row.cmds = cnt.perJob(ctx, row.res.Jobs)
+	return row
+}
+
+// calls is a Redis server's command counts (INFO commandstats): every
+// command, those run inside scripts included, and the script calls alone
+// (EVAL, EVALSHA and their _ro forms, FCALL), which for a script-driven
+// client are its round trips. They count every client, so a delta is exact
+// only when nothing else uses the server.
+type calls struct{ all, scripts float64 }
+
+// commandCalls reads the server's counts; ok is false when it cannot.
+func commandCalls(ctx context.Context, rdb *redis.Client) (c calls, ok bool) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return c, false
+	}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, found := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !found || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		c.all += float64(n)
+		switch strings.TrimPrefix(name, "cmdstat_") {
+		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+			c.scripts += float64(n)
+		}
+	}
+	return c, true
+}
+
+// counter measures the Redis commands of one row.
+type counter struct {
+	rdb    *redis.Client
+	before calls
+	ok     bool
+}
+
+func startCounter(ctx context.Context, rdb *redis.Client) *counter {
+	c := &counter{rdb: rdb}
+	c.before, c.ok = commandCalls(ctx, rdb)
+	return c
+}
+
+// perJob returns the commands and script calls per job since the start
+// (zeros when the counts could not be read).
+func (c *counter) perJob(ctx context.Context, jobs int) calls {
+	after, ok := commandCalls(ctx, c.rdb)
+	if !ok || !c.ok || jobs == 0 {
+		return calls{}
+	}
+	return calls{all: (after.all - c.before.all) / float64(jobs), scripts: (after.scripts - c.before.scripts) / float64(jobs)}
+}

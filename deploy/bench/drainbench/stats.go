@@ -1,0 +1,152 @@
+package main
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// accuracy is what an accuracy row measured.
+//
+// With t0 the first arrival, the steady window is [t0 + warmup,
+// t0 + warmup + duration); the initial burst of a fresh bucket falls in the
+// warm-up and is left out of the rate and the jitter, not of MaxWindow.
+type accuracy struct {
+	// Jobs is the number of arrivals in the steady window.
+	Jobs int
+	// Rate is the achieved rate: the least-squares slope of the arrival
+	// index over the arrival time in the steady window, in jobs/s. Unlike
+	// jobs ÷ window it does not depend on where the window's edges cut a
+	// burst (BullMQ's fixed window releases max jobs at once).
+	Rate float64
+	// ErrPct is (Rate − target) ÷ target × 100.
+	ErrPct float64
+	// MaxWindow is the most arrivals in any 1-s sliding window [t, t+1s)
+	// over the whole row, warm-up and initial burst included.
+	MaxWindow int
+	// GapMean, GapSD and GapP99 describe the gaps between consecutive
+	// arrivals in the steady window (ideal: every gap 1/target, SD 0).
+	GapMean, GapSD, GapP99 time.Duration
+	// Dups counts arrivals of a job id that had already arrived.
+	Dups int
+}
+
+// measureAccuracy computes an accuracy row from arrivals sorted by time.
+func measureAccuracy(arr []arrival, warmup, duration time.Duration, target float64) accuracy {
+	var a accuracy
+	if len(arr) == 0 {
+		return a
+	}
+	a.Dups = duplicates(arr)
+	a.MaxWindow = maxInWindow(arr, time.Second)
+	from := arr[0].at.Add(warmup)
+	to := from.Add(duration)
+	lo := sort.Search(len(arr), func(i int) bool { return !arr[i].at.Before(from) })
+	hi := sort.Search(len(arr), func(i int) bool { return !arr[i].at.Before(to) })
+	win := arr[lo:hi]
+	a.Jobs = len(win)
+	if len(win) < 2 {
+		return a
+	}
+	a.Rate = slope(win)
+	a.ErrPct = (a.Rate - target) / target * 100
+	gaps := make([]float64, len(win)-1)
+	var sum float64
+	for i := 1; i < len(win); i++ {
+		gaps[i-1] = float64(win[i].at.Sub(win[i-1].at))
+		sum += gaps[i-1]
+	}
+	mean := sum / float64(len(gaps))
+	var sq float64
+	for _, g := range gaps {
+		sq += (g - mean) * (g - mean)
+	}
+	sort.Float64s(gaps)
+	a.GapMean = time.Duration(mean)
+	a.GapSD = time.Duration(math.Sqrt(sq / float64(len(gaps))))
+	a.GapP99 = time.Duration(percentile(gaps, 0.99))
+	return a
+}
+
+// slope is the least-squares slope of i over arr[i].at, in per second.
+func slope(arr []arrival) float64 {
+	n := float64(len(arr))
+	t0 := arr[0].at
+	var st, si float64
+	for i, x := range arr {
+		st += x.at.Sub(t0).Seconds()
+		si += float64(i)
+	}
+	mt, mi := st/n, si/n
+	var cov, vt float64
+	for i, x := range arr {
+		dt := x.at.Sub(t0).Seconds() - mt
+		cov += dt * (float64(i) - mi)
+		vt += dt * dt
+	}
+	if vt == 0 {
+		return math.Inf(1)
+	}
+	return cov / vt
+}
+
+// maxInWindow is the most arrivals in any window [arr[i].at, +w).
+func maxInWindow(arr []arrival, w time.Duration) int {
+	best, j := 0, 0
+	for i := range arr {
+		for j < len(arr) && arr[j].at.Sub(arr[i].at) < w {
+			j++
+		}
+		best = max(best, j-i)
+	}
+	return best
+}
+
+// duplicates counts arrivals whose id arrived before.
+func duplicates(arr []arrival) int {
+	seen := make(map[string]struct{}, len(arr))
+	n := 0
+	for _, a := range arr {
+		if _, ok := seen[a.id]; ok {
+			n++
+			continue
+		}
+		seen[a.id] = struct{}{}
+	}
+	return n
+}
+
+// percentile returns the p-quantile (nearest rank) of sorted values.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// throughput is what a throughput row measured.
+type throughput struct {
+	// Jobs is the number of arrivals, duplicates included.
+	Jobs int
+	// Dups counts arrivals of an id that had already arrived.
+	Dups int
+	// Elapsed is from the first arrival to the last.
+	Elapsed time.Duration
+	// Rate is (Jobs − 1) ÷ Elapsed, jobs/s: the drain rate once started,
+	// independent of process start-up.
+	Rate float64
+}
+
+// measureThroughput computes a throughput row from arrivals sorted by time.
+func measureThroughput(arr []arrival) throughput {
+	t := throughput{Jobs: len(arr), Dups: duplicates(arr)}
+	if len(arr) < 2 {
+		return t
+	}
+	t.Elapsed = arr[len(arr)-1].at.Sub(arr[0].at)
+	if t.Elapsed > 0 {
+		t.Rate = float64(len(arr)-1) / t.Elapsed.Seconds()
+	}
+	return t
+}
