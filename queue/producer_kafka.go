@@ -66,11 +66,14 @@ const (
 // so under load fewer, larger requests reach the broker. No call waits for
 // a timer when it has no company.
 //
-// Backlog: after the ack, the tenants' backlog counters (keys.Backlog) are
-// raised by the jobs' cost in one pipelined round trip. The job is already
-// durable then, so a Redis failure there does not fail Enqueue: it is logged
-// and counted in sluice_redis_errors_total{op="backlog_incr"}, and the
-// counter is low by that cost until it expires (keys.BacklogTTL).
+// Backlog: after each acknowledged produce request, the backlog counters
+// (keys.Backlog) of its jobs' tenants are raised by their cost in one
+// pipelined round trip, and Enqueue returns once its jobs are counted (or,
+// when ctx ends first, as soon as they are acknowledged). The jobs are
+// already durable then, so a Redis failure there does not fail Enqueue: it
+// is logged and counted in
+// sluice_redis_errors_total{op="backlog_incr"}, and the counter is low by
+// that cost until it expires (keys.BacklogTTL).
 //
 // A KafkaProducer is safe for concurrent use.
 type KafkaProducer struct {
@@ -78,10 +81,8 @@ type KafkaProducer struct {
 	transport *kafka.Transport
 	topic     string
 	timeout   time.Duration
-	rdb       redis.UniversalClient
 	log       *slog.Logger
 	m         *producerMetrics
-	redisErrs prometheus.Counter
 	now       func() time.Time
 
 	partMu      sync.Mutex
@@ -133,14 +134,19 @@ func NewKafkaProducer(ctx context.Context, cfg config.Kafka, deps ProducerDeps) 
 		transport.CloseIdleConnections()
 		return nil, err
 	}
+	var backlog *kafkaBacklog
+	if deps.Redis != nil {
+		backlog = &kafkaBacklog{rdb: deps.Redis, log: log, errs: redisErrs, topic: cfg.Topic}
+	}
 	p := &KafkaProducer{
 		sender: &kafkaSender{
-			client: client, topic: cfg.Topic, timeout: timeout, linger: cfg.BatchTimeout,
+			backlog: backlog,
+			client:  client, topic: cfg.Topic, timeout: timeout, linger: cfg.BatchTimeout,
 			maxBytes: kafkaMaxRequestBytes, backoffMin: kafkaBackoffMin, backoffMax: kafkaBackoffMax,
 			batchJobs: batchJobs, lanes: map[int]*kafkaLane{},
 		},
 		transport: transport, topic: cfg.Topic, timeout: timeout,
-		rdb: deps.Redis, log: log, m: m, redisErrs: redisErrs, now: time.Now,
+		log: log, m: m, now: time.Now,
 	}
 	if _, err := p.partitionList(ctx); err != nil {
 		transport.CloseIdleConnections()
@@ -181,7 +187,7 @@ func (p *KafkaProducer) Enqueue(ctx context.Context, jobs []Envelope) (err error
 		key := []byte(b.tenant)
 		lanes[i] = make([]laneMsg, len(b.values))
 		for j, v := range b.values {
-			m := laneMsg{call: call, key: key, value: v, headers: []kafka.Header{
+			m := laneMsg{call: call, cost: b.jobs[j].Cost, key: key, value: v, headers: []kafka.Header{
 				{Key: HeaderJobID, Value: []byte(b.jobs[j].ID)},
 				{Key: HeaderTenant, Value: key},
 			}}
@@ -209,6 +215,9 @@ func (p *KafkaProducer) Enqueue(ctx context.Context, jobs []Envelope) (err error
 				return wrapUnavailable("kafka produce to "+p.topic, w.err)
 			}
 		case <-ctx.Done():
+			if w.acked.Load() {
+				continue // durable; its backlog counter is being written
+			}
 			call.abandoned.Store(true)
 			cause := ctx.Err()
 			if last := w.lastErr.Load(); last != nil {
@@ -217,7 +226,6 @@ func (p *KafkaProducer) Enqueue(ctx context.Context, jobs []Envelope) (err error
 			return wrapUnavailable("kafka produce to "+p.topic, cause)
 		}
 	}
-	p.addBacklog(ctx, batches)
 	return nil
 }
 
@@ -260,29 +268,39 @@ func (p *KafkaProducer) partitionList(ctx context.Context) ([]int, error) {
 	return list, nil
 }
 
-// addBacklog raises each tenant's backlog counter by its jobs' cost and
-// refreshes its TTL, in one pipelined round trip. It runs after the ack, so
-// it outlives ctx's cancellation (a client gone after the ack must not leave
-// the counter low) and is bounded by backlogTimeout instead. A failure is
-// logged and counted, not returned: the jobs are durable.
-func (p *KafkaProducer) addBacklog(ctx context.Context, batches []tenantBatch) {
-	if p.rdb == nil {
-		return
+// kafkaBacklog raises the tenants' backlog counters for the jobs of one
+// acknowledged produce request.
+type kafkaBacklog struct {
+	rdb   redis.UniversalClient
+	log   *slog.Logger
+	errs  prometheus.Counter
+	topic string
+}
+
+// add raises each tenant's backlog counter by the cost of its jobs in msgs
+// and refreshes its TTL, in one pipelined round trip per produce request
+// (not per call), bounded by backlogTimeout. It counts every acknowledged
+// job, also one whose caller gave up meanwhile. A failure is logged and
+// counted, not returned: the jobs are durable.
+func (k *kafkaBacklog) add(msgs []laneMsg) {
+	cost := make(map[string]int64, 1)
+	for i := range msgs {
+		cost[string(msgs[i].key)] += msgs[i].cost
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backlogTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()
-	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i := range batches {
-			k := keys.Backlog(batches[i].tenant)
-			pipe.IncrBy(ctx, k, batches[i].cost)
-			pipe.PExpire(ctx, k, keys.BacklogTTL)
+	_, err := k.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for tenant, c := range cost {
+			key := keys.Backlog(tenant)
+			pipe.IncrBy(ctx, key, c)
+			pipe.PExpire(ctx, key, keys.BacklogTTL)
 		}
 		return nil
 	})
 	if err != nil {
-		p.redisErrs.Inc()
-		p.log.Error("backlog counter not raised after kafka ack; the jobs are queued",
-			"topic", p.topic, "tenants", len(batches), "err", err)
+		k.errs.Inc()
+		k.log.Error("backlog counter not raised after kafka ack; the jobs are queued",
+			"topic", k.topic, "tenants", len(cost), "jobs", len(msgs), "err", err)
 	}
 }
 

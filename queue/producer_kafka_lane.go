@@ -23,9 +23,10 @@ import (
 // request carries everything that arrived during the previous one, so the
 // batch size follows the load. See docs/adr/0003-queue-producers.md.
 
-// laneMsg is one job on its way to a partition.
+// laneMsg is one job on its way to a partition. key is the tenant.
 type laneMsg struct {
 	call    *kafkaCall
+	cost    int64
 	key     []byte
 	value   []byte
 	headers []kafka.Header
@@ -47,6 +48,7 @@ type produceBatch struct {
 	done    chan struct{}
 	err     error
 	lastErr atomic.Pointer[error] // the last failed try, while retrying
+	acked   atomic.Bool           // the broker acknowledged; done follows once counted
 }
 
 // kafkaLane is one partition's queue of batches. The head is sent next (or
@@ -64,11 +66,12 @@ type kafkaSender struct {
 	client     *kafka.Client
 	topic      string
 	timeout    time.Duration // bounds one batch, retries included
-	linger     time.Duration // wait for company before the first send of a busy period, when the lane saw concurrency
+	linger     time.Duration // wait for company before a busy period's first send, after a shared request
 	maxBytes   int           // bytes of one request's records
 	backoffMin time.Duration
 	backoffMax time.Duration
 	batchJobs  prometheus.Observer
+	backlog    *kafkaBacklog // nil: no backlog counters
 
 	mu     sync.Mutex
 	lanes  map[int]*kafkaLane
@@ -161,8 +164,21 @@ func (s *kafkaSender) drain(l *kafkaLane) {
 		l.mu.Unlock()
 
 		shared := len(b.msgs) > 1 && b.msgs[0].call != b.msgs[len(b.msgs)-1].call
-		b.err = s.send(l.partition, b)
-		close(b.done)
+		sent, err := s.send(l.partition, b)
+		if err == nil && len(sent) > 0 && s.backlog != nil {
+			// The callers wait for their counters, the lane does not: its
+			// next request goes out while Redis is written.
+			b.acked.Store(true)
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.backlog.add(sent)
+				close(b.done)
+			}()
+		} else {
+			b.err = err
+			close(b.done)
+		}
 		l.mu.Lock()
 		l.shared = shared
 		l.mu.Unlock()
@@ -173,8 +189,9 @@ func (s *kafkaSender) drain(l *kafkaLane) {
 // of abandoned calls, and retries errors that may pass (a leader moving, a
 // connection refused or reset, a stale metadata cache) with backoff
 // attempt² × backoffMin capped at backoffMax, until s.timeout has passed
-// since the first try.
-func (s *kafkaSender) send(partition int, b *produceBatch) error {
+// since the first try. It returns the jobs the acknowledged request
+// carried.
+func (s *kafkaSender) send(partition int, b *produceBatch) ([]laneMsg, error) {
 	deadline := time.Now().Add(s.timeout)
 	for attempt := 0; ; attempt++ {
 		msgs := b.msgs
@@ -185,16 +202,16 @@ func (s *kafkaSender) send(partition int, b *produceBatch) error {
 			}
 		}
 		if len(msgs) == 0 {
-			return nil // nobody waits for these jobs any more
+			return nil, nil // nobody waits for these jobs any more
 		}
 		err := s.produce(deadline, partition, msgs)
 		if err == nil {
-			return nil
+			return msgs, nil
 		}
 		b.lastErr.Store(&err)
 		pause := min(time.Duration((attempt+1)*(attempt+1))*s.backoffMin, s.backoffMax)
 		if !retriable(err) || time.Until(deadline) < pause {
-			return err
+			return nil, err
 		}
 		time.Sleep(pause)
 	}

@@ -335,7 +335,7 @@ func TestKafkaProducerBacklogRedisDown(t *testing.T) {
 	if err := p.Enqueue(context.Background(), []Envelope{testJob("t", "j1", 1)}); err != nil {
 		t.Fatalf("Enqueue with Redis down = %v, want nil (the job is on Kafka)", err)
 	}
-	if got := testutil.ToFloat64(p.redisErrs); got != 1 {
+	if got := testutil.ToFloat64(p.sender.backlog.errs); got != 1 {
 		t.Errorf(`sluice_redis_errors_total{op="backlog_incr"} = %v, want 1`, got)
 	}
 	if got := readTopic(t, brokers, cfg.Topic, 1); len(got[0]) != 1 {
