@@ -18,66 +18,69 @@ type admStep struct {
 	want Result // Policy is filled in
 }
 
-// TestAlgorithmsAtFixedInstants runs each algorithm through a table of
-// requests at explicit instants against the real Redis. Every algorithm has
-// Limit 3 (and Burst 3); the windows are 10 s, GCRA and the token bucket
-// refill one unit per second.
+// admSec is a second, for the tables.
+const admSec = time.Second
+
+// admTables are requests at explicit instants and their expected results,
+// per algorithm. Every algorithm has Limit 3 (and Burst 3); the windows are
+// 10 s, GCRA and the token bucket refill one unit per second.
+var admTables = []struct {
+	p     Policy
+	steps []admStep
+}{
+	{Policy{Name: "tenant", Algorithm: AlgFixedWindow, Limit: 3, Period: 10 * admSec}, []admStep{
+		{1, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 9 * admSec}},
+		{2, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 8 * admSec}},
+		{3, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: 7 * admSec, ResetAfter: 7 * admSec}},
+		{3, 4, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 7 * admSec}},
+		{10, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 10 * admSec}}, // next window
+		{19.5, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: admSec / 2}},
+	}},
+	{Policy{Name: "tenant", Algorithm: AlgSlidingWindow, Limit: 3, Period: 10 * admSec}, []admStep{
+		{5, 2, Result{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: 15 * admSec}},
+		// prev 2, 20 % into the window: ⌊2 × 0.8⌋ + 0 = 1, + 2 ≤ 3
+		{12, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 18 * admSec}},
+		// ⌊2 × 0.6⌋ + 2 = 3: full until ⌊2 × (10 − e)/10⌋ = 0, e > 5 s
+		{14, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: admSec + time.Microsecond, ResetAfter: 16 * admSec}},
+		{15.000001, 1, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 15*admSec - time.Microsecond}},
+		{16, 5, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 14 * admSec}},
+		{31, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 19 * admSec}}, // both windows gone
+	}},
+	{Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 3, Period: 3 * admSec, Burst: 3}, []admStep{
+		{0, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: admSec}},
+		{0, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * admSec}},
+		{0.5, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: admSec / 2, ResetAfter: 2500 * time.Millisecond}},
+		{1, 1, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * admSec}},
+		{1, 4, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 3 * admSec}},
+		{10, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: admSec}},
+	}},
+	{Policy{Name: "tenant", Algorithm: AlgTokenBucket, Limit: 3, Period: 3 * admSec, Burst: 3}, []admStep{
+		{0, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: admSec}},
+		{0, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * admSec}},
+		{0.5, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: admSec / 2, ResetAfter: 2500 * time.Millisecond}},
+		{1, 1, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * admSec}},
+		{1, 4, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 3 * admSec}},
+		{1.5, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: admSec / 2, ResetAfter: 2500 * time.Millisecond}},
+		{10, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: admSec}},
+	}},
+	{Policy{Name: "tenant", Algorithm: AlgSlidingLog, Limit: 3, Period: 10 * admSec}, []admStep{
+		{1, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 10 * admSec}},
+		{2, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 10 * admSec}},
+		// the unit of t=1 leaves at 11
+		{3, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: 8 * admSec, ResetAfter: 9 * admSec}},
+		{11, 1, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 10 * admSec}},
+		// two must leave: both units of t=2, at 12
+		{11, 2, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: admSec, ResetAfter: 10 * admSec}},
+		{11, 4, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 10 * admSec}},
+	}},
+}
+
+// TestAlgorithmsAtFixedInstants runs admTables against the real Redis.
 func TestAlgorithmsAtFixedInstants(t *testing.T) {
-	s := time.Second
-	cases := []struct {
-		p     Policy
-		steps []admStep
-	}{
-		{Policy{Name: "tenant", Algorithm: AlgFixedWindow, Limit: 3, Period: 10 * s}, []admStep{
-			{1, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 9 * s}},
-			{2, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 8 * s}},
-			{3, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: 7 * s, ResetAfter: 7 * s}},
-			{3, 4, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 7 * s}},
-			{10, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 10 * s}}, // next window
-			{19.5, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: s / 2}},
-		}},
-		{Policy{Name: "tenant", Algorithm: AlgSlidingWindow, Limit: 3, Period: 10 * s}, []admStep{
-			{5, 2, Result{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: 15 * s}},
-			// prev 2, 20 % into the window: ⌊2 × 0.8⌋ + 0 = 1, + 2 ≤ 3
-			{12, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 18 * s}},
-			// ⌊2 × 0.6⌋ + 2 = 3: full until ⌊2 × (10 − e)/10⌋ = 0, e > 5 s
-			{14, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: s + time.Microsecond, ResetAfter: 16 * s}},
-			{15.000001, 1, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 15*s - time.Microsecond}},
-			{16, 5, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 14 * s}},
-			{31, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 19 * s}}, // both windows gone
-		}},
-		{Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 3, Period: 3 * s, Burst: 3}, []admStep{
-			{0, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: s}},
-			{0, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * s}},
-			{0.5, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: s / 2, ResetAfter: 2500 * time.Millisecond}},
-			{1, 1, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * s}},
-			{1, 4, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 3 * s}},
-			{10, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: s}},
-		}},
-		{Policy{Name: "tenant", Algorithm: AlgTokenBucket, Limit: 3, Period: 3 * s, Burst: 3}, []admStep{
-			{0, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: s}},
-			{0, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * s}},
-			{0.5, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: s / 2, ResetAfter: 2500 * time.Millisecond}},
-			{1, 1, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 3 * s}},
-			{1, 4, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 3 * s}},
-			{1.5, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: s / 2, ResetAfter: 2500 * time.Millisecond}},
-			{10, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: s}},
-		}},
-		{Policy{Name: "tenant", Algorithm: AlgSlidingLog, Limit: 3, Period: 10 * s}, []admStep{
-			{1, 1, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 10 * s}},
-			{2, 2, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 10 * s}},
-			// the unit of t=1 leaves at 11
-			{3, 1, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: 8 * s, ResetAfter: 9 * s}},
-			{11, 1, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 10 * s}},
-			// two must leave: both units of t=2, at 12
-			{11, 2, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: s, ResetAfter: 10 * s}},
-			{11, 4, Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: Never, ResetAfter: 10 * s}},
-		}},
-	}
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
 		a := admNew(t, rdb, mode.opts...)
-		for _, c := range cases {
+		for _, c := range admTables {
 			t.Run(mode.name+"/"+string(c.p.Algorithm), func(t *testing.T) {
 				tenant := admTenant(t, rdb)
 				for i, st := range c.steps {

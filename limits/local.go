@@ -1,82 +1,71 @@
 package limits
 
 import (
-	"math"
 	"sync"
 	"time"
 )
 
-// Local is an in-process token bucket for one tenant's policy, the rough
-// bound ingest applies while Redis cannot be reached and the tenant fails
-// open. Whatever the policy's algorithm, it holds Policy.Capacity() units
-// (Burst for gcra and token_bucket, Limit otherwise), refilled at Limit per
-// Period, starting full:
+// Local is an in-process GCRA for one tenant's policy, the rough bound
+// ingest applies while Redis cannot be reached and the tenant fails open. It
+// uses the formula of GCRA over an int64 TAT in nanoseconds, whatever the
+// policy's algorithm: with T = ⌈Period / Limit⌉ and τ = Capacity() × T
+// (Capacity is Burst for gcra and token_bucket, Limit otherwise), a request
+// of n units at now
 //
-//	tokens = min(capacity, tokens + (now − last) × Limit / Period)
-//	a request of n units passes when tokens ≥ n; then tokens −= n
+//	TAT' = max(TAT, now) + n × T
+//	passes when TAT' − now ≤ τ, and then TAT := TAT'
 //
-// It is rough on purpose: each ingest instance keeps its own, so k instances
-// together admit up to k times the limit, and nothing is shared with Redis
-// when it comes back. Time is the caller's now, so tests need no sleeping; a
-// now earlier than the last one refills nothing. Local is safe for
-// concurrent use.
+// so Capacity units pass at once from idle and Limit per Period in the long
+// run. It is rough on purpose: each ingest instance keeps its own, so k
+// instances together admit up to k times the limit, and nothing is shared
+// with Redis when it comes back. Time is the caller's now, so tests need no
+// sleeping. Local is safe for concurrent use.
 type Local struct {
 	name     string
-	capacity float64 // units
-	perNano  float64 // units refilled per nanosecond
+	capacity int64
+	t, tau   int64 // ns; t == 0: refuse everything
 
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
+	mu  sync.Mutex
+	tat int64 // unix ns; 0: idle
 }
 
-// NewLocal returns a full Local bucket for p. A p that fails Validate (no
-// positive Limit or Period) yields a bucket that refuses everything.
+// NewLocal returns an idle Local for p. A p without a positive Limit and
+// Period yields a Local that refuses everything.
 func NewLocal(p Policy) *Local {
-	l := &Local{name: p.Name, capacity: float64(p.Capacity())}
-	if p.Limit > 0 && p.Period > 0 {
-		l.perNano = float64(p.Limit) / float64(p.Period)
-	} else {
-		l.capacity = 0
+	l := &Local{name: p.Name, capacity: p.Capacity()}
+	if p.Limit > 0 && p.Period > 0 && l.capacity > 0 {
+		l.t = (int64(p.Period) + p.Limit - 1) / p.Limit
+		l.tau = l.capacity * l.t
 	}
-	l.tokens = l.capacity
 	return l
 }
 
-// AllowN takes n units (0 means 1) at now when the bucket holds them, and
+// AllowN takes n units (0 means 1) at now when the policy admits them, and
 // reports the result in the same terms as an Admitter's.
 func (l *Local) AllowN(now time.Time, n int64) Result {
 	if n <= 0 {
 		n = 1
 	}
+	r := Result{Policy: l.name, Limit: l.capacity}
+	if l.t == 0 {
+		r.RetryAfter = Never
+		return r
+	}
+	ns := now.UnixNano()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.After(l.last) {
-		l.tokens = min(l.capacity, l.tokens+float64(now.Sub(l.last))*l.perNano)
-	}
-	if l.last.IsZero() || now.After(l.last) {
-		l.last = now
-	}
-	need := float64(n)
-	r := Result{Policy: l.name, Limit: int64(l.capacity)}
+	base := max(l.tat, ns)
+	next := base + n*l.t
 	switch {
-	case l.tokens >= need:
-		l.tokens -= need
+	case next-ns <= l.tau:
+		l.tat, base = next, next
 		r.Allowed = true
-	case need > l.capacity || l.perNano == 0:
+	case n > l.capacity:
 		r.RetryAfter = Never
 	default:
-		r.RetryAfter = l.dur(need - l.tokens)
+		r.RetryAfter = time.Duration(next - l.tau - ns)
 	}
-	r.Remaining = int64(l.tokens)
-	r.ResetAfter = l.dur(l.capacity - l.tokens)
+	r.Remaining = max(0, (l.tau-(base-ns))/l.t)
+	r.ResetAfter = time.Duration(base - ns)
 	return r
-}
-
-// dur is the time the bucket takes to refill units, rounded up to the µs.
-func (l *Local) dur(units float64) time.Duration {
-	if units <= 0 || l.perNano == 0 {
-		return 0
-	}
-	return time.Duration(math.Ceil(units/l.perNano/1e3)) * time.Microsecond
 }

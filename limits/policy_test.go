@@ -75,7 +75,8 @@ func TestPolicyCapacity(t *testing.T) {
 	}
 }
 
-// TestLocalAtFixedInstants: the in-process bucket, 2 per second, burst 4.
+// TestLocalAtFixedInstants: the in-process GCRA, 2 per second (T = 500ms),
+// burst 4 (τ = 2s).
 func TestLocalAtFixedInstants(t *testing.T) {
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 2, Period: time.Second, Burst: 4}
 	l := NewLocal(p)
@@ -90,7 +91,7 @@ func TestLocalAtFixedInstants(t *testing.T) {
 		{0, 2, Result{Allowed: false, Limit: 4, Remaining: 1, RetryAfter: 500 * ms, ResetAfter: 1500 * ms}},
 		{500 * ms, 2, Result{Allowed: true, Limit: 4, Remaining: 0, ResetAfter: 2000 * ms}},
 		{500 * ms, 5, Result{Allowed: false, Limit: 4, Remaining: 0, RetryAfter: Never, ResetAfter: 2000 * ms}},
-		{400 * ms, 1, Result{Allowed: false, Limit: 4, Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 2000 * ms}}, // earlier now: no refill
+		{400 * ms, 1, Result{Allowed: false, Limit: 4, Remaining: 0, RetryAfter: 600 * ms, ResetAfter: 2100 * ms}}, // an earlier now: TAT stays
 		{10 * time.Second, 0, Result{Allowed: true, Limit: 4, Remaining: 3, ResetAfter: 500 * ms}},                 // 0 means 1; full again
 	}
 	for i, s := range steps {
@@ -124,5 +125,23 @@ func TestLocalConcurrent(t *testing.T) {
 	wg.Wait()
 	if n != 100 {
 		t.Errorf("admitted %d, want 100", n)
+	}
+}
+
+// TestLocalMatchesRedisGCRA runs the Redis GCRA table of admTables through
+// Local: the in-process fallback gives the same answers.
+func TestLocalMatchesRedisGCRA(t *testing.T) {
+	for _, c := range admTables {
+		if c.p.Algorithm != AlgGCRA {
+			continue
+		}
+		l := NewLocal(c.p)
+		for i, st := range c.steps {
+			want := st.want
+			want.Policy = c.p.Name
+			if diff := cmp.Diff(want, l.AllowN(admAt(st.at), st.cost)); diff != "" {
+				t.Errorf("step %d (cost %d at +%vs) (-want +got):\n%s", i, st.cost, st.at, diff)
+			}
+		}
 	}
 }

@@ -1,0 +1,128 @@
+package lua
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/keys"
+)
+
+// admitFiles are the files Admit assembles.
+var admitFiles = append(append([]string(nil), AdmitModules...), "admit.lua")
+
+// TestAdmitFilesHaveHeaders: every file opens with a comment block naming
+// its KEYS, ARGV and returns.
+func TestAdmitFilesHaveHeaders(t *testing.T) {
+	for _, name := range admitFiles {
+		src, err := Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var header strings.Builder
+		for _, line := range strings.Split(src, "\n") {
+			if !strings.HasPrefix(line, "--") {
+				break
+			}
+			header.WriteString(line + "\n")
+		}
+		for _, word := range []string{"KEYS", "ARGV", "Returns"} {
+			if !strings.Contains(strings.ToLower(header.String()), strings.ToLower(word)) {
+				t.Errorf("%s: header does not mention %s", name, word)
+			}
+		}
+		if !strings.HasPrefix(src, "-- "+name+":") {
+			t.Errorf("%s: header does not start with the file's name", name)
+		}
+	}
+}
+
+// TestAdmitAssembly: the script is the modules in order, then the driver,
+// built once.
+func TestAdmitAssembly(t *testing.T) {
+	s := Admit()
+	if s != Admit() {
+		t.Error("Admit() built the script twice")
+	}
+	if s.Name() != "admit.lua" {
+		t.Errorf("Name() = %q, want admit.lua", s.Name())
+	}
+	at := -1
+	for _, name := range admitFiles {
+		i := strings.Index(s.Src(), "-- "+name+":")
+		if i <= at {
+			t.Errorf("%s found at %d, want after %d", name, i, at)
+		}
+		at = i
+	}
+}
+
+// TestAdmitFilesLoad: Redis accepts the assembled script and every module on
+// its own (SCRIPT LOAD compiles it); a module run on its own touches nothing.
+func TestAdmitFilesLoad(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	if err := Admit().Load(ctx, rdb); err != nil {
+		t.Fatalf("Load(admit.lua): %v", err)
+	}
+	tenant := testenv.Name(t, "luaadm")
+	for _, name := range AdmitModules {
+		s := MustLoad(name)
+		if err := s.Load(ctx, rdb); err != nil {
+			t.Errorf("Load(%s): %v", name, err)
+		}
+		key := keys.Admission(tenant, strings.TrimSuffix(name, ".lua"), "tenant")
+		if err := s.Run(ctx, rdb, []string{key}).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			t.Errorf("running %s alone: %v", name, err)
+		}
+	}
+	if n := rdb.Keys(ctx, "sluice:{"+tenant+"}*").Val(); len(n) != 0 {
+		t.Errorf("modules run alone wrote keys %v", n)
+	}
+}
+
+// TestAdmitRefusesBadArguments: malformed calls get an error reply and
+// write nothing.
+func TestAdmitRefusesBadArguments(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "luaadm")
+	backlog := keys.Backlog(tenant)
+	state := keys.Admission(tenant, "gcra", "tenant")
+	cases := []struct {
+		name string
+		keys []string
+		args []any
+		want string
+	}{
+		{"missing policy args", []string{backlog, state}, []any{0, 1, 0, "gcra", 10}, "want 1 + n keys"},
+		{"keys do not match", []string{backlog}, []any{0, 1, 0, "gcra", 10, 1000000, 10}, "want 1 + n keys"},
+		{"unknown algorithm", []string{backlog, state}, []any{0, 1, 0, "leaky", 10, 1000000, 10}, "bad policy 1"},
+		{"zero limit", []string{backlog, state}, []any{0, 1, 0, "gcra", 0, 1000000, 10}, "bad policy 1"},
+		{"zero cost", []string{backlog, state}, []any{0, 0, 0, "gcra", 10, 1000000, 10}, "cost must be >= 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Admit().Run(ctx, rdb, c.keys, c.args...).Err()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+	if n := rdb.Keys(ctx, "sluice:{"+tenant+"}*").Val(); len(n) != 0 {
+		t.Errorf("refused calls wrote keys %v", n)
+	}
+}
+
+// TestLoadNamesBrokenScript: a script Redis refuses fails Load with an error
+// naming it.
+func TestLoadNamesBrokenScript(t *testing.T) {
+	err := New("broken.lua", "return (").Load(context.Background(), testenv.Redis(t))
+	if err == nil || !strings.Contains(err.Error(), "broken.lua") {
+		t.Fatalf("Load = %v, want an error naming broken.lua", err)
+	}
+}
