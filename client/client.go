@@ -154,36 +154,48 @@ func (c *Client) SubmitBatch(ctx context.Context, jobs []Job) ([]Accepted, error
 	return out.Jobs, err
 }
 
-// do sends the request until it succeeds, fails for good, or runs out of
-// tries, and decodes a 2xx body into out.
+// do sends in as a JSON body (none when in is nil) until the request
+// succeeds, fails for good, or runs out of tries, and decodes a 2xx body
+// into out.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("sluice: encode request: %w", err)
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("sluice: encode request: %w", err)
+		}
 	}
+	_, err := c.call(ctx, method, path, "application/json", body, out)
+	return err
+}
+
+// call sends body (none when nil) with contentType until the request
+// succeeds, fails for good, or runs out of tries; it decodes a 2xx body
+// other than a 204 into out (when not nil) and returns the 2xx status.
+func (c *Client) call(ctx context.Context, method, path, contentType string, body []byte, out any) (int, error) {
 	for try := 0; ; try++ {
-		resp, err := c.send(ctx, method, path, body)
+		resp, err := c.send(ctx, method, path, contentType, body)
 		var wait time.Duration
 		switch {
 		case err != nil:
 			if ctx.Err() != nil || try+1 >= c.cfg.maxTries {
-				return fmt.Errorf("sluice: %s %s after %d tries: %w", method, path, try+1, err)
+				return 0, fmt.Errorf("sluice: %s %s after %d tries: %w", method, path, try+1, err)
 			}
 			wait = c.backoff(try)
 		case resp.StatusCode/100 == 2:
 			defer resp.Body.Close()
-			if out == nil {
-				return nil
+			if out == nil || resp.StatusCode == http.StatusNoContent {
+				return resp.StatusCode, nil
 			}
 			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-				return fmt.Errorf("sluice: decode %s answer: %w", path, err)
+				return 0, fmt.Errorf("sluice: decode %s answer: %w", path, err)
 			}
-			return nil
+			return resp.StatusCode, nil
 		default:
 			apiErr := readError(resp)
 			apiErr.Tries = try + 1
 			if !apiErr.Temporary() || try+1 >= c.cfg.maxTries || apiErr.RetryAfter > c.cfg.maxRetryAfter {
-				return apiErr
+				return 0, apiErr
 			}
 			wait = apiErr.RetryAfter
 			if wait <= 0 {
@@ -191,17 +203,23 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 			}
 		}
 		if err := c.cfg.sleep(ctx, wait); err != nil {
-			return fmt.Errorf("sluice: %s %s: %w", method, path, err)
+			return 0, fmt.Errorf("sluice: %s %s: %w", method, path, err)
 		}
 	}
 }
 
-func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+func (c *Client) send(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	return c.cfg.http.Do(req)
 }
