@@ -118,8 +118,9 @@ type Option func(*config)
 // WithBatching turns request batching on or off (default on). When on,
 // decisions that arrive while earlier ones are on the wire are sent together
 // as one pipeline of EVALSHAs, so concurrent callers share round trips; each
-// decision is still exactly one EVALSHA. Off, every decision is its own
-// round trip, which saves a goroutine hand-off when calls are not concurrent.
+// decision is still exactly one EVALSHA, and a decision that finds nothing
+// in flight is sent at once by its own caller, without a pipeline. Off,
+// every decision is its own round trip.
 func WithBatching(on bool) Option { return func(c *config) { c.batching = on } }
 
 // WithMaxBatch caps the decisions per pipeline (default 128).

@@ -43,8 +43,10 @@ local function check(alg, key, now, limit, period, burst, cost)
     return fixed_window_check(key, now, limit, period, burst, cost)
   elseif alg == 'sliding_window' then
     return sliding_window_check(key, now, limit, period, burst, cost)
+  elseif alg == 'sliding_log' then
+    return sliding_log_check(key, now, limit, period, burst, cost)
   end
-  return sliding_log_check(key, now, limit, period, burst, cost)
+  return nil -- unknown algorithm
 end
 
 local function commit(alg, key, now, cost, period, reset_after, x, y, z)
@@ -60,17 +62,15 @@ local function commit(alg, key, now, cost, period, reset_after, x, y, z)
   return sliding_log_commit(key, now, cost, period, reset_after)
 end
 
-local known = { fixed_window = true, sliding_window = true, gcra = true, token_bucket = true, sliding_log = true }
+-- bad_policy is the error reply for policy i; every policy is checked
+-- (limit, period and burst numbers >= 1, algorithm known) before any write.
+local function bad_policy(i)
+  return redis.error_reply('ERR admit: bad policy ' .. i)
+end
 
 local npol = (#ARGV - 3) / 4
 if npol ~= math.floor(npol) or #KEYS ~= npol + 1 then
   return redis.error_reply('ERR admit: want 1 + n keys and 3 + 4n args')
-end
-for i = 1, npol do
-  local limit, period, burst = tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
-  if not known[ARGV[4 * i]] or limit == nil or period == nil or burst == nil or limit < 1 or period < 1 then
-    return redis.error_reply('ERR admit: bad policy ' .. i)
-  end
 end
 
 local now = tonumber(ARGV[1])
@@ -93,10 +93,15 @@ if max_backlog > 0 then
 end
 
 if npol == 1 then
-  local alg, period = ARGV[4], tonumber(ARGV[6])
+  local alg, limit, period, burst = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  if not (limit and period and burst) or limit < 1 or period < 1 or burst < 1 then
+    return bad_policy(1)
+  end
   local ok, cap, rem_now, reset_now, rem_after, reset_after, retry, x, y, z =
-    check(alg, KEYS[2], now, tonumber(ARGV[5]), period, tonumber(ARGV[7]), cost)
-  if not ok then
+    check(alg, KEYS[2], now, limit, period, burst, cost)
+  if ok == nil then
+    return bad_policy(1)
+  elseif not ok then
     if admitted == 1 then
       violated = 1
     end
@@ -114,9 +119,15 @@ end
 local st = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 for i = 1, npol do
   local b = 10 * (i - 1)
+  local limit, period, burst = tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+  if not (limit and period and burst) or limit < 1 or period < 1 or burst < 1 then
+    return bad_policy(i)
+  end
   st[b + 1], st[b + 2], st[b + 3], st[b + 4], st[b + 5], st[b + 6], st[b + 7], st[b + 8], st[b + 9], st[b + 10] =
-    check(ARGV[4 * i], KEYS[i + 1], now, tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]),
-      tonumber(ARGV[4 * i + 3]), cost)
+    check(ARGV[4 * i], KEYS[i + 1], now, limit, period, burst, cost)
+  if st[b + 1] == nil then
+    return bad_policy(i)
+  end
   if admitted == 1 and not st[b + 1] then
     admitted, violated = 0, i
   end
