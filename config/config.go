@@ -79,6 +79,11 @@ type Ingest struct {
 	// RetryAfter is the Retry-After given with a 503 when a backend is down
 	// (default 1s).
 	RetryAfter time.Duration `mapstructure:"retry_after"`
+	// AdminTokens enable the admin API (/admin/v1) and name who may use it:
+	// operator name (the "who" of the audit log, [A-Za-z0-9._-]{1,64}) →
+	// the SHA-256 of the operator's bearer token, "sha256:<hex>" (HashKey).
+	// Default none: the admin API answers 404.
+	AdminTokens map[string]string `mapstructure:"admin_tokens"`
 }
 
 // Drainer configures the drainer workers.

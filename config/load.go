@@ -69,6 +69,9 @@ func Parse(raw []byte) (*Config, error) {
 	if err := restoreNameCase(raw, &cfg); err != nil {
 		return nil, err
 	}
+	if err := restoreAdminNames(raw, &cfg); err != nil {
+		return nil, err
+	}
 	cfg.applyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -70,6 +70,7 @@ func (c *Config) Validate() error {
 	}
 	positiveDur(bad, "ingest.shutdown_timeout", c.Ingest.ShutdownTimeout)
 	positiveDur(bad, "ingest.retry_after", c.Ingest.RetryAfter)
+	c.validateAdminTokens(bad)
 	checkAddr(bad, "drainer.listen", c.Drainer.Listen)
 	positiveDur(bad, "drainer.lease", c.Drainer.Lease)
 	if c.Drainer.MaxAttempts < 1 {

@@ -90,3 +90,18 @@ func Delayed(tenant string) string { return tag(tenant) + ":delayed" }
 // the envelope, the reason and the last response (Redis queue backend).
 // TTL: QueueTTL, refreshed on every push.
 func DLQ(tenant string) string { return tag(tenant) + ":dlq" }
+
+// Audit is the tenant's capped list of admin changes, newest first: one JSON
+// entry per change (who, when, action, old and new spec), at most
+// AuditMaxEntries. TTL: OverrideTTL, refreshed on every write.
+func Audit(tenant string) string { return tag(tenant) + ":audit" }
+
+// TenantsVersion is the global counter of runtime tenant changes, raised
+// after every admin write; every registry polls it to catch a missed
+// TenantsChannel message. Not tenant-scoped, like Tenants.
+// TTL: OverrideTTL, refreshed on every write.
+func TenantsVersion() string { return Prefix + "tenants:version" }
+
+// TenantsChannel is the Pub/Sub channel (not a key) on which every admin
+// write is announced to the registries of all ingest and drainer instances.
+func TenantsChannel() string { return Prefix + "tenants:changes" }

@@ -15,3 +15,7 @@ const (
 	// JobStateTTL is how long a job's state stays visible.
 	JobStateTTL = 7 * 24 * time.Hour
 )
+
+// AuditMaxEntries caps a tenant's audit list (keys.Audit); older entries are
+// trimmed on write.
+const AuditMaxEntries = 1000
