@@ -3,7 +3,9 @@
 # 127.0.0.1 (no Docker); `bash deploy/local/services.sh help` tells more.
 #
 #   make test       services up, go vet, race tests of every package
-#   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS
+#   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain
+#   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ
+#                   (deploy/bench/drainbench, ~25 min; BENCH_QUICK=1 for the ~3 min subset)
 #   make run        services up, ingest and drainer with RUN_CONFIG until Ctrl-C
 #   make lint       gofmt and go vet
 #   make services / services-down / services-status
@@ -31,7 +33,7 @@ BENCH_SCRIPTS ?= $(wildcard deploy/bench/*.sh)
 RUN_CONFIG ?= configs/sluice.local.yaml
 RUN_CMDS ?= ingest drainer
 
-.PHONY: services services-down services-status test bench run lint
+.PHONY: services services-down services-status test bench bench-drain run lint
 
 services:
 	$(SERVICES) up
@@ -49,6 +51,14 @@ test: services
 bench: services
 	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS)
 	for s in $(BENCH_SCRIPTS); do echo "== $$s"; $(TEST_ENV) bash "$$s"; done
+	$(MAKE) bench-drain
+
+# The BullMQ peer is installed from its lock file on every run (npm ci); the
+# report goes to stdout and deploy/bench/results/ (BENCH_* variables: see
+# deploy/bench/drainbench/main.go).
+bench-drain: services
+	cd deploy/bench/bullmq && npm ci --no-audit --no-fund
+	$(TEST_ENV) BENCH_COMMAND='make bench-drain' $(GO) run ./deploy/bench/drainbench
 
 run: services
 	RUN_CONFIG='$(RUN_CONFIG)' RUN_CMDS='$(RUN_CMDS)' bash deploy/local/run.sh

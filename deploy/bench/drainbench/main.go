@@ -28,7 +28,8 @@
 //
 //	BENCH_QUICK               1: the quick subset, results not written to latest.md
 //	BENCH_DURATION            steady window of an accuracy row (60s; quick 5s)
-//	BENCH_WARMUP              before the window, from the first arrival (2s)
+//	BENCH_WARMUP              least time from the first arrival to the steady window (2s); longer
+//	                          until the burst allowance is spent, at most max(10s, duration/2) more
 //	BENCH_RATES               target rates, jobs/s (10,100,1000; quick 10,1000)
 //	BENCH_WORKERS             worker processes per accuracy row (1,3,8; quick 1,3)
 //	BENCH_SYSTEMS             sluice,bullmq

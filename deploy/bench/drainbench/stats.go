@@ -8,10 +8,12 @@ import (
 
 // accuracy is what an accuracy row measured.
 //
-// With t0 the first arrival, the steady window is [t0 + warmup,
-// t0 + warmup + duration); the initial burst of a fresh bucket falls in the
-// warm-up and is left out of the rate and the jitter, not of MaxWindow.
+// The steady window is [from, from + duration), from chosen by the row
+// (see bench.accuracyWindow); the initial burst of a fresh bucket falls
+// before it and is left out of the rate and the jitter, not of MaxWindow.
 type accuracy struct {
+	// Warmup is from the first arrival to the steady window.
+	Warmup time.Duration
 	// Jobs is the number of arrivals in the steady window.
 	Jobs int
 	// Rate is the achieved rate: the least-squares slope of the arrival
@@ -31,15 +33,16 @@ type accuracy struct {
 	Dups int
 }
 
-// measureAccuracy computes an accuracy row from arrivals sorted by time.
-func measureAccuracy(arr []arrival, warmup, duration time.Duration, target float64) accuracy {
+// measureAccuracy computes an accuracy row from arrivals sorted by time,
+// with the steady window [from, from + duration).
+func measureAccuracy(arr []arrival, from time.Time, duration time.Duration, target float64) accuracy {
 	var a accuracy
 	if len(arr) == 0 {
 		return a
 	}
 	a.Dups = duplicates(arr)
 	a.MaxWindow = maxInWindow(arr, time.Second)
-	from := arr[0].at.Add(warmup)
+	a.Warmup = from.Sub(arr[0].at)
 	to := from.Add(duration)
 	lo := sort.Search(len(arr), func(i int) bool { return !arr[i].at.Before(from) })
 	hi := sort.Search(len(arr), func(i int) bool { return !arr[i].at.Before(to) })

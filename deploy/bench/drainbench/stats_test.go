@@ -77,7 +77,10 @@ func TestMeasureAccuracy(t *testing.T) {
 	dur := cmp.Comparer(func(a, b time.Duration) bool { return (a - b).Abs() <= time.Microsecond })
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := measureAccuracy(tc.arr, tc.warmup, tc.duration, tc.target)
+			got := measureAccuracy(tc.arr, t0.Add(tc.warmup), tc.duration, tc.target)
+			if len(tc.arr) > 0 {
+				tc.want.Warmup = tc.warmup
+			}
 			if diff := cmp.Diff(tc.want, got, approx, dur); diff != "" {
 				t.Errorf("measureAccuracy (-want +got):\n%s", diff)
 			}
