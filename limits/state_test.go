@@ -95,7 +95,8 @@ func TestBacklogGate(t *testing.T) {
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
 	tenant := admTenant(t, rdb)
-	p := Policy{Name: "tenant", Algorithm: AlgTokenBucket, Limit: 100, Period: time.Second}
+	// One unit per 36 s: the bucket's key outlives the test on a slow host.
+	p := Policy{Name: "tenant", Algorithm: AlgTokenBucket, Limit: 100, Period: time.Hour}
 	setBacklog := func(n int64) {
 		if err := rdb.Set(ctx, keys.Backlog(tenant), n, keys.BacklogTTL).Err(); err != nil {
 			t.Fatal(err)
@@ -121,7 +122,7 @@ func TestBacklogGate(t *testing.T) {
 	before[keys.Backlog(tenant)] = rdb.Dump(ctx, keys.Backlog(tenant)).Val()
 	d := admit(1)
 	want := Decision{Allowed: false, Violated: ViolatedBacklog, Backlog: 10, Results: []Result{
-		{Policy: "tenant", Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 10 * time.Millisecond},
+		{Policy: "tenant", Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 36 * time.Second},
 	}}
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("backlog 10, cost 1 (-want +got):\n%s", diff)
