@@ -29,12 +29,14 @@ const DefaultRedisEnqueueTimeout = time.Second
 // so the list and the counter never disagree about a write. Both keys get
 // their TTL (keys.QueueTTL, keys.BacklogTTL) on every write.
 //
-// One Enqueue call costs one round trip: one EVALSHA per tenant, pipelined
-// (a ClusterClient splits the pipeline by slot, one round trip per node).
-// Concurrent calls use separate pooled connections and do not share round
-// trips. A RedisProducer is safe for concurrent use.
+// One Enqueue call costs at most one round trip: one EVALSHA per tenant,
+// pipelined (a ClusterClient splits a pipeline by node). Concurrent calls
+// share pipelines: at most 4 are in flight, and the calls arriving
+// meanwhile leave together in the next one, so under load many calls cost
+// one round trip. A RedisProducer is safe for concurrent use.
 type RedisProducer struct {
 	rdb     redis.UniversalClient
+	group   *redisGroup
 	timeout time.Duration
 	m       *producerMetrics
 	now     func() time.Time
@@ -52,7 +54,10 @@ func NewRedisProducer(rdb redis.UniversalClient, reg prometheus.Registerer) (*Re
 	if err != nil {
 		return nil, err
 	}
-	return &RedisProducer{rdb: rdb, timeout: DefaultRedisEnqueueTimeout, m: m, now: time.Now}, nil
+	return &RedisProducer{
+		rdb: rdb, group: &redisGroup{rdb: rdb, timeout: DefaultRedisEnqueueTimeout},
+		timeout: DefaultRedisEnqueueTimeout, m: m, now: time.Now,
+	}, nil
 }
 
 // Load loads enqueue.lua into Redis (on every master of a cluster). Redis
@@ -83,24 +88,18 @@ func (p *RedisProducer) Enqueue(ctx context.Context, jobs []Envelope) (err error
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	if len(batches) == 1 {
-		b := &batches[0]
-		if err := enqueueScript.Run(ctx, p.rdb, enqueueKeys(b.tenant), enqueueArgs(b)...).Err(); err != nil {
-			return wrapUnavailable("redis enqueue for "+b.tenant, err)
-		}
-		return nil
-	}
-	return p.enqueuePipelined(ctx, batches)
+	return p.group.do(ctx, batches)
 }
 
-// enqueuePipelined runs one EVALSHA per tenant in one pipeline and, for the
-// tenants whose node answered NOSCRIPT (restarted or flushed), one EVAL each
-// in a second pipeline, which also reloads the script there.
-func (p *RedisProducer) enqueuePipelined(ctx context.Context, batches []tenantBatch) error {
+// runScripts runs one EVALSHA per batch in one pipeline and, for the
+// batches whose node answered NOSCRIPT (restarted or flushed), one EVAL each
+// in a second pipeline, which also reloads the script there. It returns
+// each batch's error.
+func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*tenantBatch) []error {
 	cmds := make([]*redis.Cmd, len(batches))
-	_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i := range batches {
-			cmds[i] = pipe.EvalSha(ctx, enqueueScript.SHA(), enqueueKeys(batches[i].tenant), enqueueArgs(&batches[i])...)
+	_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, b := range batches {
+			cmds[i] = pipe.EvalSha(ctx, enqueueScript.SHA(), enqueueKeys(b.tenant), enqueueArgs(b)...)
 		}
 		return nil
 	})
@@ -111,27 +110,38 @@ func (p *RedisProducer) enqueuePipelined(ctx context.Context, batches []tenantBa
 		}
 	}
 	if len(retry) > 0 {
-		_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for _, i := range retry {
-				cmds[i] = pipe.Eval(ctx, enqueueScript.Src(), enqueueKeys(batches[i].tenant), enqueueArgs(&batches[i])...)
+				b := batches[i]
+				cmds[i] = pipe.Eval(ctx, enqueueScript.Src(), enqueueKeys(b.tenant), enqueueArgs(b)...)
 			}
 			return nil
 		})
 	}
+	errs := make([]error, len(cmds))
+	for i, c := range cmds {
+		errs[i] = c.Err()
+	}
+	return errs
+}
+
+// joinFailures returns nil when every err is nil, else an error wrapping
+// ErrUnavailable and the first failure, naming the failed tenants.
+func joinFailures(batches []tenantBatch, errs []error) error {
 	var failed []string
 	var first error
-	for i, c := range cmds {
-		if err := c.Err(); err != nil {
+	for i, err := range errs {
+		if err != nil {
 			failed = append(failed, batches[i].tenant)
 			if first == nil {
 				first = err
 			}
 		}
 	}
-	if first != nil {
-		return wrapUnavailable("redis enqueue for "+strings.Join(failed, ","), first)
+	if first == nil {
+		return nil
 	}
-	return nil
+	return wrapUnavailable("redis enqueue for "+strings.Join(failed, ","), first)
 }
 
 func enqueueKeys(tenant string) []string {

@@ -197,6 +197,44 @@ func TestRedisProducerManyJobs(t *testing.T) {
 	}
 }
 
+// TestRedisProducerSharesPipelines starts 50 Enqueue calls at once: they
+// reach Redis in far fewer pipelines than calls, and every job is written.
+func TestRedisProducerSharesPipelines(t *testing.T) {
+	rdb := testenv.Redis(t)
+	p, _ := newTestRedisProducer(t, rdb, time.Now())
+	tenants := []string{testenv.Name(t, "g0"), testenv.Name(t, "g1"), testenv.Name(t, "g2")}
+	const calls = 50
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, calls)
+	for i := range calls {
+		wg.Go(func() {
+			<-gate
+			if err := p.Enqueue(context.Background(), []Envelope{testJob(tenants[i%3], fmt.Sprintf("c%d", i), 1)}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	pipelines, carried := p.group.pipelines.Load(), p.group.calls.Load()
+	t.Logf("%d calls in %d pipelines", carried, pipelines)
+	if carried != calls || pipelines > calls/2 {
+		t.Errorf("%d calls in %d pipelines, want %d calls in at most %d", carried, pipelines, calls, calls/2)
+	}
+	total := 0
+	for _, tenant := range tenants {
+		total += len(queued(t, rdb, tenant))
+	}
+	if total != calls {
+		t.Errorf("%d jobs queued, want %d", total, calls)
+	}
+}
+
 func TestRedisProducerInvalidWritesNothing(t *testing.T) {
 	rdb := testenv.Redis(t)
 	p, _ := newTestRedisProducer(t, rdb, time.Now())
