@@ -8,16 +8,20 @@
 //
 // It serves /metrics, /healthz and /readyz on drainer.listen.
 //
+// With queue.backend kafka the drainer is a member of the consumer group
+// kafka.consumer_group; on SIGTERM it first stops the drainer as above,
+// then commits its partitions' offsets and leaves the group.
+//
 // Exit codes: 0 after a clean shutdown, 1 when the drainer failed while
 // running or shutting down, 2 when it could not start (bad flags or
-// configuration, Redis unreachable, a broken Lua script, an unsupported
-// backend).
+// configuration, Redis or Kafka unreachable, a broken Lua script).
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -71,17 +75,9 @@ func run() int {
 		log.Error("load drainer scripts", "err", err)
 		return 2
 	}
-	if cfg.Queue.Backend != "" && cfg.Queue.Backend != "redis" {
-		log.Error("queue backend not supported by this drainer build", "backend", cfg.Queue.Backend)
-		return 2
-	}
-	tenants := make([]string, 0, len(cfg.Tenants))
-	for t := range cfg.Tenants {
-		tenants = append(tenants, t)
-	}
-	consumer := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: cfg.Drainer.Lease, Tenants: tenants})
-	if err := consumer.Load(ctx); err != nil {
-		log.Error("load consumer scripts", "err", err)
+	consumer, runConsumer, err := newConsumer(ctx, cfg, queue.ProducerDeps{Redis: rdb, Log: log, Registerer: reg})
+	if err != nil {
+		log.Error("queue consumer", "backend", cfg.Queue.Backend, "err", err)
 		return 2
 	}
 	d, err := drainer.New(drainer.Config{
@@ -106,24 +102,36 @@ func run() int {
 	go func() { srvErr <- srv.ListenAndServe() }()
 
 	// Shutdown order: the drainer first (stops intake, finishes or returns
-	// jobs within drainer.shutdown_timeout), then the ops server, so
-	// /metrics and /readyz answer to the end.
+	// jobs within drainer.shutdown_timeout), then the queue consumer (Kafka:
+	// commits and leaves the group), then the ops server, so /metrics and
+	// /readyz answer to the end.
 	code := 0
+	consumerCtx, stopConsumer := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopConsumer()
+	consumerErr := make(chan error, 1)
+	go func() { consumerErr <- runConsumer(consumerCtx) }()
 	runErr := make(chan error, 1)
 	go func() { runErr <- d.Run(ctx) }()
 	select {
 	case err := <-srvErr:
 		log.Error("ops server", "addr", cfg.Drainer.Listen, "err", err)
-		stop()
 		code = 1
-		if err := <-runErr; err != nil {
-			log.Error("drainer stopped", "err", err)
-		}
+	case err := <-consumerErr:
+		log.Error("queue consumer stopped", "err", err)
+		consumerErr <- nil
+		code = 1
 	case err := <-runErr:
-		if err != nil {
-			log.Error("drainer stopped", "err", err)
-			code = 1
-		}
+		runErr <- err
+	}
+	stop()
+	if err := <-runErr; err != nil {
+		log.Error("drainer stopped", "err", err)
+		code = 1
+	}
+	stopConsumer()
+	if err := <-consumerErr; err != nil {
+		log.Error("queue consumer stopped", "err", err)
+		code = 1
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -131,6 +139,35 @@ func run() int {
 		log.Warn("ops server shutdown", "err", err)
 	}
 	return code
+}
+
+// newConsumer returns the drain side of cfg.Queue.Backend and the function
+// that runs it until its context ends (for Redis lists, nothing to run).
+// deps holds Redis (the Redis queue, or the backlog counters with Kafka),
+// the logger and the metrics registry.
+func newConsumer(ctx context.Context, cfg *config.Config, deps queue.ProducerDeps) (queue.Consumer, func(context.Context) error, error) {
+	tenants := make([]string, 0, len(cfg.Tenants))
+	for t := range cfg.Tenants {
+		tenants = append(tenants, t)
+	}
+	switch cfg.Queue.Backend {
+	case "redis", "":
+		c := queue.NewRedisConsumer(deps.Redis, queue.RedisConsumerConfig{Lease: cfg.Drainer.Lease, Tenants: tenants})
+		if err := c.Load(ctx); err != nil {
+			return nil, nil, err
+		}
+		return c, func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
+	case "kafka":
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		c, err := queue.NewKafkaConsumer(ctx, queue.KafkaConsumerConfig{Kafka: cfg.Kafka, Tenants: tenants}, deps)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.Run, nil
+	default:
+		return nil, nil, fmt.Errorf("queue.backend %q: want redis or kafka", cfg.Queue.Backend)
+	}
 }
 
 // ops serves /metrics, /healthz (the process is up) and /readyz (draining,
