@@ -1,0 +1,81 @@
+-- tenant_write.lua: store one admin change of a tenant's runtime spec and its
+-- audit entry, atomically, if the tenant's version is still the one the
+-- change was computed from (compare-and-set).
+--
+-- The override hash holds: spec (the tenant's spec as JSON, defaults
+-- applied), version (raised by 1 on every write, never reset), deleted ("1":
+-- a tombstone hiding the tenant of the config file), and the flattened
+-- outflow fields outflow_rate and outflow_capacity that leaky_bucket.lua
+-- reads on every take, written here together with spec so the two never
+-- disagree (absent when the spec's value is 0 or there is no spec).
+--
+-- KEYS[1]  the tenant's override hash (keys.Override)
+-- KEYS[2]  the tenant's audit list (keys.Audit), newest entry first
+-- ARGV[1]  expected version: the hash's version the change was computed
+--          from (0 when the hash has none)
+-- ARGV[2]  mode: "put" (store spec, clear a tombstone), "tombstone" (delete
+--          spec, set deleted) or "clear" (delete spec and tombstone)
+-- ARGV[3]  spec JSON (mode put; otherwise ignored)
+-- ARGV[4]  outflow_rate, units/s, > 0 or "" for none (mode put)
+-- ARGV[5]  outflow_capacity, units, > 0 or "" for none (mode put)
+-- ARGV[6]  the audit entry JSON, pushed as it is
+-- ARGV[7]  PEXPIRE of both keys in ms (keys.OverrideTTL), integer >= 1
+-- ARGV[8]  most audit entries kept (keys.AuditMaxEntries), integer >= 1
+--
+-- Returns {1, new_version} when written, or {0, current_version} when the
+-- version was not the expected one (nothing is written). Arguments are
+-- checked before the first write.
+
+local expect = tonumber(ARGV[1])
+local mode = ARGV[2]
+local ttl = tonumber(ARGV[7])
+local keep = tonumber(ARGV[8])
+if expect == nil or ttl == nil or ttl < 1 or keep == nil or keep < 1 then
+  return redis.error_reply('ERR tenant_write: expected version, ttl and audit cap must be numbers (ttl, cap >= 1)')
+end
+if mode ~= 'put' and mode ~= 'tombstone' and mode ~= 'clear' then
+  return redis.error_reply('ERR tenant_write: mode must be put, tombstone or clear')
+end
+if mode == 'put' and ARGV[3] == '' then
+  return redis.error_reply('ERR tenant_write: put needs a spec')
+end
+for i = 4, 5 do
+  if ARGV[i] ~= '' and not ((tonumber(ARGV[i]) or 0) > 0) then
+    return redis.error_reply('ERR tenant_write: outflow rate and capacity must be > 0 or empty')
+  end
+end
+
+local cur = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
+if cur ~= expect then
+  return { 0, cur }
+end
+local ver = cur + 1
+
+if mode == 'put' then
+  redis.call('HSET', KEYS[1], 'spec', ARGV[3], 'version', ver)
+  redis.call('HDEL', KEYS[1], 'deleted')
+  if ARGV[4] ~= '' then
+    redis.call('HSET', KEYS[1], 'outflow_rate', ARGV[4])
+  else
+    redis.call('HDEL', KEYS[1], 'outflow_rate')
+  end
+  if ARGV[5] ~= '' then
+    redis.call('HSET', KEYS[1], 'outflow_capacity', ARGV[5])
+  else
+    redis.call('HDEL', KEYS[1], 'outflow_capacity')
+  end
+else
+  redis.call('HDEL', KEYS[1], 'spec', 'outflow_rate', 'outflow_capacity')
+  redis.call('HSET', KEYS[1], 'version', ver)
+  if mode == 'tombstone' then
+    redis.call('HSET', KEYS[1], 'deleted', '1')
+  else
+    redis.call('HDEL', KEYS[1], 'deleted')
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+
+redis.call('LPUSH', KEYS[2], ARGV[6])
+redis.call('LTRIM', KEYS[2], 0, keep - 1)
+redis.call('PEXPIRE', KEYS[2], ttl)
+return { 1, ver }

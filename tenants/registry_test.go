@@ -1,0 +1,254 @@
+package tenants
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/keys"
+)
+
+// propagationBound is the requirement: a change reaches every process
+// within 1 s.
+const propagationBound = time.Second
+
+// TestRegistryMergesAndPropagates changes tenants through one registry and
+// watches another apply each change: runtime specs win over the file,
+// tombstones remove file tenants, and a new file keeps the admin changes.
+func TestRegistryMergesAndPropagates(t *testing.T) {
+	_, rdb := privateRedis(t)
+	ctx := context.Background()
+	base := baseConfig(t, fileTenant("a", 5), fileTenant("b", 1))
+	admin, _ := startRegistry(t, rdb, base, RegistryOptions{})
+	reg := prometheus.NewRegistry()
+	watcher, seen := startRegistry(t, rdb, base, RegistryOptions{Registerer: reg})
+
+	start := time.Now()
+	res, err := admin.Patch(ctx, "a", []byte(`{"outflow":{"rate":20}}`), "alice", testAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Created || res.Source != SourceRuntime || res.Version != 1 || res.Spec.Outflow.Rate != 20 || res.Old.Outflow.Rate != 5 {
+		t.Errorf("patch result = %+v", res)
+	}
+	at := seen.waitFor(t, propagationBound, "patched rate of a", func(c *config.Config) bool { return rateOf(c, "a") == 20 })
+	t.Logf("patch applied by the other registry after %v", at.Sub(start))
+	if got := rateOf(admin.Config(), "a"); got != 20 {
+		t.Errorf("the writing registry's own config has rate %v, want 20 at once (Refresh)", got)
+	}
+
+	newSpec := config.Tenant{APIKeys: []string{config.HashKey("key-c")}, Outflow: config.Outflow{Rate: 3}}
+	if res, err := admin.Put(ctx, "c", newSpec, "alice", testAt); err != nil || !res.Created {
+		t.Fatalf("put c = %+v, %v; want created", res, err)
+	}
+	seen.waitFor(t, propagationBound, "new tenant c", func(c *config.Config) bool { return rateOf(c, "c") == 3 })
+
+	if _, err := admin.Delete(ctx, "b", "bob", testAt); err != nil {
+		t.Fatal(err)
+	}
+	seen.waitFor(t, propagationBound, "tombstoned b", func(c *config.Config) bool { return rateOf(c, "b") == -1 })
+	if rec, _ := admin.Store().Get(ctx, "b"); !rec.Deleted {
+		t.Errorf("record of b = %+v, want a tombstone (b is in the file)", rec)
+	}
+
+	// A new file: a's rate changes in the file, b is still there, d is new.
+	watcher.SetBase(baseConfig(t, fileTenant("a", 7), fileTenant("b", 1), fileTenant("d", 2)))
+	got := watcher.Config()
+	for _, w := range []struct {
+		tenant string
+		rate   float64
+	}{{"a", 20}, {"b", -1}, {"c", 3}, {"d", 2}} {
+		if r := rateOf(got, w.tenant); r != w.rate {
+			t.Errorf("after a file reload, %s has rate %v, want %v", w.tenant, r, w.rate)
+		}
+	}
+
+	// Deleting a runtime-only tenant removes its record; no tombstone.
+	if _, err := admin.Delete(ctx, "c", "bob", testAt); err != nil {
+		t.Fatal(err)
+	}
+	seen.waitFor(t, propagationBound, "deleted c", func(c *config.Config) bool { return rateOf(c, "c") == -1 })
+	if rec, _ := admin.Store().Get(ctx, "c"); rec.Deleted || rec.Spec != nil {
+		t.Errorf("record of c = %+v, want neither spec nor tombstone", rec)
+	}
+	if _, err := admin.Delete(ctx, "c", "bob", testAt); !errors.Is(err, ErrNotFound) {
+		t.Errorf("deleting c again: %v, want ErrNotFound", err)
+	}
+	if _, err := admin.Patch(ctx, "nope", []byte(`{}`), "bob", testAt); !errors.Is(err, ErrNotFound) {
+		t.Errorf("patching an unknown tenant: %v, want ErrNotFound", err)
+	}
+	if n := testutil.ToFloat64(watcher.m.updates.WithLabelValues(SourceFile)); n != 1 {
+		t.Errorf("updates{source=file} = %v, want 1", n)
+	}
+	if v := testutil.ToFloat64(watcher.m.version); v < 4 {
+		t.Errorf("sluice_tenant_config_version = %v, want >= 4 (four writes)", v)
+	}
+}
+
+// TestRegistryPollCatchesLostMessage stores a change without publishing it
+// (as when the subscriber was disconnected at that instant): the version
+// poll finds it within the bound.
+func TestRegistryPollCatchesLostMessage(t *testing.T) {
+	_, rdb := privateRedis(t)
+	ctx := context.Background()
+	base := baseConfig(t, fileTenant("a", 5), fileTenant("b", 1))
+	r, seen := startRegistry(t, rdb, base, RegistryOptions{})
+	// An announced change first, so the registry's subscription is up and
+	// its first read done: the next change can only be found by the poll.
+	w, _ := startRegistry(t, rdb, base, RegistryOptions{})
+	if _, err := w.Patch(ctx, "b", []byte(`{"outflow":{"rate":2}}`), "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	seen.waitFor(t, propagationBound, "announced change", func(c *config.Config) bool { return rateOf(c, "b") == 2 })
+	polled := testutil.ToFloat64(r.m.updates.WithLabelValues(SourcePoll))
+
+	spec := config.Tenant{Outflow: config.Outflow{Rate: 9}}.WithDefaults()
+	raw, _ := EncodeSpec(spec)
+	start := time.Now()
+	if err := writeScript.Run(ctx, rdb, []string{keys.Override("a"), keys.Audit("a")},
+		0, "put", string(raw), "9", "9", `{}`, keys.OverrideTTL.Milliseconds(), keys.AuditMaxEntries).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.SAdd(ctx, keys.Tenants(), "a")
+	rdb.Incr(ctx, keys.TenantsVersion()) // no PUBLISH
+	at := seen.waitFor(t, propagationBound, "unannounced change", func(c *config.Config) bool { return rateOf(c, "a") == 9 })
+	t.Logf("found by the poll after %v", at.Sub(start))
+	if n := testutil.ToFloat64(r.m.updates.WithLabelValues(SourcePoll)); n != polled+1 {
+		t.Errorf("updates{source=poll} = %v, want %v", n, polled+1)
+	}
+}
+
+// TestRegistryResubscribes kills the registry's Pub/Sub connection (CLIENT
+// KILL): go-redis reconnects, the resubscription triggers a full read, and a
+// change made right after the kill still lands within the bound.
+func TestRegistryResubscribes(t *testing.T) {
+	_, rdb := privateRedis(t)
+	ctx := context.Background()
+	base := baseConfig(t, fileTenant("a", 5))
+	_, seen := startRegistry(t, rdb, base, RegistryOptions{})
+	admin, _ := startRegistry(t, rdb, base, RegistryOptions{})
+	for i, rate := range []float64{11, 12, 13} {
+		if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := admin.Patch(ctx, "a", []byte(`{"outflow":{"rate":`+itoa(int64(rate))+`}}`), "alice", testAt); err != nil {
+			t.Fatal(err)
+		}
+		at := seen.waitFor(t, propagationBound, "change after a killed subscription", func(c *config.Config) bool { return rateOf(c, "a") == rate })
+		t.Logf("round %d: applied %v after the kill", i, at.Sub(start))
+	}
+}
+
+// TestRegistryKeepsConfigWhileRedisDown stops Redis under a registry with an
+// admin change applied: the change stays in force, the failure is counted
+// and logged once; when Redis is back (empty: no persistence) the registry
+// reads it again by itself.
+func TestRegistryKeepsConfigWhileRedisDown(t *testing.T) {
+	proc, rdb := privateRedis(t)
+	ctx := context.Background()
+	var logs syncBuffer
+	base := baseConfig(t, fileTenant("a", 5))
+	r, seen := startRegistry(t, rdb, base, RegistryOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if _, err := r.Patch(ctx, "a", []byte(`{"outflow":{"rate":20}}`), "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	seen.waitFor(t, propagationBound, "patch", func(c *config.Config) bool { return rateOf(c, "a") == 20 })
+
+	proc.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(r.m.errors.WithLabelValues("read")) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no read errors counted 5 s after Redis stopped")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := rateOf(r.Config(), "a"); got != 20 {
+		t.Errorf("with Redis down the rate is %v, want the admin change (20) kept", got)
+	}
+	proc.Start()
+	seen.waitFor(t, 5*time.Second, "config read again after Redis came back", func(c *config.Config) bool { return rateOf(c, "a") == 5 })
+	out := logs.String()
+	if !hasLine(out, "cannot read runtime tenants") || !hasLine(out, "readable again") {
+		t.Errorf("log lacks the failure or the recovery:\n%s", out)
+	}
+	if n := bytes.Count([]byte(out), []byte("cannot read runtime tenants")); n != 1 {
+		t.Errorf("failure logged %d times, want once per outage", n)
+	}
+}
+
+// TestRegistryInvalidMergeKeepsRunning gives a registry a file whose tenant
+// uses a runtime tenant's API key: the merge fails validation, the running
+// config stays, and the failure is counted.
+func TestRegistryInvalidMergeKeepsRunning(t *testing.T) {
+	_, rdb := privateRedis(t)
+	ctx := context.Background()
+	r, _ := startRegistry(t, rdb, baseConfig(t, fileTenant("a", 5)), RegistryOptions{})
+	if _, err := r.Put(ctx, "b", config.Tenant{APIKeys: []string{config.HashKey("key-z")}}, "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	before := r.Config()
+	r.SetBase(baseConfig(t, fileTenant("a", 5), fileTenant("z", 1)))
+	if r.Config() != before {
+		t.Error("an invalid merge replaced the running config")
+	}
+	if n := testutil.ToFloat64(r.m.errors.WithLabelValues("invalid")); n != 1 {
+		t.Errorf("errors{reason=invalid} = %v, want 1", n)
+	}
+	// The admin API refuses the same clash up front, naming the field.
+	_, err := r.Put(ctx, "c", config.Tenant{APIKeys: []string{config.HashKey("key-a")}}, "alice", testAt)
+	se, ok := IsSpecError(err)
+	if !ok || len(se.Problems) == 0 {
+		t.Fatalf("put with another tenant's key: %v, want a *SpecError", err)
+	}
+}
+
+// TestRegistryCluster runs the propagation over a Redis Cluster: the write
+// script runs on the tenant's slot, the set, counter and channel elsewhere.
+func TestRegistryCluster(t *testing.T) {
+	rdb := testenv.Cluster(t)
+	ctx := context.Background()
+	id := tenantName(t, rdb)
+	base := baseConfig(t, fileTenant(id, 5))
+	admin, _ := startRegistry(t, rdb, base, RegistryOptions{})
+	_, seen := startRegistry(t, rdb, base, RegistryOptions{})
+	start := time.Now()
+	if _, err := admin.Patch(ctx, id, []byte(`{"outflow":{"rate":8}}`), "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	at := seen.waitFor(t, propagationBound, "cluster patch", func(c *config.Config) bool { return rateOf(c, id) == 8 })
+	t.Logf("applied after %v", at.Sub(start))
+}
+
+func TestNewRegistryNeedsDeps(t *testing.T) {
+	if _, err := NewRegistry(RegistryOptions{}); err == nil {
+		t.Error("NewRegistry without Store, Redis and Base: nil error")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,313 @@
+// Package tenants keeps tenants that are changed at runtime, through the
+// admin API, and brings every change to every ingest and drainer.
+//
+// A Store holds each runtime tenant in Redis: its spec (the JSON form of a
+// config.Tenant, see EncodeSpec), a version, a tombstone for a deleted
+// tenant of the configuration file, the flattened outflow fields the shared
+// leaky bucket reads on every take, and a capped audit list. A Registry in
+// every process merges the configuration file with those records (runtime
+// wins, tombstones remove), validates the result with config.Validate and
+// hands it to the service (ingest.Server.SetConfig, drainer.SetTenants). It
+// learns of changes by Pub/Sub and, as a fallback, by polling a global
+// version counter every 500 ms, so a change lands everywhere within 1 s even
+// when a message is lost. docs/adr/0008-runtime-tenants.md records the
+// choices.
+package tenants
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
+)
+
+var writeScript = lua.MustLoad("tenant_write.lua")
+
+// ErrConflict is returned by Store.Write when the tenant's version is no
+// longer the expected one: another write came first. Read again and retry.
+var ErrConflict = errors.New("tenants: tenant changed meanwhile")
+
+// Audit actions.
+const (
+	ActionCreate = "create"
+	ActionUpdate = "update"
+	ActionDelete = "delete"
+)
+
+// AuditEntry is one admin change of a tenant, as kept in its audit list
+// (keys.Audit, newest first, at most keys.AuditMaxEntries).
+type AuditEntry struct {
+	// At is when the change was made (the serving ingest's clock).
+	At time.Time `json:"at"`
+	// Who is the admin token's name (ingest.admin_tokens).
+	Who string `json:"who"`
+	// Action is create, update or delete.
+	Action string `json:"action"`
+	// Version is the tenant's version after the change.
+	Version int64 `json:"version"`
+	// Old is the tenant's spec before the change (null when it did not
+	// exist), as the admin saw it: the runtime spec or the file's.
+	Old json.RawMessage `json:"old"`
+	// New is the spec after the change; null for a delete.
+	New json.RawMessage `json:"new"`
+}
+
+// Op is what a Write does to a tenant's runtime record.
+type Op int
+
+// The write operations.
+const (
+	// OpPut stores Change.Spec and clears a tombstone.
+	OpPut Op = iota + 1
+	// OpTombstone removes the spec and hides the file's tenant.
+	OpTombstone
+	// OpClear removes the spec and any tombstone: the file's tenant, if
+	// any, applies again.
+	OpClear
+)
+
+// Change is one admin write.
+type Change struct {
+	// Tenant is the tenant id (keys.ValidTenant).
+	Tenant string
+	// Expect is the record's Version the change was computed from; the
+	// write fails with ErrConflict when it has moved on.
+	Expect int64
+	// Op is the operation.
+	Op Op
+	// Spec is the new spec for OpPut, defaults applied and validated.
+	Spec config.Tenant
+	// Who, Action, At and Old fill the audit entry.
+	Who    string
+	Action string
+	At     time.Time
+	Old    *config.Tenant
+}
+
+// Store reads and writes runtime tenants in Redis. Every write is one Lua
+// script on the tenant's keys (spec, version, tombstone, flattened outflow
+// fields and audit entry together, compare-and-set on the version), preceded
+// by an SADD to the tenant set keys.Tenants and followed by an INCR of the
+// global counter keys.TenantsVersion and a PUBLISH on keys.TenantsChannel,
+// which are not tenant-scoped and so cannot share the script's cluster slot.
+// It works on a standalone Redis and on a Cluster, and is safe for
+// concurrent use.
+type Store struct {
+	rdb redis.UniversalClient
+}
+
+// NewStore returns a Store on rdb.
+func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+
+// Load loads the write script (SCRIPT LOAD on every master), so a broken
+// script stops the start.
+func (s *Store) Load(ctx context.Context) error {
+	if err := writeScript.Load(ctx, s.rdb); err != nil {
+		return fmt.Errorf("tenants: %w", err)
+	}
+	return nil
+}
+
+var recordFields = []string{"spec", "version", "deleted"}
+
+// Get returns tenant's record; a tenant without runtime state has the zero
+// Record with only Tenant set.
+func (s *Store) Get(ctx context.Context, tenant string) (Record, error) {
+	if !keys.ValidTenant(tenant) {
+		return Record{}, fmt.Errorf("tenants: get %q: invalid tenant id", tenant)
+	}
+	vals, err := s.rdb.HMGet(ctx, keys.Override(tenant), recordFields...).Result()
+	if err != nil {
+		return Record{}, fmt.Errorf("tenants: get %s: %w", tenant, err)
+	}
+	return recordOf(tenant, vals)
+}
+
+// List returns the record of every tenant with a runtime spec or a
+// tombstone, by tenant id.
+func (s *Store) List(ctx context.Context) ([]Record, error) {
+	ids, err := s.rdb.SMembers(ctx, keys.Tenants()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("tenants: list: %w", err)
+	}
+	sort.Strings(ids)
+	cmds := make([]*redis.SliceCmd, 0, len(ids))
+	valid := ids[:0]
+	pipe := s.rdb.Pipeline()
+	for _, id := range ids {
+		if !keys.ValidTenant(id) {
+			continue // never written by a Store
+		}
+		valid = append(valid, id)
+		cmds = append(cmds, pipe.HMGet(ctx, keys.Override(id), recordFields...))
+	}
+	if len(cmds) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("tenants: list: %w", err)
+		}
+	}
+	out := make([]Record, 0, len(cmds))
+	for i, c := range cmds {
+		r, err := recordOf(valid[i], c.Val())
+		if err != nil {
+			return nil, err
+		}
+		if r.Spec != nil || r.Deleted {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// recordOf decodes an HMGET of recordFields.
+func recordOf(tenant string, vals []any) (Record, error) {
+	r := Record{Tenant: tenant}
+	if len(vals) != len(recordFields) {
+		return Record{}, fmt.Errorf("tenants: read %s: %d fields, want %d", tenant, len(vals), len(recordFields))
+	}
+	if v, ok := vals[1].(string); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return Record{}, fmt.Errorf("tenants: read %s: version %q: %w", tenant, v, err)
+		}
+		r.Version = n
+	}
+	if v, ok := vals[2].(string); ok && v == "1" {
+		r.Deleted = true
+	}
+	if v, ok := vals[0].(string); ok && v != "" {
+		t, err := DecodeSpec(tenant, []byte(v))
+		if err != nil {
+			return Record{}, fmt.Errorf("tenants: read %s: stored spec: %w", tenant, err)
+		}
+		t = t.WithDefaults()
+		r.Spec, r.Deleted, r.raw = &t, false, v
+	}
+	return r, nil
+}
+
+// Write applies c, records its audit entry and announces it. It returns the
+// new record, or ErrConflict (nothing written) when the tenant's version is
+// not c.Expect. When the change is stored but could not be announced (the
+// INCR or PUBLISH failed), it returns the record and an error wrapping
+// ErrNotAnnounced: registries pick the change up at their next full resync.
+func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
+	if !keys.ValidTenant(c.Tenant) {
+		return Record{}, fmt.Errorf("tenants: write %q: invalid tenant id", c.Tenant)
+	}
+	entry := AuditEntry{At: c.At.UTC(), Who: c.Who, Action: c.Action, Version: c.Expect + 1, Old: jsonNull, New: jsonNull}
+	var spec, rate, capacity string
+	mode := map[Op]string{OpPut: "put", OpTombstone: "tombstone", OpClear: "clear"}[c.Op]
+	if mode == "" {
+		return Record{}, fmt.Errorf("tenants: write %s: unknown op %d", c.Tenant, c.Op)
+	}
+	if c.Op == OpPut {
+		b, err := EncodeSpec(c.Spec)
+		if err != nil {
+			return Record{}, err
+		}
+		spec, entry.New = string(b), b
+		if c.Spec.Outflow.Rate > 0 {
+			rate = strconv.FormatFloat(c.Spec.Outflow.Rate, 'f', -1, 64)
+		}
+		if c.Spec.Outflow.Capacity > 0 {
+			capacity = strconv.FormatFloat(c.Spec.Outflow.Capacity, 'f', -1, 64)
+		}
+	}
+	if c.Old != nil {
+		b, err := EncodeSpec(*c.Old)
+		if err != nil {
+			return Record{}, err
+		}
+		entry.Old = b
+	}
+	audit, err := json.Marshal(entry)
+	if err != nil {
+		return Record{}, fmt.Errorf("tenants: write %s: audit entry: %w", c.Tenant, err)
+	}
+	ttl := keys.OverrideTTL.Milliseconds()
+	// The set first: a tenant with a spec is always listed, even when this
+	// process dies right after the script. A listed tenant without a spec
+	// (a lost race, a cleared record) is skipped by List.
+	pre := s.rdb.Pipeline()
+	pre.SAdd(ctx, keys.Tenants(), c.Tenant)
+	pre.PExpire(ctx, keys.Tenants(), keys.OverrideTTL)
+	if _, err := pre.Exec(ctx); err != nil {
+		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
+	}
+	res, err := writeScript.Run(ctx, s.rdb, []string{keys.Override(c.Tenant), keys.Audit(c.Tenant)},
+		c.Expect, mode, spec, rate, capacity, audit, ttl, keys.AuditMaxEntries).Int64Slice()
+	if err != nil {
+		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
+	}
+	if len(res) != 2 {
+		return Record{}, fmt.Errorf("tenants: write %s: script replied %d values, want 2", c.Tenant, len(res))
+	}
+	if res[0] != 1 {
+		return Record{}, fmt.Errorf("tenants: write %s: version %d, expected %d: %w", c.Tenant, res[1], c.Expect, ErrConflict)
+	}
+	rec := Record{Tenant: c.Tenant, Version: res[1], Deleted: c.Op == OpTombstone}
+	if c.Op == OpPut {
+		t := c.Spec
+		rec.Spec, rec.raw = &t, spec
+	}
+	pipe := s.rdb.Pipeline()
+	pipe.Incr(ctx, keys.TenantsVersion())
+	pipe.PExpire(ctx, keys.TenantsVersion(), keys.OverrideTTL)
+	pipe.Publish(ctx, keys.TenantsChannel(), c.Tenant+" "+strconv.FormatInt(rec.Version, 10))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return rec, fmt.Errorf("tenants: write %s: %w: %w", c.Tenant, ErrNotAnnounced, err)
+	}
+	return rec, nil
+}
+
+// ErrNotAnnounced marks a write that was stored but whose announcement (the
+// global version INCR and the PUBLISH) failed.
+var ErrNotAnnounced = errors.New("stored but not announced")
+
+var jsonNull = json.RawMessage("null")
+
+// Audit returns up to n of tenant's audit entries, newest first.
+func (s *Store) Audit(ctx context.Context, tenant string, n int) ([]AuditEntry, error) {
+	if !keys.ValidTenant(tenant) {
+		return nil, fmt.Errorf("tenants: audit %q: invalid tenant id", tenant)
+	}
+	if n < 1 {
+		n = 1
+	}
+	vals, err := s.rdb.LRange(ctx, keys.Audit(tenant), 0, int64(n)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("tenants: audit %s: %w", tenant, err)
+	}
+	out := make([]AuditEntry, 0, len(vals))
+	for i, v := range vals {
+		var e AuditEntry
+		if err := json.Unmarshal([]byte(v), &e); err != nil {
+			return nil, fmt.Errorf("tenants: audit %s: entry %d: %w", tenant, i, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Version returns the global change counter (keys.TenantsVersion); 0 when
+// no change was ever made (or its key expired).
+func (s *Store) Version(ctx context.Context) (int64, error) {
+	v, err := s.rdb.Get(ctx, keys.TenantsVersion()).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("tenants: version: %w", err)
+	}
+	return v, nil
+}
