@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
@@ -99,6 +100,17 @@ func ExampleNewKafkaProducer() {
 	}
 	defer p.Close()
 	err = p.Enqueue(ctx, []queue.Envelope{{ID: "job-1", Tenant: "acme", Cost: 1}})
+	fmt.Println(err)
+}
+
+// ExampleEnsureTopic creates a dead-letter topic the way the producer
+// creates its own: with the configured partitions when it is absent, then
+// waiting for every partition's leader.
+func ExampleEnsureTopic() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP("127.0.0.1:9092"), Timeout: 5 * time.Second}
+	err := queue.EnsureTopic(ctx, client, "sluice.dlq", 3, 1, slog.Default())
 	fmt.Println(err)
 }
 

@@ -18,10 +18,12 @@ import (
 // This file holds the Kafka producer's batching: one lane per partition with
 // at most one produce request in flight; the jobs that arrive meanwhile wait
 // in the lane and leave together in the next request ("group commit", as the
-// Java client batches while its requests are in flight). A job never waits
-// for a timer: on an idle lane it is sent at once, and under load each
+// Java client batches while its requests are in flight). Under load each
 // request carries everything that arrived during the previous one, so the
-// batch size follows the load. See docs/adr/0003-queue-producers.md.
+// batch size follows the load. A lane whose last request carried a single
+// call's jobs sends the next job at once; one whose last request was shared
+// first waits the linger (config.Kafka.BatchTimeout) for more.
+// See docs/adr/0003-queue-producers.md.
 
 // laneMsg is one job on its way to a partition. key is the tenant.
 type laneMsg struct {
@@ -120,8 +122,8 @@ func (s *kafkaSender) add(partition int, msgs []laneMsg) ([]*produceBatch, bool)
 		if n := len(l.queue); n > 0 {
 			tail = l.queue[n-1]
 		}
-		// The head may already be in flight once the sender took it; the
-		// sender removes it from queue first, so a batch in queue is open.
+		// The sender takes a batch out of queue before sending it, so every
+		// batch still in queue may take more jobs.
 		if tail == nil || (len(tail.msgs) > 0 && tail.bytes+size > s.maxBytes) {
 			tail = &produceBatch{done: make(chan struct{})}
 			l.queue = append(l.queue, tail)
