@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,17 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -33,7 +29,7 @@ var (
 const (
 	DefaultKafkaMaxPartitionJobs = 10_000
 	DefaultKafkaMaxTenantJobs    = 1_000
-	DefaultKafkaMaxWindow        = 1 << 20
+	DefaultKafkaMaxWindow        = 1 << 24
 	DefaultKafkaCommitInterval   = time.Second
 	DefaultKafkaClaimWait        = 100 * time.Millisecond
 	DefaultKafkaFetchMaxWait     = 500 * time.Millisecond
@@ -54,6 +50,8 @@ const (
 	// metaMaxLen is the longest commit metadata written, below the broker's
 	// default offset.metadata.max.bytes (4096).
 	metaMaxLen = 3000
+	// kafkaBacklogTimeout bounds the backlog counter write of a Finish.
+	kafkaBacklogTimeout = time.Second
 	// dlqRetryAfter is how long a job whose dead letter could not be written
 	// waits before it is handed out again (and dead-lettered again).
 	dlqRetryAfter = time.Second
@@ -70,8 +68,8 @@ type KafkaConsumerConfig struct {
 	Tenants []string
 	// MaxPartitionJobs bounds the jobs one partition holds in memory
 	// (queued, deferred and claimed; default 10,000). At the bound the
-	// partition stops fetching until it holds fewer than half; one fetch
-	// (FetchMaxBytes) may overshoot it.
+	// partition stops taking fetched jobs (the rest of a fetch is fetched
+	// again later) and stops fetching until it holds fewer than half.
 	MaxPartitionJobs int
 	// MaxTenantJobs bounds one tenant's jobs in memory per partition
 	// (default 1,000). Beyond it the tenant's later jobs are left in Kafka
@@ -79,8 +77,9 @@ type KafkaConsumerConfig struct {
 	// again once the tenant holds fewer than half.
 	MaxTenantJobs int
 	// MaxWindow bounds the offsets between a partition's commit watermark
-	// (its lowest unfinished job) and its read position (default 2^20). At
-	// the bound the partition stops fetching until the window is below half.
+	// (its lowest unfinished job) and its read position (default 2^24,
+	// whose finished-offset bitmap takes 2 MiB). At the bound the partition
+	// stops fetching until the window is below half.
 	MaxWindow int64
 	// CommitInterval is how often each partition's watermark is committed
 	// (default 1s); it is also committed when the generation ends.
@@ -294,274 +293,4 @@ func (c *KafkaConsumer) Tenants(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-// Claim takes tenant's next job: a deferred retry that is due, else the
-// head of its lanes, round robin across partitions. When there is none it
-// waits up to ClaimWait for one to arrive (or a retry to fall due) and then
-// returns nil with a zero wait, so the caller may ask again at once. The
-// cancel marker (keys.JobState) is read from Redis; when Redis fails the
-// job is handed out as not cancelled.
-func (c *KafkaConsumer) Claim(ctx context.Context, tenant string) (*Claimed, time.Duration, error) {
-	deadline := time.Now().Add(c.cfg.ClaimWait)
-	for {
-		now := time.Now()
-		c.mu.Lock()
-		tq := c.tenantLocked(tenant)
-		e, due := popLocked(tq, now)
-		if e != nil {
-			e.lane.p.claimed++
-			c.mu.Unlock()
-			job := c.newClaimed(ctx, e, tenant)
-			c.mu.Lock()
-			c.claimed[job] = e
-			c.mu.Unlock()
-			return job, 0, nil
-		}
-		wake := tq.wake
-		c.mu.Unlock()
-		wait := deadline.Sub(now)
-		if !due.IsZero() {
-			wait = min(wait, due.Sub(now))
-		}
-		if wait <= 0 {
-			if !due.IsZero() && !due.After(now) {
-				continue
-			}
-			return nil, 0, nil
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, 0, nil
-		case <-wake:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// newClaimed decodes e into a claimed job of tenant. A job that does not
-// decode, or belongs to another tenant, is poison: DecodeErr is set and
-// the envelope holds the id from the message header (or the job's place in
-// the log), the tenant and cost 1.
-func (c *KafkaConsumer) newClaimed(ctx context.Context, e *entry, tenant string) *Claimed {
-	job := &Claimed{Raw: e.raw}
-	env, derr := Decode(e.raw)
-	if derr == nil && env.Tenant != tenant {
-		derr = fmt.Errorf("queue: job %s of tenant %q found in the lane of %q", env.ID, env.Tenant, tenant)
-	}
-	if derr != nil {
-		id := e.jobID
-		if id == "" {
-			id = sourceOf(c.cfg.Kafka.Topic, e.lane.p.id, e.offset)
-		}
-		job.DecodeErr = derr
-		env = Envelope{Version: EnvelopeVersion, ID: id, Tenant: tenant, Cost: 1}
-	}
-	if env.Cost < 1 {
-		env.Cost = 1
-	}
-	job.Envelope = env
-	job.member = env.ID + "|" + c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36)
-	if derr == nil && c.rdb != nil {
-		n, err := cancelledScript.Run(ctx, c.rdb, []string{keys.JobState(tenant, env.ID)}).Int64()
-		if err != nil {
-			c.m.redisErrs.WithLabelValues("cancel_check").Inc()
-		}
-		job.Cancelled = n == 1
-	}
-	return job
-}
-
-// Extend keeps nothing alive (Kafka holds no lease): it returns the jobs
-// whose partition this consumer no longer owns (revoked in a rebalance),
-// which the partition's new owner delivers again.
-func (c *KafkaConsumer) Extend(ctx context.Context, tenant string, jobs []*Claimed) ([]*Claimed, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var lost []*Claimed
-	for _, j := range jobs {
-		if e, ok := c.claimed[j]; !ok || e.lane.p.state == partRevoked {
-			lost = append(lost, j)
-		}
-	}
-	return lost, nil
-}
-
-// takeLocked removes job from the claimed set and returns its entry, or nil
-// when the job is not held (settled already, or not from this consumer).
-func (c *KafkaConsumer) takeLocked(job *Claimed) *entry {
-	e, ok := c.claimed[job]
-	if !ok {
-		return nil
-	}
-	delete(c.claimed, job)
-	e.lane.p.claimed--
-	signal(c.settled)
-	return e
-}
-
-// Finish ends a job: for a dead one it first writes the dead-letter record
-// to the DLQ topic (acks=all; when that fails the job is handed out again
-// after a second and the error wraps ErrUnavailable), then lowers the
-// tenant's backlog by the job's cost (lua/backlog_decr.lua; a Redis failure
-// is logged and counted, not returned: the job is done), then marks its
-// offset finished so the watermark can pass it. It returns ErrLeaseLost
-// when the job's partition was revoked meanwhile: its new owner delivers it
-// again.
-func (c *KafkaConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLetter) error {
-	c.mu.Lock()
-	e, ok := c.claimed[job]
-	if !ok || e.lane.p.state == partRevoked {
-		c.takeLocked(job)
-		c.mu.Unlock()
-		return fmt.Errorf("queue: finish %s: %w", job.Envelope.ID, ErrLeaseLost)
-	}
-	c.mu.Unlock()
-	if dead != nil {
-		if err := c.dlq.write(ctx, job, dead, sourceOf(c.cfg.Kafka.Topic, e.lane.p.id, e.offset)); err != nil {
-			c.m.errors.WithLabelValues("dlq").Inc()
-			c.mu.Lock()
-			if c.takeLocked(job) != nil && e.lane.p.state == partActive {
-				e.due = time.Now().Add(dlqRetryAfter)
-				heap.Push(&e.lane.tq.deferred, e)
-				signal(e.lane.tq.wake)
-			}
-			c.mu.Unlock()
-			return fmt.Errorf("queue: finish %s: dead letter: %w", job.Envelope.ID, err)
-		}
-	}
-	c.lowerBacklog(ctx, job)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.takeLocked(job) == nil || e.lane.p.state == partRevoked {
-		return fmt.Errorf("queue: finish %s: %w", job.Envelope.ID, ErrLeaseLost)
-	}
-	c.finishLocked(e)
-	return nil
-}
-
-// finishLocked marks e's offset finished and lets it leave memory.
-func (c *KafkaConsumer) finishLocked(e *entry) {
-	p, ln := e.lane.p, e.lane
-	p.win.finish(e.offset)
-	ln.held--
-	p.held--
-	c.releasedLocked(p, ln)
-}
-
-// lowerBacklog lowers the tenant's backlog counter by the job's cost. It
-// outlives ctx's cancellation (the job is done either way), bounded by
-// backlogTimeout.
-func (c *KafkaConsumer) lowerBacklog(ctx context.Context, job *Claimed) {
-	if c.rdb == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backlogTimeout)
-	defer cancel()
-	t := job.Envelope.Tenant
-	err := backlogDecrScript.Run(ctx, c.rdb, []string{keys.Backlog(t)}, job.Envelope.Cost, keys.BacklogTTL.Milliseconds()).Err()
-	if err != nil {
-		c.m.redisErrs.WithLabelValues("backlog_decr").Inc()
-		c.log.Error("kafka consumer: backlog counter not lowered; the job is finished",
-			"tenant", t, "job_id", job.Envelope.ID, "err", err)
-	}
-}
-
-// Defer holds the job in memory for delay and then hands it out again as
-// next (its offset stays unfinished meanwhile, so a crash delivers it
-// again). It returns ErrLeaseLost when the job's partition is being let go.
-func (c *KafkaConsumer) Defer(ctx context.Context, job *Claimed, delay time.Duration, next Envelope) error {
-	raw, err := next.Encode()
-	if err != nil {
-		return fmt.Errorf("queue: defer %s: %w", job.Envelope.ID, err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.takeLocked(job)
-	if e == nil || e.lane.p.state != partActive {
-		return fmt.Errorf("queue: defer %s: %w", job.Envelope.ID, ErrLeaseLost)
-	}
-	e.raw, e.due = raw, time.Now().Add(max(delay, 0))
-	heap.Push(&e.lane.tq.deferred, e)
-	signal(e.lane.tq.wake)
-	return nil
-}
-
-// Release puts the job back at the head of its lane, unchanged. It returns
-// ErrLeaseLost when the job's partition is being let go.
-func (c *KafkaConsumer) Release(ctx context.Context, job *Claimed) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.takeLocked(job)
-	if e == nil || e.lane.p.state != partActive {
-		return fmt.Errorf("queue: release %s: %w", job.Envelope.ID, ErrLeaseLost)
-	}
-	e.lane.q.pushFront(e)
-	signal(e.lane.tq.wake)
-	return nil
-}
-
-// consumerMetrics are the Kafka consumer's series.
-type consumerMetrics struct {
-	lag       *prometheus.GaugeVec   // topic, partition
-	laneJobs  *prometheus.GaugeVec   // topic, partition
-	paused    *prometheus.GaugeVec   // topic, partition
-	errors    *prometheus.CounterVec // op
-	redisErrs *prometheus.CounterVec // op
-	overflows prometheus.Counter
-}
-
-// newConsumerMetrics registers (or finds) the consumer's metrics:
-//
-//	sluice_consumer_lag{topic,partition}            high watermark − commit watermark
-//	sluice_lane_jobs{topic,partition}               jobs held in memory
-//	sluice_kafka_partition_paused{topic,partition}  1 while at a bound
-//	sluice_kafka_errors_total{op}                   fetch, commit, list_offsets, offset_fetch, join, dlq
-//	sluice_kafka_lane_overflows_total               times a tenant's lane reached MaxTenantJobs
-//	sluice_redis_errors_total{op}                   backlog_decr, cancel_check
-func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
-	var m consumerMetrics
-	var err error
-	gauge := func(name, help string) *prometheus.GaugeVec {
-		if err != nil {
-			return nil
-		}
-		var g *prometheus.GaugeVec
-		g, err = registerCollector(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"topic", "partition"}))
-		return g
-	}
-	m.lag = gauge("sluice_consumer_lag", "Jobs of the partition not yet finished: high watermark minus the commit watermark (lowest unfinished offset).")
-	m.laneJobs = gauge("sluice_lane_jobs", "Jobs of the partition held in this drainer's memory (queued in lanes, deferred, claimed).")
-	m.paused = gauge("sluice_kafka_partition_paused", "1 while the partition stops fetching at its memory or window bound.")
-	if err != nil {
-		return nil, err
-	}
-	if m.errors, err = registerCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_kafka_errors_total", Help: "Kafka calls of the consumer that failed, by operation.",
-	}, []string{"op"})); err != nil {
-		return nil, err
-	}
-	if m.redisErrs, err = registerCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_redis_errors_total", Help: "Redis commands that failed, by operation.",
-	}, []string{"op"})); err != nil {
-		return nil, err
-	}
-	if m.overflows, err = registerCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sluice_kafka_lane_overflows_total", Help: "Times a tenant's lane in a partition reached its bound; its later jobs were left in Kafka to be read again.",
-	})); err != nil {
-		return nil, err
-	}
-	return &m, nil
-}
-
-// forget deletes a partition's series when this consumer lets it go, so the
-// partition's new owner is the only one reporting it.
-func (m *consumerMetrics) forget(topic string, partition int) {
-	p := strconv.Itoa(partition)
-	m.lag.DeleteLabelValues(topic, p)
-	m.laneJobs.DeleteLabelValues(topic, p)
-	m.paused.DeleteLabelValues(topic, p)
 }

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -65,7 +66,9 @@ func TestKafkaConsumerCommitsLowestUnfinished(t *testing.T) {
 	e := newKafkaEnv(t, 1)
 	tenant := testenv.Name(t, "wm")
 	e.enqueue(tenant, 0, 10)
-	c, stop := e.consumer(e.consumerConfig(), nil)
+	cfg := e.consumerConfig()
+	cfg.RevokeTimeout = 300 * time.Millisecond // the test holds jobs claimed through the stop
+	c, stop := e.consumer(cfg, nil)
 	jobs := claimN(t, c, tenant, 10, 15*time.Second)
 	for i, j := range jobs {
 		if want := jobID(tenant, i); j.Envelope.ID != want {
@@ -86,8 +89,17 @@ func TestKafkaConsumerCommitsLowestUnfinished(t *testing.T) {
 	if got := e.committed(1)[0]; got != 3 {
 		t.Fatalf("committed offset after stop = %d, want 3", got)
 	}
+	// The jobs still claimed when the partition was let go are lost to this
+	// consumer: its next owner delivers them.
+	held := []*queue.Claimed{jobs[3], jobs[6], jobs[7], jobs[8], jobs[9]}
+	if lost, _ := c.Extend(context.Background(), tenant, held); len(lost) != len(held) {
+		t.Errorf("Extend after the partition was let go: %d of %d lost, want all", len(lost), len(held))
+	}
+	if err := c.Finish(context.Background(), jobs[3], nil); !errors.Is(err, queue.ErrLeaseLost) {
+		t.Errorf("Finish after the partition was let go = %v, want ErrLeaseLost", err)
+	}
 
-	c2, _ := e.consumer(e.consumerConfig(), nil)
+	c2, _ := e.consumer(cfg, nil)
 	var again []string
 	for _, j := range claimN(t, c2, tenant, 5, 15*time.Second) {
 		again = append(again, j.Envelope.ID)
