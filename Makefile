@@ -6,7 +6,9 @@
 #   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain
 #   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ
 #                   (deploy/bench/drainbench, ~25 min; BENCH_QUICK=1 for the ~3 min subset)
-#   make run        services up, ingest and drainer with RUN_CONFIG until Ctrl-C
+#   make run        services up, then the demo stack (deploy/local/run.sh): demosink, ingest,
+#                   two drainers, demoload, Prometheus when installed; RUN_CONFIG, RUN_DURATION
+#                   (seconds, 0 = until Ctrl-C)
 #   make lint       gofmt and go vet
 #   make services / services-down / services-status
 
@@ -31,7 +33,7 @@ BENCHTIME ?= 1s
 BENCH_SCRIPTS ?= $(wildcard deploy/bench/*.sh)
 
 RUN_CONFIG ?= configs/sluice.local.yaml
-RUN_CMDS ?= ingest drainer
+RUN_DURATION ?= 0
 
 .PHONY: services services-down services-status test bench bench-drain run lint
 
@@ -61,7 +63,7 @@ bench-drain: services
 	$(TEST_ENV) BENCH_COMMAND='make bench-drain' $(GO) run ./deploy/bench/drainbench
 
 run: services
-	RUN_CONFIG='$(RUN_CONFIG)' RUN_CMDS='$(RUN_CMDS)' bash deploy/local/run.sh
+	RUN_SERVICES=0 RUN_CONFIG='$(RUN_CONFIG)' RUN_DURATION='$(RUN_DURATION)' bash deploy/local/run.sh
 
 lint:
 	@files=$$(gofmt -l $$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*')); \
