@@ -23,11 +23,11 @@ type charge struct {
 	// policies are the request's policies in header order: "tenant" first,
 	// then "type.<type>" for each configured type present, by type name.
 	policies []limits.Policy
+	// costs are what each of policies is charged, in the same order: the
+	// tenant policy the whole request, a type's policy only its own jobs.
+	costs []int64
 	// total is the sum of every job's cost: a batch is one request of cost
-	// N. Every policy is charged total (limits.Request has one Cost), so a
-	// batch that mixes job types charges each type's policy the whole
-	// batch's cost, not only its own jobs' (conservative; exact for single
-	// jobs and one-type batches).
+	// N, counted whole by the tenant policy and the backlog gate.
 	total int64
 }
 
@@ -44,20 +44,24 @@ func (c *charge) names() []string {
 func chargeOf(ts *tenantState, jobs []job) charge {
 	var c charge
 	var types []string
-	seen := map[string]bool{}
+	typeCost := map[string]int64{}
 	for _, j := range jobs {
 		c.total += j.cost
-		if _, ok := ts.typePolicies[j.typ]; ok && !seen[j.typ] {
-			seen[j.typ] = true
-			types = append(types, j.typ)
+		if _, ok := ts.typePolicies[j.typ]; ok {
+			if _, seen := typeCost[j.typ]; !seen {
+				types = append(types, j.typ)
+			}
+			typeCost[j.typ] += j.cost
 		}
 	}
 	if ts.tenantPolicy != nil {
 		c.policies = append(c.policies, *ts.tenantPolicy)
+		c.costs = append(c.costs, c.total)
 	}
 	sort.Strings(types)
 	for _, t := range types {
 		c.policies = append(c.policies, ts.typePolicies[t])
+		c.costs = append(c.costs, typeCost[t])
 	}
 	return c
 }
@@ -67,15 +71,15 @@ func chargeOf(ts *tenantState, jobs []job) charge {
 // and token_bucket, Limit otherwise), so the client is not told to retry
 // forever.
 func overCapacity(c *charge, batch bool) *problem {
-	for _, p := range c.policies {
-		if c.total > p.Capacity() {
+	for i, p := range c.policies {
+		if c.costs[i] > p.Capacity() {
 			field := "cost"
 			if batch {
 				field = "jobs"
 			}
 			return newProblem(http.StatusUnprocessableEntity, field, fmt.Sprintf(
-				"the request's cost %d exceeds the capacity %d of policy %q, so it can never be admitted",
-				c.total, p.Capacity(), p.Name))
+				"the request's cost %d for policy %q exceeds its capacity %d, so it can never be admitted",
+				c.costs[i], p.Name, p.Capacity()))
 		}
 	}
 	return nil
@@ -102,6 +106,7 @@ func (s *Server) admit(ctx context.Context, snap *snapshot, ts *tenantState, c *
 	req := limits.Request{
 		Tenant:     ts.name,
 		Policies:   c.policies,
+		Costs:      c.costs,
 		Cost:       c.total,
 		MaxBacklog: ts.maxBacklog,
 		Now:        s.limiterNow(),
@@ -129,8 +134,8 @@ func (s *Server) admit(ctx context.Context, snap *snapshot, ts *tenantState, c *
 // Redis).
 func localDecision(ts *tenantState, c *charge, now time.Time) limits.Decision {
 	d := limits.Decision{Allowed: true, Results: make([]limits.Result, 0, len(c.policies))}
-	for _, p := range c.policies {
-		r := ts.local[p.Name].AllowN(now, c.total)
+	for i, p := range c.policies {
+		r := ts.local[p.Name].AllowN(now, c.costs[i])
 		r.Policy = p.Name
 		d.Results = append(d.Results, r)
 		if !r.Allowed {

@@ -176,6 +176,33 @@ func TestTypePolicies(t *testing.T) {
 	}
 }
 
+// TestMixedBatchChargesTypesTheirOwnJobs: in a batch mixing job types, the
+// tenant policy is charged the whole batch and each type's policy only its
+// own jobs.
+func TestMixedBatchChargesTypesTheirOwnJobs(t *testing.T) {
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "mixed")
+	cfg := testConfig(t, tenantYAML(tenant, `    admission: {algorithm: fixed_window, limit: 10, period: 1m}
+    job_types:
+      encode:
+        admission: {algorithm: fixed_window, limit: 2, period: 1m}
+`))
+	h := startIngest(t, cfg, deps{rdb: rdb, clock: newFixedClock()})
+
+	// The fixed clock stands 5 s into a minute: windows reset in 55 s.
+	a := h.post(t, tenant, "/v1/jobs:batch", `{"jobs":[{"type":"encode"},{"type":"email"},{"type":"email"},{"type":"email"}]}`)
+	if diff := cmp.Diff(`"tenant";r=6;t=55, "type.encode";r=1;t=55`, a.header.Get("RateLimit")); a.status != 202 || diff != "" {
+		t.Fatalf("batch of 1 encode + 3 email: status %d, RateLimit (-want +got):\n%s\n%s", a.status, diff, a.body)
+	}
+	if a := h.post(t, tenant, "/v1/jobs:batch", `{"jobs":[{"type":"encode"},{"type":"email"}]}`); a.status != 202 {
+		t.Fatalf("second batch with the last encode unit: status %d: %s", a.status, a.body)
+	}
+	a = h.post(t, tenant, "/v1/jobs:batch", `{"jobs":[{"type":"encode"},{"type":"email"}]}`)
+	if got := a.json(t)["violated-policies"]; a.status != http.StatusTooManyRequests || !cmp.Equal(got, []any{"type.encode"}) {
+		t.Fatalf("third encode job: status %d, violated %v, want 429 type.encode", a.status, got)
+	}
+}
+
 // TestBatchCostsN checks that a batch is admitted as one request whose cost
 // is the sum of its jobs' costs, and is refused or queued whole.
 func TestBatchCostsN(t *testing.T) {

@@ -23,7 +23,13 @@ type Request struct {
 	// None means only the backlog gate applies.
 	Policies []Policy
 	// Cost is the request's units (a batch of N jobs costs N); 0 means 1.
+	// The backlog gate counts it, and so does every policy without its own
+	// entry in Costs.
 	Cost int64
+	// Costs, when not empty, holds one cost per policy (same order as
+	// Policies; 0 means Cost): a batch mixing job types charges each type's
+	// policy only its own jobs' units.
+	Costs []int64
 	// MaxBacklog is the backlog gate: refuse when the tenant's backlog
 	// (keys.Backlog) + Cost > MaxBacklog. 0 means no gate.
 	MaxBacklog int64
@@ -224,7 +230,10 @@ func (a *Admitter) encode(r Request) ([]string, []any, error) {
 	}
 	keyList := make([]string, 1, 1+len(r.Policies))
 	keyList[0] = backlog
-	args := make([]any, 3, 3+4*len(r.Policies))
+	if len(r.Costs) != 0 && len(r.Costs) != len(r.Policies) {
+		return nil, nil, fmt.Errorf("limits: admit %s: %d costs for %d policies", r.Tenant, len(r.Costs), len(r.Policies))
+	}
+	args := make([]any, 3, 3+5*len(r.Policies))
 	args[0], args[1], args[2] = now, cost, r.MaxBacklog
 	for i, p := range r.Policies {
 		e := a.policies.get(p, encodePolicy)
@@ -237,7 +246,14 @@ func (a *Admitter) encode(r Request) ([]string, []any, error) {
 			}
 		}
 		keyList = append(keyList, a.stateKey.get(stateKeyOf{r.Tenant, string(p.Algorithm), p.Name}, stateKey))
-		args = append(args, e.args[:]...)
+		pcost := cost
+		if len(r.Costs) != 0 && r.Costs[i] != 0 {
+			pcost = r.Costs[i]
+		}
+		if pcost < 0 {
+			return nil, nil, fmt.Errorf("limits: admit %s: cost %d of policy %q must be >= 0", r.Tenant, pcost, p.Name)
+		}
+		args = append(args, e.args[0], e.args[1], e.args[2], e.args[3], pcost)
 	}
 	return keyList, args, nil
 }

@@ -88,6 +88,31 @@ func TestAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestPerPolicyCosts: a batch of 3 jobs, one of them of type encode, is
+// charged 3 units by the tenant policy and 1 by the type policy.
+func TestPerPolicyCosts(t *testing.T) {
+	rdb := testenv.Redis(t)
+	for _, mode := range admModes {
+		t.Run(mode.name, func(t *testing.T) {
+			a := admNew(t, rdb, mode.opts...)
+			tenant := admTenant(t, rdb)
+			tp := Policy{Name: "tenant", Algorithm: AlgFixedWindow, Limit: 10, Period: time.Minute}
+			typ := Policy{Name: "type.encode", Algorithm: AlgFixedWindow, Limit: 2, Period: time.Minute}
+			req := Request{Tenant: tenant, Policies: []Policy{tp, typ}, Cost: 3, Costs: []int64{0, 1}, Now: admAt(1)}
+			d, err := a.Admit(context.Background(), req)
+			if err != nil || !d.Allowed {
+				t.Fatalf("batch: %+v, %v; want admitted", d, err)
+			}
+			if got := []int64{d.Results[0].Remaining, d.Results[1].Remaining}; !cmp.Equal(got, []int64{7, 1}) {
+				t.Errorf("remaining (tenant, type) = %v, want [7 1]", got)
+			}
+			if _, err := a.Admit(context.Background(), Request{Tenant: tenant, Policies: []Policy{tp}, Costs: []int64{1, 1}}); err == nil {
+				t.Error("Admit with 2 costs for 1 policy = nil error, want one")
+			}
+		})
+	}
+}
+
 // TestBacklogGate: with max_backlog 10 a cost-1 job passes at backlog 9 and
 // is refused at 10 (and a cost-2 job at 9), without charging any policy.
 func TestBacklogGate(t *testing.T) {

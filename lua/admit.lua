@@ -9,12 +9,14 @@
 -- KEYS[1+i]  the state key of policy i (keys.Admission), i = 1..n; every key
 --            carries the tenant's hash tag, so all are in one cluster slot
 -- ARGV[1]    now, unix µs; 0 reads Redis TIME (TIME[1]*1000000 + TIME[2])
--- ARGV[2]    cost, integer units >= 1
+-- ARGV[2]    cost, integer units >= 1: what the backlog gate counts
 -- ARGV[3]    max_backlog, integer units; 0 = no gate. The gate refuses when
 --            backlog + cost > max_backlog (admits while it stays <= max)
--- ARGV[4i .. 4i+3]  policy i: algorithm (fixed_window, sliding_window, gcra,
---            token_bucket or sliding_log), limit (units per period), period
---            (µs), burst (units; used by gcra and token_bucket)
+-- ARGV[5i-1 .. 5i+3]  policy i: algorithm (fixed_window, sliding_window,
+--            gcra, token_bucket or sliding_log), limit (units per period),
+--            period (µs), burst (units; used by gcra and token_bucket), and
+--            the cost charged to this policy (>= 1; a batch mixing job types
+--            charges each type's policy only its own jobs)
 --
 -- Returns an array of integers:
 --   [1] 1 when admitted, else 0
@@ -68,9 +70,9 @@ local function bad_policy(i)
   return redis.error_reply('ERR admit: bad policy ' .. i)
 end
 
-local npol = (#ARGV - 3) / 4
+local npol = (#ARGV - 3) / 5
 if npol ~= math.floor(npol) or #KEYS ~= npol + 1 then
-  return redis.error_reply('ERR admit: want 1 + n keys and 3 + 4n args')
+  return redis.error_reply('ERR admit: want 1 + n keys and 3 + 5n args')
 end
 
 local now = tonumber(ARGV[1])
@@ -93,12 +95,12 @@ if max_backlog > 0 then
 end
 
 if npol == 1 then
-  local alg, limit, period, burst = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-  if not (limit and period and burst) or limit < 1 or period < 1 or burst < 1 then
+  local alg, limit, period, burst, pcost = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+  if not (limit and period and burst and pcost) or limit < 1 or period < 1 or burst < 1 or pcost < 1 then
     return bad_policy(1)
   end
   local ok, cap, rem_now, reset_now, rem_after, reset_after, retry, x, y, z =
-    check(alg, KEYS[2], now, limit, period, burst, cost)
+    check(alg, KEYS[2], now, limit, period, burst, pcost)
   if ok == nil then
     return bad_policy(1)
   elseif not ok then
@@ -110,7 +112,7 @@ if npol == 1 then
   if admitted == 0 then
     return { 0, violated, backlog, 1, cap, rem_now, 0, reset_now }
   end
-  commit(alg, KEYS[2], now, cost, period, reset_after, x, y, z)
+  commit(alg, KEYS[2], now, pcost, period, reset_after, x, y, z)
   return { 1, 0, backlog, 1, cap, rem_after, 0, reset_after }
 end
 
@@ -119,12 +121,13 @@ end
 local st = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 for i = 1, npol do
   local b = 10 * (i - 1)
-  local limit, period, burst = tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
-  if not (limit and period and burst) or limit < 1 or period < 1 or burst < 1 then
+  local a = 5 * i - 1
+  local limit, period, burst, pcost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  if not (limit and period and burst and pcost) or limit < 1 or period < 1 or burst < 1 or pcost < 1 then
     return bad_policy(i)
   end
   st[b + 1], st[b + 2], st[b + 3], st[b + 4], st[b + 5], st[b + 6], st[b + 7], st[b + 8], st[b + 9], st[b + 10] =
-    check(ARGV[4 * i], KEYS[i + 1], now, limit, period, burst, cost)
+    check(ARGV[a], KEYS[i + 1], now, limit, period, burst, pcost)
   if st[b + 1] == nil then
     return bad_policy(i)
   end
@@ -140,7 +143,8 @@ for i = 1, npol do
   out[o + 1] = ok and 1 or 0
   out[o + 2] = st[b + 2]
   if admitted == 1 then
-    commit(ARGV[4 * i], KEYS[i + 1], now, cost, tonumber(ARGV[4 * i + 2]), st[b + 6], st[b + 8], st[b + 9], st[b + 10])
+    local a = 5 * i - 1
+    commit(ARGV[a], KEYS[i + 1], now, tonumber(ARGV[a + 4]), tonumber(ARGV[a + 2]), st[b + 6], st[b + 8], st[b + 9], st[b + 10])
     out[o + 3], out[o + 4], out[o + 5] = st[b + 5], 0, st[b + 6]
   else
     local retry = st[b + 7]
