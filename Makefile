@@ -47,6 +47,7 @@ services-status:
 	$(SERVICES) status
 
 test: services
+	$(SERVICES) tools
 	$(GO) vet $(PKGS)
 	$(TEST_ENV) $(GO) test $(TEST_FLAGS) $(PKGS)
 

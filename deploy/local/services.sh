@@ -12,6 +12,7 @@
 #   services.sh status        one line per service; exit 1 when one is not up
 #   services.sh env           SLUICE_TEST_* lines for the tests (make test uses them)
 #   services.sh clean         down, then remove the servers' data (keeps the jar cache)
+#   services.sh tools         install the test-only tools (promtool, from Debian's prometheus)
 #
 #   services.sh kafka-start --dir D --port P --controller-port C
 #   services.sh kafka-stop  --dir D [--kill]
@@ -88,6 +89,12 @@ need_java() {
 
 need_mvn() {
 	command -v mvn >/dev/null || apt_install maven
+}
+
+# cmd_tools installs the test-only tools from Debian's packages: promtool
+# (package prometheus) checks deploy/prometheus's rules in the deploy tests.
+cmd_tools() {
+	command -v promtool >/dev/null || apt_install prometheus
 }
 
 # with_lock NAME CMD...: run CMD while holding $CACHE/locks/NAME, so that parallel
@@ -544,6 +551,7 @@ main() {
 	status) cmd_status ;;
 	env) cmd_env ;;
 	clean) cmd_clean ;;
+	tools) cmd_tools ;;
 	kafka-start)
 		private_args "$@"
 		[[ -n $OPT_PORT && -n $OPT_CPORT ]] || die "kafka-start needs --port and --controller-port"
