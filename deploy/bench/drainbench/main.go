@@ -34,6 +34,7 @@
 //	BENCH_WORKERS             worker processes per accuracy row (1,3,8; quick 1,3)
 //	BENCH_SYSTEMS             sluice,bullmq
 //	BENCH_PARTS               accuracy,throughput,hol
+//	BENCH_BACKENDS            sluice's throughput backends: redis,kafka
 //	BENCH_TPUT_JOBS           jobs per throughput row (100000; quick 10000)
 //	BENCH_TPUT_WORKERS        worker processes per throughput row (1,3; quick 1)
 //	BENCH_TPUT_TENANTS        sluice tenants per throughput row (1,12; quick 1)
@@ -169,10 +170,11 @@ func runBench(ctx context.Context, o *options, progress io.Writer) (*report, err
 			var rows []func() tputRow
 			if o.systems["sluice"] {
 				for _, t := range o.tputTenants {
-					rows = append(rows,
-						func() tputRow { return b.sluiceThroughput(ctx, "redis", n, t) },
-						func() tputRow { return b.handlerThroughput(ctx, n, t) },
-						func() tputRow { return b.sluiceThroughput(ctx, "kafka", n, t) })
+					for _, be := range keysOf(o.backends) {
+						rows = append(rows,
+							func() tputRow { return b.sluiceThroughput(ctx, be, n, t) },
+							func() tputRow { return b.handlerThroughput(ctx, be, n, t) })
+					}
 				}
 			}
 			if o.systems["bullmq"] {

@@ -20,9 +20,10 @@ type options struct {
 	systems  map[string]bool
 	parts    map[string]bool
 
-	tputJobs    int   // jobs pre-loaded per throughput row
-	tputWorkers []int // throughput worker processes
-	tputTenants []int // throughput tenants (sluice; BullMQ has one queue)
+	tputJobs    int             // jobs pre-loaded per throughput row
+	tputWorkers []int           // throughput worker processes
+	tputTenants []int           // throughput tenants (sluice; BullMQ has one queue)
+	backends    map[string]bool // sluice throughput backends
 
 	bullConcurrency int           // BullMQ Worker concurrency
 	bullWindow      time.Duration // BullMQ limiter duration; max = rate × window
@@ -40,7 +41,7 @@ type options struct {
 // them.
 var envNames = []string{
 	"BENCH_QUICK", "BENCH_DURATION", "BENCH_WARMUP", "BENCH_RATES", "BENCH_WORKERS",
-	"BENCH_SYSTEMS", "BENCH_PARTS", "BENCH_TPUT_JOBS", "BENCH_TPUT_WORKERS", "BENCH_TPUT_TENANTS",
+	"BENCH_SYSTEMS", "BENCH_PARTS", "BENCH_BACKENDS", "BENCH_TPUT_JOBS", "BENCH_TPUT_WORKERS", "BENCH_TPUT_TENANTS",
 	"BENCH_BULLMQ_CONCURRENCY", "BENCH_BULLMQ_WINDOW", "BENCH_HOL_JOBS", "BENCH_REDIS",
 	"BENCH_RESULTS", "SLUICE_TEST_REDIS", "SLUICE_TEST_KAFKA",
 }
@@ -108,6 +109,7 @@ func loadOptions(get func(string) string, root string) (*options, error) {
 	o.workers = ints("BENCH_WORKERS", "1,3,8", "1,3")
 	o.systems = set("BENCH_SYSTEMS", "sluice,bullmq", "sluice,bullmq", "sluice", "bullmq")
 	o.parts = set("BENCH_PARTS", "accuracy,throughput,hol", "accuracy,throughput,hol", "accuracy", "throughput", "hol")
+	o.backends = set("BENCH_BACKENDS", "redis,kafka", "redis,kafka", "redis", "kafka")
 	if v := ints("BENCH_TPUT_JOBS", "100000", "10000"); len(v) == 1 {
 		o.tputJobs = v[0]
 	}

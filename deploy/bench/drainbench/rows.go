@@ -2,20 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/drainer"
-	"github.com/sluicehq/sluice/queue"
 )
 
 // bench holds what every row shares.
@@ -74,16 +66,17 @@ func (o *options) fillWait() time.Duration { return max(10*time.Second, o.durati
 // arrivals and the start. A failure to stop cleanly is returned as a note;
 // the measurements stand.
 //
-// The window starts at t0 + warm-up, or later when the burst allowance is
-// not used up yet. Both systems let capacity jobs go at once from an idle
-// start (sluice's empty bucket, BullMQ's first window); while the workers
-// deliver faster than the rate they keep using that allowance, so a window
-// opened before it is spent measures the start-up, not the rate. It is spent
-// once the arrivals N(t) reach rate × (t − t0) + capacity (within 1 % of
-// capacity + 1 job): for sluice that is the water level reaching capacity.
-// When that has not happened fillWait after the warm-up (the workers barely
-// keep up with the rate), the window opens anyway and the note says so.
-func (b *bench) accuracyWindow(ctx context.Context, f fleet, rate, capacity float64) ([]arrival, time.Time, string, error) {
+// The window starts at t0 + warm-up; with untilFull, not before the burst
+// allowance is spent. sluice's bucket lets capacity jobs go at once from an
+// idle start, and while the drainers deliver faster than the rate the
+// bucket keeps filling, so a window opened before it is full measures the
+// start-up, not the rate. It is full once the arrivals N(t) reach rate ×
+// (t − t0) + capacity (within 1 % of capacity + 1 job). When that has not
+// happened fillWait after the warm-up (the drainers barely keep up with the
+// rate), the window opens anyway and the note says so. BullMQ's limiter
+// carries nothing from one window to the next, so its rows use the warm-up
+// alone.
+func (b *bench) accuracyWindow(ctx context.Context, f fleet, rate, capacity float64, untilFull bool) ([]arrival, time.Time, string, error) {
 	if err := b.rec.waitCount(ctx, 1, 60*time.Second, f.failed); err != nil {
 		f.stop(10 * time.Second)
 		return nil, time.Time{}, "", fmt.Errorf("no job arrived: %w", err)
@@ -97,7 +90,7 @@ func (b *bench) accuracyWindow(ctx context.Context, f fleet, rate, capacity floa
 			return b.rec.take(), t0, "", fmt.Errorf("a process died during the row: %w", err)
 		}
 		now := time.Now()
-		if fullAt.IsZero() && float64(b.rec.count())-rate*now.Sub(t0).Seconds() >= 0.99*capacity-1 {
+		if fullAt.IsZero() && (!untilFull || float64(b.rec.count())-rate*now.Sub(t0).Seconds() >= 0.99*capacity-1) {
 			fullAt = now
 		}
 		switch {
@@ -108,7 +101,7 @@ func (b *bench) accuracyWindow(ctx context.Context, f fleet, rate, capacity floa
 			}
 		case now.Sub(t0) >= b.o.warmup+b.o.fillWait():
 			from = now
-			note = fmt.Sprintf("the burst allowance was not used up %s after the first job (the workers barely keep up with the rate); window opened anyway", now.Sub(t0).Round(time.Second))
+			note = fmt.Sprintf("the bucket was not full %s after the first job (the drainers barely keep up with the rate); window opened anyway", now.Sub(t0).Round(time.Second))
 		default:
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -143,7 +136,7 @@ func (b *bench) sluiceAccuracy(ctx context.Context, rate float64, workers int) a
 		row.err = err
 		return row
 	}
-	arr, from, note, err := b.accuracyWindow(ctx, f, rate, row.capacity)
+	arr, from, note, err := b.accuracyWindow(ctx, f, rate, row.capacity, true)
 	row.note, row.err = note, err
 	row.res = measureAccuracy(arr, from, b.o.duration, rate)
 	row.cmds = cnt.perJob(ctx, len(arr))
@@ -157,7 +150,7 @@ func (b *bench) bullAccuracy(ctx context.Context, rate float64, workers int) acc
 	row := accRow{system: "bullmq", rate: rate, workers: workers, capacity: float64(maxJobs)}
 	q := fmt.Sprintf("%s-acc-r%g-n%d", b.runID, rate, workers)
 	defer deletePattern(context.WithoutCancel(ctx), b.bull, bullPrefix+":"+q+":*")
-	if row.err = b.bullLoad(ctx, q, preloadCount(rate, b.o.warmup+b.o.fillWait()+b.o.duration)); row.err != nil {
+	if row.err = b.bullLoad(ctx, q, preloadCount(rate, b.o.warmup+b.o.duration)); row.err != nil {
 		return row
 	}
 	b.rec.take()
@@ -167,7 +160,7 @@ func (b *bench) bullAccuracy(ctx context.Context, rate float64, workers int) acc
 		row.err = err
 		return row
 	}
-	arr, from, note, err := b.accuracyWindow(ctx, f, rate, row.capacity)
+	arr, from, note, err := b.accuracyWindow(ctx, f, rate, row.capacity, false)
 	row.note, row.err = note, err
 	row.res = measureAccuracy(arr, from, b.o.duration, rate)
 	row.cmds = cnt.perJob(ctx, len(arr))
@@ -187,14 +180,10 @@ func (b *bench) sluiceThroughput(ctx context.Context, backend string, workers, t
 	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, names)
 	if backend == "kafka" {
 		conf.brokers, conf.topic, conf.group = b.o.kafkaBrokers, "sluice-"+base, base
+		defer b.deleteTopics(context.WithoutCancel(ctx), conf.topic, conf.topic+dlqSuffix)
 		if row.err = preloadKafka(ctx, b.rdb, b.o.kafkaBrokers, conf.topic, names, row.jobs); row.err != nil {
 			return row
 		}
-		defer func() {
-			if err := deleteTopic(context.WithoutCancel(ctx), b.o.kafkaBrokers, conf.topic); err != nil {
-				b.logf("%v", err)
-			}
-		}()
 	} else if row.err = preloadRedis(ctx, b.rdb, names, row.jobs); row.err != nil {
 		return row
 	}
@@ -228,80 +217,6 @@ func (r *tputRow) finish(arr []arrival, waitErr, stopErr error) {
 	} else if stopErr != nil {
 		r.note = "stop: " + stopErr.Error()
 	}
-}
-
-// handlerThroughput is one throughput row of the Go Handler embedding:
-// workers drainer.Drainer instances in this process (each with its own Redis
-// client and consumer), a Handler that records the job, no outflow limit.
-func (b *bench) handlerThroughput(ctx context.Context, workers, tenants int) tputRow {
-	row := tputRow{system: "sluice", backend: "redis", sink: "handler", workers: workers, tenants: tenants, jobs: b.o.tputJobs}
-	base := fmt.Sprintf("bench-%s-tput-handler-n%d-t%d", b.runID, workers, tenants)
-	names := tenantNames(base, tenants)
-	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, names)
-	if row.err = preloadRedis(ctx, b.rdb, names, row.jobs); row.err != nil {
-		return row
-	}
-	tcfg := map[string]config.Tenant{}
-	for _, t := range names {
-		tcfg[t] = config.Tenant{}
-	}
-	h := drainer.HandlerFunc(func(ctx context.Context, job queue.Envelope) error {
-		b.rec.add(job.ID, time.Now())
-		return nil
-	})
-	b.rec.take()
-	cnt := startCounter(ctx, b.rdb)
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for range workers {
-		rdb := redis.NewClient(&redis.Options{Addr: b.o.redisAddr})
-		defer rdb.Close()
-		if err := drainer.LoadScripts(ctx, rdb); err != nil {
-			row.err = err
-			stop()
-			return row
-		}
-		c := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Tenants: names})
-		if err := c.Load(ctx); err != nil {
-			row.err = err
-			stop()
-			return row
-		}
-		d, err := drainer.New(drainer.Config{Consumer: c, Redis: rdb, Tenants: tcfg, Handler: h,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			row.err = err
-			stop()
-			return row
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := d.Run(runCtx); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	failed := func() error {
-		select {
-		case err := <-errs:
-			return err
-		default:
-			return nil
-		}
-	}
-	waitErr := b.rec.waitCount(ctx, row.jobs, tputTimeout(row.jobs), failed)
-	stop()
-	wg.Wait()
-	close(errs)
-	var stopErrs []error
-	for err := range errs {
-		stopErrs = append(stopErrs, err)
-	}
-	row.finish(b.rec.take(), waitErr, errors.Join(stopErrs...))
-	row.cmds = cnt.perJob(ctx, row.res.Jobs)
-	return row
 }
 
 // calls is a Redis server's command counts (INFO commandstats): every

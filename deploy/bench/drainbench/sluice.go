@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -49,8 +50,8 @@ func (c drainerConf) yaml() string {
 	fmt.Fprintf(&b, "redis: {addr: %q}\n", c.redisAddr)
 	fmt.Fprintf(&b, "queue: {backend: %s}\n", c.backend)
 	if c.backend == "kafka" {
-		fmt.Fprintf(&b, "kafka: {brokers: [%s], topic: %q, consumer_group: %q}\n",
-			strings.Join(c.brokers, ", "), c.topic, c.group)
+		fmt.Fprintf(&b, "kafka: {brokers: [%s], topic: %q, dlq_topic: %q, consumer_group: %q}\n",
+			strings.Join(c.brokers, ", "), c.topic, c.topic+dlqSuffix, c.group)
 	}
 	fmt.Fprintf(&b, "drainer: {listen: %q, shutdown_timeout: 10s}\n", c.listen)
 	b.WriteString("tenants:\n")
@@ -141,17 +142,23 @@ func preloadKafka(ctx context.Context, rdb redis.UniversalClient, brokers []stri
 	return preload(ctx, p, tenants, n)
 }
 
-// deleteTopic removes a benchmark topic from the broker.
-func deleteTopic(ctx context.Context, brokers []string, topic string) error {
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	res, err := c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic}})
+// dlqSuffix names a benchmark topic's dead-letter topic.
+const dlqSuffix = ".dlq"
+
+// deleteTopics removes a row's topics from the broker (those that exist);
+// a failure is logged, as the row's figures stand.
+func (b *bench) deleteTopics(ctx context.Context, topics ...string) {
+	c := &kafka.Client{Addr: kafka.TCP(b.o.kafkaBrokers...), Timeout: 10 * time.Second}
+	res, err := c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
 	if err != nil {
-		return fmt.Errorf("drainbench: delete topic %s: %w", topic, err)
+		b.logf("delete topics %v: %v", topics, err)
+		return
 	}
-	if err := res.Errors[topic]; err != nil {
-		return fmt.Errorf("drainbench: delete topic %s: %w", topic, err)
+	for t, err := range res.Errors {
+		if err != nil && !errors.Is(err, kafka.UnknownTopicOrPartition) {
+			b.logf("delete topic %s: %v", t, err)
+		}
 	}
-	return nil
 }
 
 // deletePattern deletes every key matching pattern (SCAN + DEL).

@@ -26,6 +26,8 @@ type accuracy struct {
 	// MaxWindow is the most arrivals in any 1-s sliding window [t, t+1s)
 	// over the whole row, warm-up and initial burst included.
 	MaxWindow int
+	// MaxSteady is the same within the steady window.
+	MaxSteady int
 	// GapMean, GapSD and GapP99 describe the gaps between consecutive
 	// arrivals in the steady window (ideal: every gap 1/target, SD 0).
 	GapMean, GapSD, GapP99 time.Duration
@@ -48,6 +50,7 @@ func measureAccuracy(arr []arrival, from time.Time, duration time.Duration, targ
 	hi := sort.Search(len(arr), func(i int) bool { return !arr[i].at.Before(to) })
 	win := arr[lo:hi]
 	a.Jobs = len(win)
+	a.MaxSteady = maxInWindow(win, time.Second)
 	if len(win) < 2 {
 		return a
 	}

@@ -45,31 +45,31 @@ func TestMeasureAccuracy(t *testing.T) {
 		{
 			name: "paced at the target", arr: paced("j", t0, 100, 100*time.Millisecond),
 			warmup: 2 * time.Second, duration: 5 * time.Second, target: 10,
-			want: accuracy{Jobs: 50, Rate: 10, ErrPct: 0, MaxWindow: 10, GapMean: 100 * time.Millisecond, GapP99: 100 * time.Millisecond},
+			want: accuracy{Jobs: 50, Rate: 10, ErrPct: 0, MaxWindow: 10, MaxSteady: 10, GapMean: 100 * time.Millisecond, GapP99: 100 * time.Millisecond},
 		},
 		{
 			name: "paced 2 % slow", arr: paced("j", t0, 100, 102*time.Millisecond),
 			warmup: 0, duration: 5 * time.Second, target: 10,
-			want: accuracy{Jobs: 50, Rate: 1 / 0.102, ErrPct: (1/0.102 - 10) / 10 * 100, MaxWindow: 10, GapMean: 102 * time.Millisecond, GapP99: 102 * time.Millisecond},
+			want: accuracy{Jobs: 50, Rate: 1 / 0.102, ErrPct: (1/0.102 - 10) / 10 * 100, MaxWindow: 10, MaxSteady: 10, GapMean: 102 * time.Millisecond, GapP99: 102 * time.Millisecond},
 		},
 		{
 			// BullMQ's fixed window: 10 at once every second; the slope
 			// is the rate wherever the window's edges fall.
 			name: "bursts of 10 every second", arr: bursts(t0, 12, 10, time.Second),
 			warmup: 1500 * time.Millisecond, duration: 8 * time.Second, target: 10,
-			want: accuracy{Jobs: 80, Rate: 10, MaxWindow: 10, GapMean: 7 * time.Second / 79,
+			want: accuracy{Jobs: 80, Rate: 10, MaxWindow: 10, MaxSteady: 10, GapMean: 7 * time.Second / 79,
 				GapSD:  time.Duration(math.Sqrt(7*math.Pow(float64(time.Second)-float64(7*time.Second/79), 2)+72*math.Pow(float64(7*time.Second/79), 2)) / math.Sqrt(79)),
 				GapP99: time.Second},
 		},
 		{
 			name: "initial burst of capacity then the rate", arr: burstThenPaced,
 			warmup: 2 * time.Second, duration: 5 * time.Second, target: 100,
-			want: accuracy{Jobs: 500, Rate: 100, MaxWindow: 199, GapMean: 10 * time.Millisecond, GapP99: 10 * time.Millisecond},
+			want: accuracy{Jobs: 500, Rate: 100, MaxWindow: 199, MaxSteady: 100, GapMean: 10 * time.Millisecond, GapP99: 10 * time.Millisecond},
 		},
 		{
 			name: "a job delivered twice", arr: append(paced("j", t0, 20, 100*time.Millisecond), arrival{at: t0.Add(2 * time.Second), id: "j3"}),
 			warmup: 0, duration: 10 * time.Second, target: 10,
-			want: accuracy{Jobs: 21, Rate: 10, MaxWindow: 10, GapMean: 100 * time.Millisecond, GapP99: 100 * time.Millisecond, Dups: 1},
+			want: accuracy{Jobs: 21, Rate: 10, MaxWindow: 10, MaxSteady: 10, GapMean: 100 * time.Millisecond, GapP99: 100 * time.Millisecond, Dups: 1},
 		},
 		{name: "nothing arrived", arr: nil, warmup: time.Second, duration: time.Second, target: 10, want: accuracy{}},
 	}
@@ -167,8 +167,9 @@ func TestDrainerConfValid(t *testing.T) {
 			if cfg.Queue.Backend != tc.c.backend || cfg.Drainer.Listen != tc.c.listen {
 				t.Errorf("backend, listen = %q, %q; want %q, %q", cfg.Queue.Backend, cfg.Drainer.Listen, tc.c.backend, tc.c.listen)
 			}
-			if tc.c.backend == "kafka" && (cfg.Kafka.Topic != tc.c.topic || cfg.Kafka.ConsumerGroup != tc.c.group) {
-				t.Errorf("kafka topic, group = %q, %q; want %q, %q", cfg.Kafka.Topic, cfg.Kafka.ConsumerGroup, tc.c.topic, tc.c.group)
+			if tc.c.backend == "kafka" && (cfg.Kafka.Topic != tc.c.topic || cfg.Kafka.DLQTopic != tc.c.topic+dlqSuffix || cfg.Kafka.ConsumerGroup != tc.c.group) {
+				t.Errorf("kafka topic, dlq_topic, group = %q, %q, %q; want %q, %q, %q", cfg.Kafka.Topic, cfg.Kafka.DLQTopic, cfg.Kafka.ConsumerGroup,
+					tc.c.topic, tc.c.topic+dlqSuffix, tc.c.group)
 			}
 			if len(cfg.Tenants) != len(tc.c.tenants) {
 				t.Fatalf("%d tenants, want %d", len(cfg.Tenants), len(tc.c.tenants))
