@@ -10,6 +10,8 @@
 //	GET  /healthz        200 while the process runs
 //	GET  /readyz         200 when Redis and the queue backend answer
 //	GET  /metrics        Prometheus metrics (when a Gatherer is given)
+//	/admin/v1/tenants…   the admin API (admin.go), with Options.Tenants and
+//	                     ingest.admin_tokens
 //
 // A Server is made of small parts, one file each: auth (API key → tenant),
 // decode (body → validated jobs), idempotency (client ids), admission
@@ -35,6 +37,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/tenants"
 )
 
 // Clock gives the current time. Tests set one to run the limiter at fixed
@@ -70,6 +73,10 @@ type Options struct {
 	// limiter (passed as limits.Request.Now). Default: time.Now, and the
 	// limiter reads Redis TIME.
 	Clock Clock
+	// Tenants, when set, serves the admin API (/admin/v1/tenants, see
+	// admin.go) for the admins of ingest.admin_tokens. Its Run should call
+	// SetConfig with every merged config. Default: no admin API (404).
+	Tenants *tenants.Registry
 }
 
 // Server is the ingest HTTP service. It is safe for concurrent use; the
@@ -83,6 +90,9 @@ type Server struct {
 	metrics  *metrics
 	gatherer prometheus.Gatherer
 	handler  http.Handler
+	registry *tenants.Registry
+	admin    *adminMetrics
+	admins   atomic.Pointer[adminIndex]
 
 	snap     atomic.Pointer[snapshot]
 	draining atomic.Bool
@@ -105,6 +115,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	am, err := newAdminMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		rdb:      opts.Redis,
 		producer: opts.Producer,
@@ -113,6 +127,8 @@ func New(opts Options) (*Server, error) {
 		clock:    opts.Clock,
 		metrics:  m,
 		gatherer: opts.Gatherer,
+		registry: opts.Tenants,
+		admin:    am,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -136,6 +152,8 @@ func (s *Server) SetConfig(cfg *config.Config) {
 		s.log.Error("ingest: admission policy the limiter refuses; its requests take the limiter error path", "err", err)
 	}
 	s.snap.Store(snap)
+	admins := newAdminIndex(cfg)
+	s.admins.Store(&admins)
 }
 
 // Handler returns the HTTP handler of all routes, for tests and embedding.
@@ -150,6 +168,7 @@ func (s *Server) routes() http.Handler {
 	route("/v1/jobs:batch", "jobs_batch", s.post(s.handleBatch))
 	route("GET /healthz", "healthz", s.handleHealthz)
 	route("GET /readyz", "readyz", s.handleReadyz)
+	route("/admin/", "admin", s.handleAdmin)
 	if s.gatherer != nil {
 		mux.Handle("GET /metrics", s.metrics.instrument("metrics",
 			promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)})))

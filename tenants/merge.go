@@ -102,14 +102,13 @@ func Validate(cfg *config.Config, id string) error {
 		}
 		se.Problems = append(se.Problems, FieldError{Field: field, Key: key, Msg: msg})
 	}
-	// This tenant's problems first, then the rest, each by key.
+	// This tenant's problems first, each group in config.Validate's order
+	// (which checks a tenant's fields in a fixed order: rate before the
+	// min_rate derived from it).
 	sort.SliceStable(se.Problems, func(i, j int) bool {
 		oi := se.Problems[i].Key == own || strings.HasPrefix(se.Problems[i].Key, own+".")
 		oj := se.Problems[j].Key == own || strings.HasPrefix(se.Problems[j].Key, own+".")
-		if oi != oj {
-			return oi
-		}
-		return se.Problems[i].Key < se.Problems[j].Key
+		return oi && !oj
 	})
 	return se
 }

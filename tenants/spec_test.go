@@ -214,7 +214,14 @@ func TestValidateNamesFields(t *testing.T) {
 			t.Errorf("problems %v do not name %s", se.Problems, want)
 		}
 	}
-	if se.Problems[0].Field != "admission.limit" || se.Problems[0].Key != "tenants.acme.admission.limit" || se.Problems[0].Msg != "must be >= 1 (got 0)" {
-		t.Errorf("first problem = %+v, want admission.limit: must be >= 1 (got 0)", se.Problems[0])
+	idx := map[string]int{}
+	for i, p := range se.Problems {
+		idx[p.Field] = i
+		if p.Field == "admission.limit" && (p.Key != "tenants.acme.admission.limit" || p.Msg != "must be >= 1 (got 0)") {
+			t.Errorf("admission.limit problem = %+v", p)
+		}
+	}
+	if idx["outflow.rate"] > idx["outflow.min_rate"] {
+		t.Errorf("problems %v: outflow.rate should come before the min_rate derived from it", se.Problems)
 	}
 }
