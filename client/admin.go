@@ -120,11 +120,13 @@ type Tenant struct {
 // AuditEntry is one change of a tenant: who (the admin token's name) did
 // what, with the spec before (nil on create) and after (nil on delete).
 type AuditEntry struct {
-	At     time.Time   `json:"at"`
-	Who    string      `json:"who"`
-	Action string      `json:"action"`
-	Old    *TenantSpec `json:"old"`
-	New    *TenantSpec `json:"new"`
+	At     time.Time `json:"at"`
+	Who    string    `json:"who"`
+	Action string    `json:"action"`
+	// Version is the tenant's version after the change.
+	Version int64       `json:"version"`
+	Old     *TenantSpec `json:"old"`
+	New     *TenantSpec `json:"new"`
 }
 
 // Tenants lists every tenant, from the configuration and from runtime

@@ -1,0 +1,453 @@
+// Package api holds sluice's OpenAPI 3.1 description (openapi.yaml) and the
+// tests that check the running HTTP handlers against it.
+package api
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/ingest"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/tenants"
+)
+
+// Credentials of the test configuration.
+const (
+	adminToken = "openapi-admin-token"
+	keyA       = "openapi-key-a"
+	keyB       = "openapi-key-b"
+)
+
+// server is a real ingest handler (admin API and all) on a private Redis,
+// with the Redis queue backend, and the record of what the checks saw.
+type server struct {
+	url     string
+	redis   *testenv.RedisProc
+	rdb     *redis.Client
+	spec    *spec
+	tenantA string
+	tenantB string
+
+	mu       sync.Mutex
+	covered  map[string]map[int]bool // "METHOD template" → statuses seen
+	problems []string
+}
+
+// startServer configures tenant A (gcra: 3 at once, then 1 a minute; fails
+// closed), tenant B, and one admin, and serves ingest on a private Redis,
+// which the Redis-down checks stop at the end.
+func startServer(t *testing.T) *server {
+	t.Helper()
+	s := &server{spec: loadSpec(t), covered: map[string]map[int]bool{},
+		tenantA: testenv.Name(t, "oa"), tenantB: testenv.Name(t, "ob")}
+	s.redis = testenv.StartRedis(t)
+	// Bounded like cmd/ingest's client, so a stopped Redis answers fast.
+	s.rdb = redis.NewClient(&redis.Options{Addr: s.redis.Addr(), DialTimeout: 250 * time.Millisecond,
+		ReadTimeout: 250 * time.Millisecond, WriteTimeout: 250 * time.Millisecond, MaxRetries: 1, DialerRetries: 1})
+	t.Cleanup(func() { s.rdb.Close() })
+	y := fmt.Sprintf(`ingest:
+  max_body_bytes: 2048
+  max_batch_jobs: 5
+  admin_tokens: {ops: %q}
+tenants:
+  %s:
+    api_keys: [%q]
+    admission: {algorithm: gcra, limit: 1, period: 1m, burst: 3}
+    outflow: {rate: 5, max_backlog: 100}
+    target: {url: "http://127.0.0.1:9/hook"}
+    on_limiter_error: deny
+  %s:
+    api_keys: [%q]
+    admission: {algorithm: fixed_window, limit: 100, period: 1m}
+    target: {url: "http://127.0.0.1:9/hook"}
+`, config.HashKey(adminToken), s.tenantA, config.HashKey(keyA), s.tenantB, config.HashKey(keyB))
+	cfg, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, y)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	store := tenants.NewStore(s.rdb)
+	if err := store.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: s.rdb, Base: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	producer, err := queue.NewRedisProducer(s.rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := limits.NewAdmitter(s.rdb)
+	for _, l := range []interface{ Load(context.Context) error }{producer, adm} {
+		if err := l.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prom := prometheus.NewRegistry()
+	srv, err := ingest.New(ingest.Options{Config: reg.Config(), Redis: s.rdb, Producer: producer, Admitter: adm,
+		Registerer: prom, Gatherer: prom, Tenants: reg})
+	if err != nil {
+		t.Fatalf("ingest.New: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = reg.Run(ctx, srv.SetConfig) }()
+	t.Cleanup(func() { cancel(); <-done })
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	s.url = hs.URL
+	return s
+}
+
+// req is one request of the checks.
+type req struct {
+	method, path string
+	auth         string // bearer token; "" sends none
+	ctype        string // Content-Type; "" sends application/json with a body
+	body         string
+}
+
+// send sends r and returns its answer.
+func (s *server) send(t *testing.T, r req) answer {
+	t.Helper()
+	var body io.Reader
+	if r.body != "" {
+		body = strings.NewReader(r.body)
+	}
+	hr, err := http.NewRequest(r.method, s.url+r.path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.auth != "" {
+		hr.Header.Set("Authorization", "Bearer "+r.auth)
+	}
+	switch {
+	case r.ctype != "":
+		hr.Header.Set("Content-Type", r.ctype)
+	case r.body != "":
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatalf("%s %s: %v", r.method, r.path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{method: r.method, path: strings.SplitN(r.path, "?", 2)[0], status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// expect sends r, requires status want, and checks the answer against the
+// spec; it returns the answer for the next steps.
+func (s *server) expect(t *testing.T, what string, want int, r req) answer {
+	t.Helper()
+	a := s.send(t, r)
+	if a.status != want {
+		t.Errorf("%s: %s %s → %d, want %d: %s", what, r.method, r.path, a.status, want, a.body)
+	}
+	problems, op := s.spec.check(a)
+	for _, p := range problems {
+		t.Errorf("%s: %s", what, p)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op != "" && a.status == want {
+		if s.covered[op] == nil {
+			s.covered[op] = map[int]bool{}
+		}
+		s.covered[op][a.status] = true
+	}
+	return a
+}
+
+// jobID reads job_id from a 202 answer.
+func jobID(t *testing.T, a answer) string {
+	t.Helper()
+	m := regexp.MustCompile(`"job_id":"([^"]+)"`).FindSubmatch(a.body)
+	if m == nil {
+		t.Fatalf("no job_id in %s", a.body)
+	}
+	return string(m[1])
+}
+
+// TestHandlersMatchSpec exercises every documented operation of a real
+// ingest handler, checks each answer (status documented, body valid against
+// its schema, headers), and then that no route the server answers is
+// missing from the spec.
+func TestHandlersMatchSpec(t *testing.T) {
+	s := startServer(t)
+	a, b := s.tenantA, s.tenantB
+	job := func(body string) req { return req{method: "POST", path: "/v1/jobs", auth: keyA, body: body} }
+	batch := func(body string) req { return req{method: "POST", path: "/v1/jobs:batch", auth: keyA, body: body} }
+
+	t.Run("ops", func(t *testing.T) {
+		s.expect(t, "healthz", 200, req{method: "GET", path: "/healthz"})
+		s.expect(t, "readyz", 200, req{method: "GET", path: "/readyz"})
+		s.expect(t, "metrics", 200, req{method: "GET", path: "/metrics"})
+	})
+
+	var queuedID string
+	t.Run("jobs", func(t *testing.T) {
+		queuedID = jobID(t, s.expect(t, "accepted", 202, job(`{"type":"email","id":"first","payload":{"to":"a@example.com"}}`)))
+		replay := s.expect(t, "replayed", 202, job(`{"type":"email","id":"first"}`))
+		if replay.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("replay: Idempotent-Replayed = %q, want true", replay.header.Get("Idempotent-Replayed"))
+		}
+		s.expect(t, "no key", 401, req{method: "POST", path: "/v1/jobs", body: `{"type":"email"}`})
+		s.expect(t, "malformed", 400, job(`{"type":`))
+		s.expect(t, "unknown field", 400, job(`{"type":"email","dedline":"x"}`))
+		s.expect(t, "text body", 415, req{method: "POST", path: "/v1/jobs", auth: keyA, ctype: "text/plain", body: "hi"})
+		s.expect(t, "no type", 422, job(`{"payload":1}`))
+		s.expect(t, "too large", 413, job(`{"type":"email","payload":"`+strings.Repeat("x", 3000)+`"}`))
+		if err := s.rdb.Set(context.Background(), keys.Idempotency(a, "held"), "pending", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		s.expect(t, "id in progress", 409, job(`{"type":"email","id":"held"}`))
+		s.expect(t, "batch", 202, batch(`{"jobs":[{"type":"email"},{"type":"sms","cost":1}]}`))
+		s.expect(t, "batch replayed", 202, batch(`{"jobs":[{"type":"email","id":"first"}]}`))
+		s.expect(t, "empty batch", 422, batch(`{"jobs":[]}`))
+		s.expect(t, "batch over max_batch_jobs", 413, batch(`{"jobs":[{"type":"a"},{"type":"a"},{"type":"a"},{"type":"a"},{"type":"a"},{"type":"a"}]}`))
+		s.expect(t, "batch malformed", 400, batch(`{"jobs":[{"type":1}]}`))
+		s.expect(t, "batch no key", 401, req{method: "POST", path: "/v1/jobs:batch", body: `{"jobs":[{"type":"a"}]}`})
+		s.expect(t, "batch text body", 415, req{method: "POST", path: "/v1/jobs:batch", auth: keyA, ctype: "text/plain", body: "hi"})
+		s.expect(t, "batch id in progress", 409, batch(`{"jobs":[{"type":"email","id":"held"}]}`))
+		// The burst of 3 is spent (first, and the batch of 2).
+		s.expect(t, "over the limit", 429, job(`{"type":"email"}`))
+		s.expect(t, "batch over the limit", 429, batch(`{"jobs":[{"type":"email"}]}`))
+	})
+
+	t.Run("visibility", func(t *testing.T) {
+		statsA := "/v1/tenants/" + a + "/stats"
+		s.expect(t, "stats, tenant key", 200, req{method: "GET", path: statsA, auth: keyA})
+		s.expect(t, "stats, admin token", 200, req{method: "GET", path: statsA, auth: adminToken})
+		s.expect(t, "stats of another tenant", 403, req{method: "GET", path: statsA, auth: keyB})
+		s.expect(t, "stats, no key", 401, req{method: "GET", path: statsA})
+		s.expect(t, "stats, unknown tenant", 404, req{method: "GET", path: "/v1/tenants/nosuch-" + a + "/stats", auth: adminToken})
+		s.expect(t, "job", 200, req{method: "GET", path: "/v1/jobs/" + queuedID, auth: keyA})
+		s.expect(t, "job, no key", 401, req{method: "GET", path: "/v1/jobs/" + queuedID})
+		s.expect(t, "unknown job", 404, req{method: "GET", path: "/v1/jobs/nosuch", auth: keyA})
+		s.expect(t, "another tenant's job", 404, req{method: "GET", path: "/v1/jobs/" + queuedID, auth: keyB})
+		s.expect(t, "cancel", 200, req{method: "DELETE", path: "/v1/jobs/" + queuedID, auth: keyA})
+		s.expect(t, "cancel again", 409, req{method: "DELETE", path: "/v1/jobs/" + queuedID, auth: keyA})
+		s.expect(t, "cancel unknown", 404, req{method: "DELETE", path: "/v1/jobs/nosuch", auth: keyA})
+		s.expect(t, "cancel, no key", 401, req{method: "DELETE", path: "/v1/jobs/" + queuedID})
+	})
+
+	t.Run("admin", func(t *testing.T) {
+		n := testenv.Name(t, "on")
+		tp := "/admin/v1/tenants/" + n
+		spec := `{"api_keys":["` + config.HashKey("k-"+n) + `"],"admission":{"algorithm":"gcra","limit":10,"period":"1s","burst":5},
+			"outflow":{"rate":5,"max_backlog":1000},"target":{"url":"http://127.0.0.1:9/hook","timeout":"5s"}}`
+		admin := func(method, path, body string) req {
+			return req{method: method, path: path, auth: adminToken, body: body}
+		}
+		s.expect(t, "list", 200, admin("GET", "/admin/v1/tenants", ""))
+		s.expect(t, "list, tenant key", 401, req{method: "GET", path: "/admin/v1/tenants", auth: keyA})
+		s.expect(t, "get config tenant", 200, admin("GET", "/admin/v1/tenants/"+b, ""))
+		s.expect(t, "get, no token", 401, req{method: "GET", path: "/admin/v1/tenants/" + b})
+		s.expect(t, "get unknown", 404, admin("GET", tp, ""))
+		created := s.expect(t, "create", 201, admin("PUT", tp, spec))
+		if loc := created.header.Get("Location"); loc != tp {
+			t.Errorf("create: Location = %q, want %q", loc, tp)
+		}
+		s.expect(t, "replace", 200, admin("PUT", tp, spec))
+		s.expect(t, "put invalid", 422, admin("PUT", tp, `{"outflow":{"rate":-1}}`))
+		s.expect(t, "put unknown key", 422, admin("PUT", tp, `{"outflw":{}}`))
+		s.expect(t, "put malformed", 400, admin("PUT", tp, `{"outflow":`))
+		s.expect(t, "put text", 415, req{method: "PUT", path: tp, auth: adminToken, ctype: "text/plain", body: "x"})
+		s.expect(t, "put too large", 413, admin("PUT", tp, `{"api_keys":["`+strings.Repeat("x", 3000)+`"]}`))
+		s.expect(t, "put, tenant key", 401, req{method: "PUT", path: tp, auth: keyA, body: spec})
+		s.expect(t, "patch", 200, req{method: "PATCH", path: tp, auth: adminToken, ctype: "application/merge-patch+json", body: `{"outflow":{"rate":20}}`})
+		s.expect(t, "patch as json", 200, admin("PATCH", tp, `{"outflow":{"capacity":20}}`))
+		s.expect(t, "patch invalid", 422, admin("PATCH", tp, `{"outflow":{"rate":-1}}`))
+		s.expect(t, "patch malformed", 400, admin("PATCH", tp, `{`))
+		s.expect(t, "patch text", 415, req{method: "PATCH", path: tp, auth: adminToken, ctype: "text/plain", body: "x"})
+		s.expect(t, "patch too large", 413, admin("PATCH", tp, `{"target":{"url":"`+strings.Repeat("x", 3000)+`"}}`))
+		s.expect(t, "patch unknown", 404, admin("PATCH", tp+"-nosuch", `{"outflow":{"rate":1}}`))
+		s.expect(t, "patch, no token", 401, req{method: "PATCH", path: tp, body: `{}`})
+		s.expect(t, "audit", 200, admin("GET", tp+"/audit", ""))
+		s.expect(t, "audit, limit", 200, admin("GET", tp+"/audit?limit=1", ""))
+		s.expect(t, "audit, bad limit", 400, admin("GET", tp+"/audit?limit=0", ""))
+		s.expect(t, "audit, no token", 401, req{method: "GET", path: tp + "/audit"})
+		s.expect(t, "delete", 204, admin("DELETE", tp, ""))
+		s.expect(t, "audit after delete", 200, admin("GET", tp+"/audit", ""))
+		s.expect(t, "delete again", 404, admin("DELETE", tp, ""))
+		s.expect(t, "delete, no token", 401, req{method: "DELETE", path: tp})
+	})
+
+	t.Run("every route is documented", func(t *testing.T) { s.checkRoutes(t) })
+
+	t.Run("redis down", func(t *testing.T) {
+		s.redis.Stop()
+		s.expect(t, "readyz", 503, req{method: "GET", path: "/readyz"})
+		s.expect(t, "fail-closed job", 503, job(`{"type":"email"}`))
+		s.expect(t, "fail-closed batch", 503, batch(`{"jobs":[{"type":"email"}]}`))
+		s.expect(t, "admin list", 503, req{method: "GET", path: "/admin/v1/tenants", auth: adminToken})
+		s.expect(t, "admin put", 503, req{method: "PUT", path: "/admin/v1/tenants/" + b, auth: adminToken,
+			body: `{"target":{"url":"http://127.0.0.1:9/hook"}}`})
+	})
+
+	s.reportCoverage(t)
+}
+
+// reportCoverage fails for every documented operation that no check
+// reached with its expected status, and logs documented statuses no check
+// produced.
+func (s *server) reportCoverage(t *testing.T) {
+	t.Helper()
+	var missing, untried []string
+	for _, tpl := range s.spec.paths() {
+		for _, m := range s.spec.methods(tpl) {
+			op := m + " " + tpl
+			seen := s.covered[op]
+			if len(seen) == 0 {
+				missing = append(missing, op)
+				continue
+			}
+			o, _ := s.spec.operation(tpl, m)
+			rs, _ := o["responses"].(map[string]any)
+			for code := range rs {
+				var n int
+				if _, err := fmt.Sscan(code, &n); err == nil && !seen[n] {
+					untried = append(untried, op+" "+code)
+				}
+			}
+		}
+	}
+	sort.Strings(untried)
+	if len(untried) > 0 {
+		t.Logf("documented statuses not produced by these checks: %s", strings.Join(untried, ", "))
+	}
+	if len(missing) > 0 {
+		t.Errorf("documented operations never answered as expected: %s", strings.Join(missing, ", "))
+	}
+}
+
+// checkRoutes is the converse check: every route pattern ingest registers
+// (read from its source) is in the spec, and on the spec's paths every
+// method the spec leaves out, and paths next to them, are refused (404 or
+// 405; or 401 for a credential the area does not take, since the admin API
+// authenticates before it routes), with the tenant key and with the admin
+// token, so the server answers no operation the spec does not describe.
+func (s *server) checkRoutes(t *testing.T) {
+	for _, p := range routePatterns(t) {
+		method, path, hasMethod := strings.Cut(p, " ")
+		if !hasMethod {
+			method, path = "", p
+		}
+		switch {
+		case path == "/":
+			// The catch-all: answers every unknown route with a 404 problem.
+		case strings.HasSuffix(path, "/"):
+			found := false
+			for _, tpl := range s.spec.paths() {
+				found = found || strings.HasPrefix(tpl, path)
+			}
+			if !found {
+				t.Errorf("ingest serves the subtree %q, and no path of the spec is under it", p)
+			}
+		default:
+			tpl, ok := s.spec.match(path)
+			if !ok {
+				t.Errorf("ingest serves %q, which the spec does not describe", p)
+				continue
+			}
+			if method != "" && !contains(anySlice(s.spec.methods(tpl)), method) {
+				t.Errorf("ingest serves %q; the spec has no %s on %s", p, method, tpl)
+			}
+		}
+	}
+	ids := strings.NewReplacer("{id}", s.tenantA)
+	for _, tpl := range s.spec.paths() {
+		path := ids.Replace(tpl)
+		documented := s.spec.methods(tpl)
+		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+			if contains(anySlice(documented), m) {
+				continue
+			}
+			for _, auth := range []string{keyA, adminToken} {
+				a := s.send(t, req{method: m, path: path, auth: auth, body: "{}"})
+				if !refused(a.status) {
+					t.Errorf("%s %s answers %d, but the spec has no %s on %s: %s", m, path, a.status, m, tpl, a.body)
+				}
+			}
+		}
+	}
+	for _, path := range []string{"/v1", "/v1/tenants", "/v1/tenants/" + s.tenantA, "/v1/tenants/" + s.tenantA + "/other",
+		"/v1/jobs/x/y", "/admin", "/admin/v1", "/admin/v1/other", "/admin/v2/tenants", "/admin/v1/tenants/" + s.tenantA + "/audit/x",
+		"/admin/v1/tenants/" + s.tenantA + "/other", "/v2/jobs", "/healthz/x"} {
+		for _, auth := range []string{keyA, adminToken} {
+			if a := s.send(t, req{method: "GET", path: path, auth: auth}); !refused(a.status) {
+				t.Errorf("GET %s (undocumented) answers %d, want 404 (or 401, 405): %s", path, a.status, a.body)
+			}
+		}
+	}
+}
+
+// routePatterns returns the ServeMux patterns registered in ingest's
+// source: the first string argument of route(...), Handle(...) and
+// HandleFunc(...) calls.
+func routePatterns(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../ingest/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`\b(?:route|Handle|HandleFunc)\("((?:[A-Z]+ )?/[^"]*)"`)
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				out = append(out, m[1])
+			}
+		}
+	}
+	if len(out) < 4 {
+		t.Fatalf("found only %d route patterns in ingest/*.go (%q); has the registration changed shape?", len(out), out)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// refused reports whether status turns a request away without serving it.
+func refused(status int) bool { return status == 401 || status == 404 || status == 405 }
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
