@@ -64,6 +64,7 @@ type Drainer struct {
 	sentMu   sync.Mutex
 	sent     map[string]*atomic.Int64 // units dispatched per tenant, for the measured rate
 	stopping atomic.Bool
+	wake     chan struct{} // SetTenants asks Run to start lanes at once
 }
 
 // New checks cfg, fills its defaults and returns a Drainer.
@@ -100,6 +101,7 @@ func New(cfg Config) (*Drainer, error) {
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 		held:    heldSet{byTenant: map[string]map[*queue.Claimed]bool{}},
 		sent:    map[string]*atomic.Int64{},
+		wake:    make(chan struct{}, 1),
 	}
 	d.SetTenants(cfg.Tenants)
 	d.handler = cfg.Handler
@@ -109,15 +111,21 @@ func New(cfg Config) (*Drainer, error) {
 	return d, nil
 }
 
-// SetTenants replaces the configured tenants (a config reload). Running
-// lanes see the new outflow and targets at their next job; new tenants get
-// a lane at the next discovery.
+// SetTenants replaces the configured tenants (a config reload or a runtime
+// change from tenants.Registry). Running lanes see the new outflow and
+// targets at their next job; a new tenant gets its lane at once; the lane of
+// a removed tenant stops claiming (unless DiscoverUnconfigured), leaving its
+// queued jobs for when the tenant comes back.
 func (d *Drainer) SetTenants(t map[string]config.Tenant) {
 	cp := make(map[string]config.Tenant, len(t))
 	for k, v := range t {
 		cp[k] = v
 	}
 	d.tenants.Store(&cp)
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (d *Drainer) tenant(id string) (config.Tenant, bool) {
@@ -190,9 +198,28 @@ func (d *Drainer) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); d.reap(ctx) }()
 	go func() { defer bg.Done(); d.measure(ctx) }()
 
+	// started holds the tenants with a lane. A lane retires itself under
+	// startedMu when its tenant is no longer configured, so discovery sees
+	// either the lane or its absence, never a lane about to stop.
+	var startedMu sync.Mutex
 	started := map[string]bool{}
+	retire := func(t string) bool {
+		if d.cfg.DiscoverUnconfigured {
+			return false
+		}
+		startedMu.Lock()
+		defer startedMu.Unlock()
+		if _, ok := d.tenant(t); ok {
+			return false
+		}
+		delete(started, t)
+		return true
+	}
 	discover := func() {
-		for _, t := range d.laneTenants(ctx) {
+		tenants := d.laneTenants(ctx)
+		startedMu.Lock()
+		defer startedMu.Unlock()
+		for _, t := range tenants {
 			if started[t] {
 				continue
 			}
@@ -200,7 +227,7 @@ func (d *Drainer) Run(ctx context.Context) error {
 			lanes.Add(1)
 			go func() {
 				defer lanes.Done()
-				d.lane(ctx, workCtx, t, &dispatches)
+				d.lane(ctx, workCtx, t, &dispatches, retire)
 			}()
 		}
 	}
@@ -212,6 +239,8 @@ func (d *Drainer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			done = true
 		case <-tick.C:
+			discover()
+		case <-d.wake:
 			discover()
 		}
 	}

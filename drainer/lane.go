@@ -23,10 +23,15 @@ const settleTimeout = 5 * time.Second
 // lane runs tenant's pull loop until ctx is done: claim → drop when
 // cancelled or expired → wait for the concurrency slot and the outflow slot
 // → hand to a dispatch goroutine. A lane holds at most one job while it
-// waits, and its waits delay no other tenant.
-func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup) {
+// waits, and its waits delay no other tenant. Before each claim it asks
+// retire whether its tenant was removed, and then ends.
+func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, retire func(string) bool) {
 	pause := errorPause
 	for ctx.Err() == nil {
+		if retire(tenant) {
+			d.log.Info("drainer: tenant removed; its lane stops and its queued jobs wait", "tenant", tenant)
+			return
+		}
 		job, wait, err := d.cfg.Consumer.Claim(ctx, tenant)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -47,7 +52,13 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 		if d.dropUnsent(job) {
 			continue
 		}
-		tn, _ := d.tenant(tenant)
+		tn, ok := d.tenant(tenant)
+		if !ok && !d.cfg.DiscoverUnconfigured {
+			// Removed since the claim: back to the queue, and the lane
+			// retires at the top of the loop.
+			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+			continue
+		}
 		o := outflowOf(tn.Outflow)
 		if !d.acquireSlot(ctx, job, o) || !d.waitOutflow(ctx, job, o) {
 			d.releaseSlot(job, o)
