@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/tenants"
 )
 
 // stack is a real ingest handler on the shared Redis behind an httptest
@@ -35,18 +36,36 @@ func tenantYAML(name, body string) string {
 	return fmt.Sprintf("  %s:\n    api_keys: [%q]\n%s", name, config.HashKey(keyOf(name)), body)
 }
 
+// adminToken is the admin token of startStack's configurations (name "ops").
+const adminToken = "ctl-admin-token"
+
 // startStack parses a configuration of the given tenants (tenantYAML
 // fragments, plus extra top-level YAML before them) and serves a real
-// ingest handler on it.
-func startStack(t *testing.T, extra string, tenants ...string) *stack {
+// ingest handler on it, on the shared Redis.
+func startStack(t *testing.T, extra string, tenantFragments ...string) *stack {
 	t.Helper()
-	y := extra + "tenants:\n" + strings.Join(tenants, "")
+	return serve(t, testenv.Redis(t), extra, tenantFragments...)
+}
+
+// startAdminStack is startStack with the admin API (a tenants.Registry and
+// the admin token adminToken), on a private Redis: a registry reads every
+// runtime tenant of its server.
+func startAdminStack(t *testing.T, tenantFragments ...string) *stack {
+	t.Helper()
+	p := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	return serve(t, rdb, "ingest:\n  admin_tokens: {ops: "+config.HashKey(adminToken)+"}\n", tenantFragments...)
+}
+
+func serve(t *testing.T, rdb *redis.Client, extra string, tenantFragments ...string) *stack {
+	t.Helper()
+	y := extra + "tenants:\n" + strings.Join(tenantFragments, "")
 	cfg, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatalf("config.Parse: %v\n%s", err, y)
 	}
-	ctx := context.Background()
-	rdb := testenv.Redis(t)
+	ctx, cancel := context.WithCancel(context.Background())
 	p, err := queue.NewRedisProducer(rdb, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -58,10 +77,32 @@ func startStack(t *testing.T, extra string, tenants ...string) *stack {
 	if err := adm.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm})
+	var reg *tenants.Registry
+	if len(cfg.Ingest.AdminTokens) > 0 {
+		store := tenants.NewStore(rdb)
+		if err := store.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if reg, err = tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg}); err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cfg = reg.Config()
+	}
+	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm, Tenants: reg})
 	if err != nil {
 		t.Fatalf("ingest.New: %v", err)
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if reg != nil {
+			_ = reg.Run(ctx, srv.SetConfig)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &stack{url: hs.URL, rdb: rdb, srv: srv}

@@ -1,0 +1,134 @@
+package sluicectl
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// TestTenantsLifecycle drives the real admin API through sluicectl: list,
+// create from a file, change keys with flags (a merge patch), read back,
+// see the audit log, delete, and the errors on the way.
+func TestTenantsLifecycle(t *testing.T) {
+	base := testenv.Name(t, "base")
+	st := startAdminStack(t, tenantYAML(base, "    admission: {algorithm: gcra, limit: 20, period: 1s, burst: 10}\n"+
+		"    outflow: {rate: 5, capacity: 5, max_backlog: 1000}\n    target: {url: \"http://127.0.0.1:9/hook\"}\n"))
+	admin := map[string]string{"SLUICE_ADMIN_TOKEN": adminToken}
+	n := testenv.Name(t, "new")
+
+	r := run(t, st.url, "", admin, "tenants", "list")
+	if r.code != 0 {
+		t.Fatalf("list: exit %d: %s", r.code, r.stderr)
+	}
+	row := regexp.MustCompile(`(?m)^` + base + `\s+config\s+gcra 20/1s burst 10\s+5/s cap 5\s+1000\s+http://127.0.0.1:9/hook$`)
+	if !strings.HasPrefix(r.stdout, "TENANT  ") || !row.MatchString(r.stdout) {
+		t.Errorf("list:\n%s\nwant a header and the row %s", r.stdout, row)
+	}
+
+	file := filepath.Join(t.TempDir(), "spec.json")
+	spec := `{"api_keys":["` + config.HashKey("k-"+n) + `"],"admission":{"algorithm":"sliding_window","limit":300,"period":"1m"},
+		"outflow":{"rate":2,"max_backlog":200},"target":{"url":"http://127.0.0.1:9/hook"}}`
+	if err := os.WriteFile(file, []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // whole stdout, or "" not to compare
+		stderr string // a substring, or "" for none
+	}{
+		{"create", []string{"tenants", "set", n, "--file", file}, 0, "created tenant " + n + " (version 1)\n", ""},
+		{"replace", []string{"tenants", "set", n, "--file", file}, 0, "replaced tenant " + n + " (version 2)\n", ""},
+		{"patch", []string{"tenants", "set", n, "--rate", "20", "--capacity", "20"}, 0,
+			"updated tenant " + n + " (version 3): outflow.capacity=20, outflow.rate=20\n", ""},
+		{"invalid", []string{"tenants", "set", n, "--rate", "-1"}, 1, "",
+			"sluicectl tenants: 422 Unprocessable Entity: tenants." + n + ".outflow.rate: must be >= 0 (got -1) [field outflow.rate]"},
+		{"unknown key in file", []string{"tenants", "set", n, "--file", writeFile(t, `{"outflw":{}}`)}, 1, "",
+			`json: unknown field "outflw"`},
+		{"nothing to set", []string{"tenants", "set", n}, 2, "", "nothing to set"},
+		{"tenant key is no admin token", []string{"tenants", "list", "--admin-token", keyOf(base)}, 1, "",
+			"401 Unauthorized: missing or unknown admin token"},
+		{"unknown tenant", []string{"tenants", "get", n + "-x"}, 1, "", "404 Not Found"},
+	}
+	for _, s := range steps {
+		r := run(t, st.url, "", admin, s.args...)
+		if r.code != s.code || (s.stdout != "" && r.stdout != s.stdout) || (s.stderr != "" && !strings.Contains(r.stderr, s.stderr)) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr containing %q",
+				s.name, r.code, r.stdout, r.stderr, s.code, s.stdout, s.stderr)
+		}
+	}
+
+	r = run(t, st.url, "", admin, "tenants", "get", n)
+	var got client.Tenant
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 {
+		t.Fatalf("get: exit %d, %v: %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	if got.ID != n || got.Source != "runtime" || got.Version != 3 || got.Spec.Outflow.Rate != 20 ||
+		got.Spec.Outflow.Capacity != 20 || got.Spec.Outflow.MaxBacklog != 200 || got.Spec.Admission.Limit != 300 {
+		t.Errorf("get: %+v; want runtime version 3 with outflow rate 20, capacity 20, max_backlog 200 and limit 300", got)
+	}
+
+	r = run(t, st.url, "", admin, "tenants", "audit", n)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	want := []string{
+		`^\S+Z  ops  update  outflow\.capacity: 2 → 20, outflow\.rate: 2 → 20$`,
+		`^\S+Z  ops  update  no change$`,
+		`^\S+Z  ops  create  \+admission\.algorithm=sliding_window, .*\+outflow\.rate=2, .*\+target\.url=http://127\.0\.0\.1:9/hook`,
+	}
+	if r.code != 0 || len(lines) != len(want) {
+		t.Fatalf("audit: exit %d, %d lines, want %d:\n%s%s", r.code, len(lines), len(want), r.stdout, r.stderr)
+	}
+	for i, w := range want {
+		if !regexp.MustCompile(w).MatchString(lines[i]) {
+			t.Errorf("audit line %d = %q, want it to match %s", i, lines[i], w)
+		}
+	}
+
+	r = run(t, st.url, "", admin, "tenants", "delete", n)
+	if r.code != 0 || r.stdout != "deleted tenant "+n+"\n" {
+		t.Errorf("delete: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, st.url, "", admin, "tenants", "delete", n)
+	if r.code != 1 || !strings.Contains(r.stderr, "404 Not Found") {
+		t.Errorf("delete again: exit %d, stderr %q; want 1 and a 404", r.code, r.stderr)
+	}
+	r = run(t, st.url, "", admin, "tenants", "list", "--json")
+	var list struct{ Tenants []client.Tenant }
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("list --json: %v: %s", err, r.stdout)
+	}
+	var ids []string
+	for _, tn := range list.Tenants {
+		ids = append(ids, tn.ID)
+	}
+	if diff := cmp.Diff([]string{base}, ids); diff != "" {
+		t.Errorf("tenants after delete (-want +got):\n%s", diff)
+	}
+}
+
+func TestTenantsNeedAnAdminToken(t *testing.T) {
+	r := run(t, "http://127.0.0.1:1", "", map[string]string{"SLUICE_KEY": "k"}, "tenants", "list")
+	if r.code != 2 || !strings.Contains(r.stderr, "needs an admin token") {
+		t.Errorf("exit %d, stderr %q; want 2 and a hint", r.code, r.stderr)
+	}
+}
+
+// writeFile writes content to a temporary file and returns its name.
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "f.json")
+	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
