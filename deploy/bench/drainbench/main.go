@@ -41,7 +41,10 @@
 //	BENCH_BULLMQ_CONCURRENCY  BullMQ Worker concurrency (16; BullMQ's own default is 1)
 //	BENCH_BULLMQ_WINDOW       BullMQ limiter duration (1s)
 //	BENCH_HOL_JOBS            tenant B's jobs in the head-of-line benchmarks (500; quick 100)
-//	BENCH_REDIS               Redis for both systems (else SLUICE_TEST_REDIS, else 127.0.0.1:6379);
+//	BENCH_REDIS               the Redis both systems use: unset, a private redis-server the run
+//	                          starts on a free loopback port (so other users of the shared server
+//	                          neither disturb the rows nor count in cmds/job); "shared", the
+//	                          server of SLUICE_TEST_REDIS (127.0.0.1:6379); or host:port.
 //	                          sluice uses db 0, BullMQ db 1 under the prefix bench-bull
 //	SLUICE_TEST_KAFKA         Kafka brokers (127.0.0.1:9092)
 //	BENCH_RESULTS             results directory (deploy/bench/results)
@@ -121,6 +124,16 @@ func runBench(ctx context.Context, o *options, progress io.Writer) (*report, err
 	}
 	r.logDir = dir
 	b := &bench{o: o, rec: &recorder{}, dir: dir, runID: time.Now().UTC().Format("150405"), logf: logf}
+	r.redisNote = "the server at " + o.redisAddr
+	if o.redisAddr == "" {
+		srv, addr, err := startRedis(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		defer srv.stop(5 * time.Second)
+		o.redisAddr = addr
+		r.redisNote = "a private redis-server started for this run on " + addr
+	}
 	b.rdb = redis.NewClient(&redis.Options{Addr: o.redisAddr})
 	defer b.rdb.Close()
 	b.bull = redis.NewClient(&redis.Options{Addr: o.redisAddr, DB: bullDB})
@@ -143,7 +156,7 @@ func runBench(ctx context.Context, o *options, progress io.Writer) (*report, err
 		}
 		defer b.sink.close()
 	}
-	r.machine = machineInfo(ctx, b.rdb, firstNonEmpty(r.bullmq, "not run"))
+	r.machine = machineInfo(ctx, b.rdb, firstNonEmpty(r.bullmq, "not run"), r.redisNote)
 
 	if o.parts["accuracy"] {
 		for _, rate := range o.rates {

@@ -30,7 +30,7 @@ type options struct {
 
 	holJobs int // jobs of tenant B in the head-of-line benchmarks
 
-	redisAddr    string
+	redisAddr    string // empty: a private redis-server for the run
 	kafkaBrokers []string
 	root         string // repository root
 	outDir       string // results directory
@@ -122,7 +122,13 @@ func loadOptions(get func(string) string, root string) (*options, error) {
 	if v := ints("BENCH_HOL_JOBS", "500", "100"); len(v) == 1 {
 		o.holJobs = v[0]
 	}
-	o.redisAddr = firstNonEmpty(get("BENCH_REDIS"), get("SLUICE_TEST_REDIS"), "127.0.0.1:6379")
+	switch v := get("BENCH_REDIS"); v {
+	case "":
+	case "shared":
+		o.redisAddr = firstNonEmpty(get("SLUICE_TEST_REDIS"), "127.0.0.1:6379")
+	default:
+		o.redisAddr = v
+	}
 	o.kafkaBrokers = strings.Split(firstNonEmpty(get("SLUICE_TEST_KAFKA"), "127.0.0.1:9092"), ",")
 	o.outDir = firstNonEmpty(get("BENCH_RESULTS"), root+"/deploy/bench/results")
 	for _, n := range envNames {

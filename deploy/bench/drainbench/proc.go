@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -145,4 +148,32 @@ func waitUntil(t time.Time, failed func() error) error {
 		time.Sleep(min(time.Until(t), 50*time.Millisecond))
 	}
 	return failed()
+}
+
+// startRedis starts a private redis-server (no persistence) on a free
+// loopback port, its log in dir, and waits until it answers.
+func startRedis(ctx context.Context, dir string) (*proc, string, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	_, port, _ := strings.Cut(addr, ":")
+	p, err := startProc("redis-server", filepath.Join(dir, "redis.log"), nil,
+		"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err != nil {
+		return nil, "", fmt.Errorf("%w (install redis-server or set BENCH_REDIS)", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+			return p, addr, nil
+		}
+		if e := p.exited(); e != nil || time.Now().After(deadline) {
+			p.stop(time.Second)
+			return nil, "", fmt.Errorf("drainbench: private redis-server on %s did not start: %v %v", addr, err, e)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

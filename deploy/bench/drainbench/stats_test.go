@@ -194,10 +194,11 @@ func TestLoadOptions(t *testing.T) {
 		want    string // a summary of the parsed options
 		wantErr bool
 	}{
-		{"full defaults", nil, "1m0s 2s [10 100 1000] [1 3 8] 100000 [1 3] [1 12] c16 500 127.0.0.1:6379", false},
-		{"quick defaults", map[string]string{"BENCH_QUICK": "1"}, "5s 2s [10 1000] [1 3] 10000 [1] [1] c16 100 127.0.0.1:6379", false},
+		{"full defaults", nil, "1m0s 2s [10 100 1000] [1 3 8] 100000 [1 3] [1 12] c16 500 private", false},
+		{"quick defaults", map[string]string{"BENCH_QUICK": "1"}, "5s 2s [10 1000] [1 3] 10000 [1] [1] c16 100 private", false},
+		{"the shared Redis", map[string]string{"BENCH_REDIS": "shared", "SLUICE_TEST_REDIS": "127.0.0.1:7777"}, "1m0s 2s [10 100 1000] [1 3 8] 100000 [1 3] [1 12] c16 500 127.0.0.1:7777", false},
 		{"overrides", map[string]string{"BENCH_QUICK": "1", "BENCH_DURATION": "60s", "BENCH_RATES": "100", "BENCH_WORKERS": "8",
-			"BENCH_BULLMQ_CONCURRENCY": "1", "SLUICE_TEST_REDIS": "127.0.0.1:7777"}, "1m0s 2s [100] [8] 10000 [1] [1] c1 100 127.0.0.1:7777", false},
+			"BENCH_BULLMQ_CONCURRENCY": "1", "BENCH_REDIS": "127.0.0.1:7000"}, "1m0s 2s [100] [8] 10000 [1] [1] c1 100 127.0.0.1:7000", false},
 		{"bad duration", map[string]string{"BENCH_DURATION": "soon"}, "", true},
 		{"bad workers", map[string]string{"BENCH_WORKERS": "1,0"}, "", true},
 		{"bad system", map[string]string{"BENCH_SYSTEMS": "sluice,celery"}, "", true},
@@ -215,7 +216,7 @@ func TestLoadOptions(t *testing.T) {
 				t.Fatalf("loadOptions: %v", err)
 			}
 			got := fmt.Sprintf("%s %s %v %v %d %v %v c%d %d %s", o.duration, o.warmup, o.rates, o.workers, o.tputJobs,
-				o.tputWorkers, o.tputTenants, o.bullConcurrency, o.holJobs, o.redisAddr)
+				o.tputWorkers, o.tputTenants, o.bullConcurrency, o.holJobs, firstNonEmpty(o.redisAddr, "private"))
 			if got != tc.want {
 				t.Errorf("options = %q, want %q", got, tc.want)
 			}
