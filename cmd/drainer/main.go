@@ -37,6 +37,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/tenants"
 )
 
 func main() {
@@ -75,21 +76,36 @@ func run() int {
 		log.Error("load drainer scripts", "err", err)
 		return 2
 	}
-	consumer, runConsumer, err := newConsumer(ctx, cfg, queue.ProducerDeps{Redis: rdb, Log: log, Registerer: reg})
+	// Runtime tenants (admin API): the registry merges the file's tenants
+	// with those stored in Redis and hands every change to the drainer.
+	registry, err := runtimeTenants(ctx, rdb, cfg, log, reg)
+	if err != nil {
+		log.Error("runtime tenants", "err", err)
+		return 2
+	}
+	merged := registry.Config()
+	consumer, runConsumer, err := newConsumer(ctx, merged, queue.ProducerDeps{Redis: rdb, Log: log, Registerer: reg})
 	if err != nil {
 		log.Error("queue consumer", "backend", cfg.Queue.Backend, "err", err)
 		return 2
 	}
 	d, err := drainer.New(drainer.Config{
-		Consumer: consumer, Redis: rdb, Tenants: cfg.Tenants, Settings: cfg.Drainer,
+		Consumer: consumer, Redis: rdb, Tenants: merged.Tenants, Settings: cfg.Drainer,
 		Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		log.Error("drainer", "err", err)
 		return 2
 	}
+	go func() {
+		if err := registry.Run(ctx, func(c *config.Config) { d.SetTenants(c.Tenants) }); err != nil {
+			log.Error("tenant registry stopped; runtime changes are no longer applied", "err", err)
+		}
+	}()
+	// A changed config file becomes the registry's base: admin changes stay
+	// laid over it.
 	if path := configFile(*configPath); path != "" {
-		w := config.NewWatcher(path, func(c *config.Config) { d.SetTenants(c.Tenants) }, log, reg)
+		w := config.NewWatcher(path, registry.SetBase, log, reg)
 		go func() {
 			if err := w.Run(ctx); err != nil {
 				log.Error("config watcher stopped; changes are no longer applied", "err", err)
@@ -192,6 +208,20 @@ func ops(d *drainer.Drainer, rdb redis.UniversalClient, reg *prometheus.Registry
 		w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// runtimeTenants returns the tenant registry, synced once. A failed first
+// read is logged, not fatal: the file's tenants are drained until Redis
+// answers and the registry catches up.
+func runtimeTenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*tenants.Registry, error) {
+	registry, err := tenants.NewRegistry(tenants.RegistryOptions{Store: tenants.NewStore(rdb), Redis: rdb, Base: cfg, Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	if err := registry.Sync(ctx); err != nil {
+		log.Warn("cannot read runtime tenants yet; draining the file's tenants until Redis answers", "err", err)
+	}
+	return registry, nil
 }
 
 // configFile is the file config.Load read: the flag, else $SLUICE_CONFIG.

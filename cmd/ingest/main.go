@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/tenants"
 )
 
 func main() {
@@ -70,23 +71,36 @@ func run() int {
 		log.Error("load admission scripts", "err", err)
 		return 2
 	}
+	// Runtime tenants (admin API): the registry merges the file's tenants
+	// with those stored in Redis and hands every change to the server.
+	registry, err := runtimeTenants(ctx, rdb, cfg, log, reg)
+	if err != nil {
+		log.Error("runtime tenants", "err", err)
+		return 2
+	}
 	producer, err := queue.New(ctx, cfg, queue.ProducerDeps{Redis: rdb, Log: log, Registerer: reg})
 	if err != nil {
 		log.Error("queue backend", "backend", cfg.Queue.Backend, "err", err)
 		return 2
 	}
 	srv, err := ingest.New(ingest.Options{
-		Config: cfg, Redis: rdb, Producer: producer, Admitter: admitter,
-		Logger: log, Registerer: reg, Gatherer: reg,
+		Config: registry.Config(), Redis: rdb, Producer: producer, Admitter: admitter,
+		Logger: log, Registerer: reg, Gatherer: reg, Tenants: registry,
 	})
 	if err != nil {
 		_ = producer.Close()
 		log.Error("ingest", "err", err)
 		return 2
 	}
-	// A changed config file is reloaded and, when valid, swapped in whole.
+	go func() {
+		if err := registry.Run(ctx, srv.SetConfig); err != nil {
+			log.Error("tenant registry stopped; runtime changes are no longer applied", "err", err)
+		}
+	}()
+	// A changed config file is reloaded and, when valid, becomes the
+	// registry's base: admin changes stay laid over it.
 	if path := configFile(*configPath); path != "" {
-		w := config.NewWatcher(path, srv.SetConfig, log, reg)
+		w := config.NewWatcher(path, registry.SetBase, log, reg)
 		go func() {
 			if err := w.Run(ctx); err != nil {
 				log.Error("config watcher stopped; changes are no longer applied", "err", err)
@@ -100,6 +114,27 @@ func run() int {
 	}
 	log.Info("ingest stopped")
 	return 0
+}
+
+// runtimeTenants loads the admin scripts and returns the tenant registry,
+// synced once. A failed first read is logged, not fatal: the file's tenants
+// serve until Redis answers and the registry catches up.
+func runtimeTenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*tenants.Registry, error) {
+	store := tenants.NewStore(rdb)
+	if err := store.Load(ctx); err != nil {
+		return nil, err
+	}
+	if err := limits.LoadRescale(ctx, rdb); err != nil {
+		return nil, err
+	}
+	registry, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg, Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	if err := registry.Sync(ctx); err != nil {
+		log.Warn("cannot read runtime tenants yet; serving the file's tenants until Redis answers", "err", err)
+	}
+	return registry, nil
 }
 
 // configFile is the file config.Load read: the flag, else $SLUICE_CONFIG.
