@@ -265,6 +265,10 @@ func (s *Server) adminPatch(w http.ResponseWriter, r *http.Request, id, who stri
 }
 
 func (s *Server) adminDelete(w http.ResponseWriter, r *http.Request, id, who string) {
+	if !keys.ValidTenant(id) {
+		s.adminError(w, id, tenants.ErrNotFound)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	if _, err := s.registry.Delete(ctx, id, who, s.now()); err != nil {

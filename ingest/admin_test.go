@@ -187,6 +187,8 @@ func TestAdminRoutes(t *testing.T) {
 		{"unknown admin route", "GET", "/admin/v1/other", aliceToken, "", 404, nil},
 		{"delete runtime tenant", "DELETE", "/admin/v1/tenants/newco", bobToken, "", 204, nil},
 		{"delete again", "DELETE", "/admin/v1/tenants/newco", bobToken, "", 404, nil},
+		{"delete bad id", "DELETE", "/admin/v1/tenants/a%7Bb%7D", bobToken, "", 404, nil},
+		{"patch bad id", "PATCH", "/admin/v1/tenants/a%7Bb%7D", bobToken, `{}`, 404, nil},
 		{"get deleted", "GET", "/admin/v1/tenants/newco", aliceToken, "", 404, nil},
 		{"audit", "GET", "/admin/v1/tenants/newco/audit", aliceToken, "", 200, func(t *testing.T, a answer) {
 			var got struct {
