@@ -76,6 +76,35 @@ func Override(tenant string) string { return tag(tenant) + ":override" }
 // TTL: JobStateTTL.
 func JobState(tenant, jobID string) string { return tag(tenant) + ":job:" + jobID }
 
+// JobSeq is the tenant's enqueue sequence counter: the sequence number of
+// its last enqueued job (each job-state hash records its own, field seq).
+// TTL: JobStateTTL, refreshed on every write.
+func JobSeq(tenant string) string { return tag(tenant) + ":jobs:seq" }
+
+// JobsDispatched is the highest sequence number (keys.JobSeq) among the
+// tenant's jobs that have left the head of its queue (dispatched or
+// dropped); a queued job's position is its seq minus this minus one.
+// TTL: JobStateTTL, refreshed on every write.
+func JobsDispatched(tenant string) string { return tag(tenant) + ":jobs:dispatched" }
+
+// Delivering is the tenant's sorted set of deliveries in progress, across
+// all drainers: member = the claim's token (queue.Claimed.Token), score =
+// the delivery's deadline in unix ms, pushed on with the lease. Its members
+// with a score in the future are the tenant's jobs in flight.
+// TTL: QueueTTL, refreshed on every write.
+func Delivering(tenant string) string { return tag(tenant) + ":delivering" }
+
+// Outflow is the tenant's hash of dispatched units per second, across all
+// drainers: field = unix second (Redis TIME), value = units. Fields older
+// than OutflowTTL are trimmed by the writer. TTL: OutflowTTL, refreshed on
+// every write.
+func Outflow(tenant string) string { return tag(tenant) + ":outflow" }
+
+// DLQCount counts the tenant's dead jobs written to the Kafka dead-letter
+// topic (the Redis backend counts its keys.DLQ list instead).
+// TTL: QueueTTL, refreshed on every write.
+func DLQCount(tenant string) string { return tag(tenant) + ":dlq:count" }
+
 // Tenants is the set of tenants with runtime state. It is not tenant-scoped,
 // so it is never used in a script together with a tenant key.
 // TTL: OverrideTTL, refreshed on every write.

@@ -14,6 +14,9 @@ const (
 	OverrideTTL = 365 * 24 * time.Hour
 	// JobStateTTL is how long a job's state stays visible.
 	JobStateTTL = 7 * 24 * time.Hour
+	// OutflowTTL bounds the per-second outflow counters (keys.Outflow):
+	// the measured rate reads the last 10 complete seconds.
+	OutflowTTL = 30 * time.Second
 )
 
 // AuditMaxEntries caps a tenant's audit list (keys.Audit); older entries are

@@ -1,25 +1,39 @@
 -- ack.lua: finish a leased job (done, dropped or dead), Redis queue backend.
+-- Runs with job_state_lib.lua prepended (jobstate.Script).
 --
 -- Removes the lease; when the lease was still held, pushes the dead-letter
--- record (if any) and lowers the tenant's backlog by the job's cost (never
--- below 0). When the lease was already gone (it expired and a reaper returned
--- the job to the queue) nothing else is written: the job will be delivered
--- again and finished by whoever holds it then, so the backlog is lowered
--- exactly once per job.
+-- record (if any), lowers the tenant's backlog by the job's cost (never
+-- below 0) and records the job's final state. When the lease was already
+-- gone (it expired and a reaper returned the job to the queue) nothing else
+-- is written: the job will be delivered again and finished by whoever holds
+-- it then, so the backlog is lowered exactly once per job.
 --
 -- KEYS[1]  processing zset (keys.Processing)
 -- KEYS[2]  leased hash (keys.Leased)
 -- KEYS[3]  backlog counter (keys.Backlog)
 -- KEYS[4]  dead-letter list (keys.DLQ)
--- ARGV[1]  lease member
+-- KEYS[5]  optional: the job's state hash (keys.JobState); without KEYS[5..7]
+--          no state is recorded
+-- KEYS[6]  optional: the tenant's dispatched sequence (keys.JobsDispatched)
+-- KEYS[7]  optional: the tenant's deliveries in progress (keys.Delivering)
+-- ARGV[1]  lease member (also the delivery's member in KEYS[7])
 -- ARGV[2]  job cost, integer >= 1
 -- ARGV[3]  PEXPIRE of the backlog counter, ms (keys.BacklogTTL)
 -- ARGV[4]  PEXPIRE of the dead-letter list, ms (keys.QueueTTL)
 -- ARGV[5]  dead-letter record (JSON), or "" when the job is not dead
+-- ARGV[6]  with KEYS[5]: the state to record: done, dead, cancelled, expired
+-- ARGV[7]  with KEYS[5]: the last delivery error, "" to keep the recorded one
+-- ARGV[8]  with KEYS[5]: why a dead job is dead, or ""
+-- ARGV[9]  with KEYS[5]: PEXPIRE of the state and sequence, ms (keys.JobStateTTL)
+-- ARGV[10] with KEYS[5]: now, unix ms; "0" reads Redis TIME
 --
 -- Returns 1 when the lease was held and the job is finished, 0 when the
 -- lease was lost.
 
+local record = #KEYS >= 7
+if record then
+  redis.call('ZREM', KEYS[7], ARGV[1])
+end
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
   redis.call('HDEL', KEYS[2], ARGV[1])
   return 0
@@ -34,4 +48,7 @@ if left < 0 then
   redis.call('SET', KEYS[3], 0)
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
+if record then
+  js.settle(KEYS[5], KEYS[6], KEYS[7], ARGV[1], ARGV[6], '', ARGV[7], ARGV[8], js.now_ms(ARGV[10]), ARGV[9])
+end
 return 1

@@ -1,14 +1,25 @@
--- enqueue.lua: append one tenant's jobs to its queue and add their cost to its
--- backlog counter, atomically (Redis queue backend).
+-- enqueue.lua: append one tenant's jobs to its queue, add their cost to its
+-- backlog counter and record each job's state "queued" with its place in the
+-- tenant's enqueue sequence, atomically (Redis queue backend).
 --
 -- KEYS[1]   the tenant's queue list (keys.Queue); jobs are RPUSHed to its tail,
 --           so consumers take the oldest job from its head
 -- KEYS[2]   the tenant's backlog counter (keys.Backlog), in cost units
+-- KEYS[3]   the tenant's enqueue sequence (keys.JobSeq)
+-- KEYS[4]   the tenant's dispatched sequence (keys.JobsDispatched)
+-- KEYS[5..] one job-state hash (keys.JobState) per job, in the jobs' order
 -- ARGV[1]   PEXPIRE of the queue in milliseconds (keys.QueueTTL), integer >= 1
 -- ARGV[2]   PEXPIRE of the backlog counter in milliseconds (keys.BacklogTTL),
 --           integer >= 1
 -- ARGV[3]   total cost of the jobs, integer >= 1
--- ARGV[4..] the job envelopes (JSON), pushed in this order
+-- ARGV[4]   PEXPIRE of the job states and sequences, ms (keys.JobStateTTL)
+-- ARGV[5..4+n]      the n job envelopes (JSON), pushed in this order
+-- ARGV[5+n..4+3n]   per job, in order: its type, its enqueued_at in unix ms
+--
+-- Each job's state hash is replaced by {state=queued, type, attempt=0,
+-- enqueued_at, updated_at=enqueued_at, seq}; seq continues the tenant's
+-- sequence, from at least the dispatched sequence (so a sequence that
+-- expired never starts behind the jobs already gone).
 --
 -- Returns {queue_length, backlog}: the list's length and the counter's value
 -- after the write. Every argument is checked before the first write, so a bad
@@ -28,19 +39,40 @@ local cost = posint(ARGV[3])
 if queue_ttl == nil or backlog_ttl == nil or cost == nil then
   return redis.error_reply('ERR enqueue: ttls and cost must be integers >= 1')
 end
-local last = #ARGV
-if last < 4 then
+local n = #KEYS - 4
+if n < 1 or #ARGV < 5 then
   return redis.error_reply('ERR enqueue: no jobs')
+end
+local state_ttl = posint(ARGV[4])
+if state_ttl == nil then
+  return redis.error_reply('ERR enqueue: the job state ttl must be an integer >= 1')
+end
+if #ARGV ~= 4 + 3 * n then
+  return redis.error_reply('ERR enqueue: ' .. n .. ' job state keys but ' .. (#ARGV - 4) .. ' job arguments, want ' .. 3 * n)
 end
 
 -- unpack() is bounded by the Lua C stack (LUAI_MAXCSTACK = 8000), so push in
 -- chunks.
+local last = 4 + n
 local chunk = 1000
 local len = 0
-for first = 4, last, chunk do
+for first = 5, last, chunk do
   len = redis.call('RPUSH', KEYS[1], unpack(ARGV, first, math.min(first + chunk - 1, last)))
 end
 local backlog = redis.call('INCRBY', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
+
+local base = tonumber(redis.call('GET', KEYS[3])) or 0
+local gone = tonumber(redis.call('GET', KEYS[4])) or 0
+if base < gone then base = gone end
+for i = 1, n do
+  local sk = KEYS[4 + i]
+  local at = ARGV[last + 2 * i]
+  redis.call('DEL', sk)
+  redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 2 * i - 1], 'attempt', 0,
+    'enqueued_at', at, 'updated_at', at, 'seq', base + i)
+  redis.call('PEXPIRE', sk, state_ttl)
+end
+redis.call('SET', KEYS[3], base + n, 'PX', state_ttl)
 return {len, backlog}

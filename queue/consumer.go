@@ -21,6 +21,13 @@ type Claimed struct {
 	// Cancelled reports that the job was cancelled (DELETE /v1/jobs/{id})
 	// while it was queued.
 	Cancelled bool
+	// Dropped, set by the drainer before Finish, says why a job is finished
+	// unsent: jobstate.Cancelled or jobstate.Expired. Finish records it as
+	// the job's state instead of jobstate.Done (package jobstate).
+	Dropped string
+	// LastError, set by the drainer before Defer, is the failed delivery's
+	// error, recorded with the job's state jobstate.Retrying.
+	LastError string
 
 	member string // Redis: the lease member in keys.Processing
 }

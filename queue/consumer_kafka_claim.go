@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 )
 
@@ -123,8 +126,9 @@ func (c *KafkaConsumer) takeLocked(job *Claimed) *entry {
 // Finish ends a job: for a dead one it first writes the dead-letter record
 // to the DLQ topic (acks=all; when that fails the job is handed out again
 // after a second and the error wraps ErrUnavailable), then lowers the
-// tenant's backlog by the job's cost (lua/backlog_decr.lua; a Redis failure
-// is logged and counted, not returned: the job is done), then marks its
+// tenant's backlog by the job's cost (lua/backlog_decr.lua) and records its
+// state (package jobstate) in one pipelined round trip (a Redis failure is
+// logged and counted, not returned: the job is done), then marks its
 // offset finished so the watermark can pass it. It returns ErrLeaseLost
 // when the job's partition was revoked meanwhile: its new owner delivers it
 // again.
@@ -150,7 +154,7 @@ func (c *KafkaConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLett
 			return fmt.Errorf("queue: finish %s: dead letter: %w", job.Envelope.ID, err)
 		}
 	}
-	c.lowerBacklog(ctx, job)
+	c.lowerBacklog(ctx, job, dead)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.takeLocked(job) == nil || e.lane.p.state == partRevoked {
@@ -169,32 +173,69 @@ func (c *KafkaConsumer) finishLocked(e *entry) {
 	c.releasedLocked(p, ln)
 }
 
-// lowerBacklog lowers the tenant's backlog counter by the job's cost. It
-// outlives ctx's cancellation (the job is done either way), bounded by
-// kafkaBacklogTimeout.
-func (c *KafkaConsumer) lowerBacklog(ctx context.Context, job *Claimed) {
+// lowerBacklog lowers the tenant's backlog counter by the job's cost and
+// records the job's final state (dead, job.Dropped, or done; package
+// jobstate), in one pipelined round trip. It outlives ctx's cancellation
+// (the job is done either way), bounded by kafkaBacklogTimeout.
+func (c *KafkaConsumer) lowerBacklog(ctx context.Context, job *Claimed, dead *DeadLetter) {
 	if c.rdb == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kafkaBacklogTimeout)
 	defer cancel()
 	t := job.Envelope.Tenant
-	err := backlogDecrScript.Run(ctx, c.rdb, []string{keys.Backlog(t)}, job.Envelope.Cost, keys.BacklogTTL.Milliseconds()).Err()
-	if err != nil {
+	state, lastErr, reason := finishState(job, dead)
+	st := jobstate.Settle{Tenant: t, JobID: job.Envelope.ID, Member: job.member, State: state,
+		LastError: lastErr, Reason: reason, DeadLettered: dead != nil}.Call()
+	decr := jobstate.Call{Script: backlogDecrScript, Keys: []string{keys.Backlog(t)},
+		Args: []any{job.Envelope.Cost, keys.BacklogTTL.Milliseconds()}}
+	var decrCmd, stCmd *redis.Cmd
+	_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		decrCmd = decr.Pipe(ctx, p)
+		stCmd = st.Pipe(ctx, p)
+		return nil
+	})
+	if err := decr.Retry(ctx, c.rdb, decrCmd).Err(); err != nil {
 		c.m.redisErrs.WithLabelValues("backlog_decr").Inc()
 		c.log.Error("kafka consumer: backlog counter not lowered; the job is finished",
 			"tenant", t, "job_id", job.Envelope.ID, "err", err)
 	}
+	if err := st.Retry(ctx, c.rdb, stCmd).Err(); err != nil {
+		c.m.redisErrs.WithLabelValues("job_state").Inc()
+		c.log.Warn("kafka consumer: job state not recorded; the job is finished",
+			"tenant", t, "job_id", job.Envelope.ID, "state", state, "err", err)
+	}
 }
 
-// Defer holds the job in memory for delay and then hands it out again as
-// next (its offset stays unfinished meanwhile, so a crash delivers it
-// again). It returns ErrLeaseLost when the job's partition is being let go.
+// recordRetrying records the job's state retrying with job.LastError
+// (package jobstate), before the job waits in memory for its retry, so a
+// later delivery's in_flight is never overwritten. A failure is counted
+// and logged: the retry goes on.
+func (c *KafkaConsumer) recordRetrying(ctx context.Context, job *Claimed) {
+	if c.rdb == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kafkaBacklogTimeout)
+	defer cancel()
+	st := jobstate.Settle{Tenant: job.Envelope.Tenant, JobID: job.Envelope.ID, Member: job.member,
+		State: jobstate.Retrying, LastError: job.LastError}.Call()
+	if err := st.Run(ctx, c.rdb).Err(); err != nil {
+		c.m.redisErrs.WithLabelValues("job_state").Inc()
+		c.log.Warn("kafka consumer: job state not recorded; the retry goes on",
+			"tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID, "err", err)
+	}
+}
+
+// Defer records the job's state retrying (package jobstate), then holds
+// the job in memory for delay and hands it out again as next (its offset
+// stays unfinished meanwhile, so a crash delivers it again). It returns
+// ErrLeaseLost when the job's partition is being let go.
 func (c *KafkaConsumer) Defer(ctx context.Context, job *Claimed, delay time.Duration, next Envelope) error {
 	raw, err := next.Encode()
 	if err != nil {
 		return fmt.Errorf("queue: defer %s: %w", job.Envelope.ID, err)
 	}
+	c.recordRetrying(ctx, job)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.takeLocked(job)

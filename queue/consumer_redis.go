@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -22,9 +23,9 @@ import (
 // The Redis consumer's scripts (lua/*.lua), loaded by RedisConsumer.Load.
 var (
 	claimScript  = lua.MustLoad("claim.lua")
-	ackScript    = lua.MustLoad("ack.lua")
+	ackScript    = jobstate.Script("ack.lua")
 	releaseLua   = lua.MustLoad("release.lua")
-	deferScript  = lua.MustLoad("lease_defer.lua")
+	deferScript  = jobstate.Script("lease_defer.lua")
 	extendScript = lua.MustLoad("lease_extend.lua")
 	reapScript   = lua.MustLoad("reap.lua")
 )
@@ -225,9 +226,10 @@ func (c *RedisConsumer) Extend(ctx context.Context, tenant string, jobs []*Claim
 }
 
 // Finish ends the job's lease, pushes dead (when not nil) onto the tenant's
-// dead-letter list keys.DLQ, and lowers the backlog by the job's cost, in one
-// script. It returns ErrLeaseLost when the lease had expired and the job was
-// returned to the queue.
+// dead-letter list keys.DLQ, lowers the backlog by the job's cost and
+// records the job's state (dead, job.Dropped, or done; package jobstate), in
+// one script. It returns ErrLeaseLost when the lease had expired and the job
+// was returned to the queue.
 func (c *RedisConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLetter) error {
 	t := job.Envelope.Tenant
 	rec := ""
@@ -244,9 +246,12 @@ func (c *RedisConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLett
 		}
 		rec = string(b)
 	}
+	state, lastErr, reason := finishState(job, dead)
 	n, err := ackScript.Run(ctx, c.rdb,
-		[]string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.DLQ(t)},
+		[]string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.DLQ(t),
+			keys.JobState(t, job.Envelope.ID), keys.JobsDispatched(t), keys.Delivering(t)},
 		job.member, job.Envelope.Cost, keys.BacklogTTL.Milliseconds(), keys.QueueTTL.Milliseconds(), rec,
+		state, lastErr, reason, keys.JobStateTTL.Milliseconds(), 0,
 	).Int64()
 	if err != nil {
 		return fmt.Errorf("queue: finish %s: %w: %w", job.Envelope.ID, ErrUnavailable, err)
@@ -257,8 +262,21 @@ func (c *RedisConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLett
 	return nil
 }
 
+// finishState is the state Finish records for job (package jobstate): dead
+// with the dead letter's reason and error, else job.Dropped, else done.
+func finishState(job *Claimed, dead *DeadLetter) (state, lastErr, reason string) {
+	switch {
+	case dead != nil:
+		return jobstate.Dead, dead.Error, dead.Reason
+	case job.Dropped != "":
+		return job.Dropped, "", ""
+	}
+	return jobstate.Done, "", ""
+}
+
 // Defer ends the job's lease and puts next (the job with its attempt count
-// updated) into the tenant's delayed set, due after delay; a later Claim
+// updated) into the tenant's delayed set, due after delay, and records the
+// job's state retrying with job.LastError, in one script; a later Claim
 // moves it back to the head of the queue.
 func (c *RedisConsumer) Defer(ctx context.Context, job *Claimed, delay time.Duration, next Envelope) error {
 	t := job.Envelope.Tenant
@@ -267,8 +285,10 @@ func (c *RedisConsumer) Defer(ctx context.Context, job *Claimed, delay time.Dura
 		return fmt.Errorf("queue: defer %s: %w", job.Envelope.ID, err)
 	}
 	due, err := deferScript.Run(ctx, c.rdb,
-		[]string{keys.Processing(t), keys.Leased(t), keys.Delayed(t)},
+		[]string{keys.Processing(t), keys.Leased(t), keys.Delayed(t),
+			keys.JobState(t, job.Envelope.ID), keys.JobsDispatched(t), keys.Delivering(t)},
 		job.member, max(delay.Milliseconds(), 0), b, keys.QueueTTL.Milliseconds(), 0,
+		job.LastError, keys.JobStateTTL.Milliseconds(),
 	).Int64()
 	if err != nil {
 		return fmt.Errorf("queue: defer %s: %w: %w", job.Envelope.ID, ErrUnavailable, err)

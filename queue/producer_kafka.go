@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 )
 
@@ -73,7 +74,9 @@ const (
 // already durable then, so a Redis failure there does not fail Enqueue: it
 // is logged and counted in
 // sluice_redis_errors_total{op="backlog_incr"}, and the counter is low by
-// that cost until it expires (keys.BacklogTTL).
+// that cost until it expires (keys.BacklogTTL). The same pipeline records
+// each job's state "queued" with its tenant's next seq (package jobstate;
+// sluice_redis_errors_total{op="job_state_queued"} counts failures).
 //
 // A KafkaProducer is safe for concurrent use.
 type KafkaProducer struct {
@@ -115,6 +118,10 @@ func NewKafkaProducer(ctx context.Context, cfg config.Kafka, deps ProducerDeps) 
 	if err != nil {
 		return nil, err
 	}
+	stateErrs, err := newRedisErrors(deps.Registerer, "job_state_queued")
+	if err != nil {
+		return nil, err
+	}
 	batchJobs, err := registerCollector(deps.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_kafka_produce_batch_jobs",
 		Help:    "Jobs per Kafka produce request (concurrent Enqueue calls share requests).",
@@ -136,7 +143,7 @@ func NewKafkaProducer(ctx context.Context, cfg config.Kafka, deps ProducerDeps) 
 	}
 	var backlog *kafkaBacklog
 	if deps.Redis != nil {
-		backlog = &kafkaBacklog{rdb: deps.Redis, log: log, errs: redisErrs, topic: cfg.Topic}
+		backlog = &kafkaBacklog{rdb: deps.Redis, log: log, errs: redisErrs, stateErrs: stateErrs, topic: cfg.Topic}
 	}
 	p := &KafkaProducer{
 		sender: &kafkaSender{
@@ -187,7 +194,7 @@ func (p *KafkaProducer) Enqueue(ctx context.Context, jobs []Envelope) (err error
 		key := []byte(b.tenant)
 		lanes[i] = make([]laneMsg, len(b.values))
 		for j, v := range b.values {
-			m := laneMsg{call: call, cost: b.jobs[j].Cost, key: key, value: v, headers: []kafka.Header{
+			m := laneMsg{call: call, cost: b.jobs[j].Cost, key: key, value: v, job: b.jobs[j], headers: []kafka.Header{
 				{Key: HeaderJobID, Value: []byte(b.jobs[j].ID)},
 				{Key: HeaderTenant, Value: key},
 			}}
@@ -269,38 +276,67 @@ func (p *KafkaProducer) partitionList(ctx context.Context) ([]int, error) {
 }
 
 // kafkaBacklog raises the tenants' backlog counters for the jobs of one
-// acknowledged produce request.
+// acknowledged produce request, and records the jobs' state "queued".
 type kafkaBacklog struct {
-	rdb   redis.UniversalClient
-	log   *slog.Logger
-	errs  prometheus.Counter
-	topic string
+	rdb       redis.UniversalClient
+	log       *slog.Logger
+	errs      prometheus.Counter
+	stateErrs prometheus.Counter
+	topic     string
 }
 
 // add raises each tenant's backlog counter by the cost of its jobs in msgs
-// and refreshes its TTL, in one pipelined round trip per produce request
-// (not per call), bounded by backlogTimeout. It counts every acknowledged
-// job, also one whose caller gave up meanwhile. A failure is logged and
-// counted, not returned: the jobs are durable.
+// and refreshes its TTL, and records each job as queued with the next seq of
+// its tenant (jobstate.EnqueueCall), in one pipelined round trip per produce
+// request (not per call), bounded by backlogTimeout. It counts every
+// acknowledged job, also one whose caller gave up meanwhile. A failure is
+// logged and counted, not returned: the jobs are durable.
 func (k *kafkaBacklog) add(msgs []laneMsg) {
 	cost := make(map[string]int64, 1)
+	var order []string
+	states := make(map[string][]jobstate.QueuedJob, 1)
 	for i := range msgs {
-		cost[string(msgs[i].key)] += msgs[i].cost
+		t := string(msgs[i].key)
+		if _, ok := cost[t]; !ok {
+			order = append(order, t)
+		}
+		cost[t] += msgs[i].cost
+		if j := msgs[i].job; j != nil {
+			states[t] = append(states[t], jobstate.QueuedJob{ID: j.ID, Type: j.Type, EnqueuedAt: j.EnqueuedAt})
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()
-	_, err := k.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for tenant, c := range cost {
+	calls := make([]jobstate.Call, 0, len(states))
+	var stateCmds []*redis.Cmd
+	incrs := make([]*redis.IntCmd, 0, len(order))
+	_, _ = k.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, tenant := range order {
 			key := keys.Backlog(tenant)
-			pipe.IncrBy(ctx, key, c)
+			incrs = append(incrs, pipe.IncrBy(ctx, key, cost[tenant]))
 			pipe.PExpire(ctx, key, keys.BacklogTTL)
+			if js := states[tenant]; len(js) > 0 {
+				c := jobstate.EnqueueCall(tenant, js)
+				calls = append(calls, c)
+				stateCmds = append(stateCmds, c.Pipe(ctx, pipe))
+			}
 		}
 		return nil
 	})
-	if err != nil {
-		k.errs.Inc()
-		k.log.Error("backlog counter not raised after kafka ack; the jobs are queued",
-			"topic", k.topic, "tenants", len(cost), "jobs", len(msgs), "err", err)
+	for _, c := range incrs {
+		if err := c.Err(); err != nil {
+			k.errs.Inc()
+			k.log.Error("backlog counter not raised after kafka ack; the jobs are queued",
+				"topic", k.topic, "tenants", len(cost), "jobs", len(msgs), "err", err)
+			break
+		}
+	}
+	for i, c := range calls {
+		if err := c.Retry(ctx, k.rdb, stateCmds[i]).Err(); err != nil {
+			k.stateErrs.Inc()
+			k.log.Warn("job states not recorded after kafka ack; the jobs are queued",
+				"topic", k.topic, "jobs", len(c.Keys)-2, "err", err)
+		}
 	}
 }
 

@@ -25,13 +25,16 @@ import (
 // first waits the linger (config.Kafka.BatchTimeout) for more.
 // See docs/adr/0003-queue-producers.md.
 
-// laneMsg is one job on its way to a partition. key is the tenant.
+// laneMsg is one job on its way to a partition. key is the tenant; job is
+// the envelope (its id, type and enqueued_at go to the job's state record
+// after the ack).
 type laneMsg struct {
 	call    *kafkaCall
 	cost    int64
 	key     []byte
 	value   []byte
 	headers []kafka.Header
+	job     *Envelope
 }
 
 // kafkaCall is one Enqueue call. abandoned is set when the call returned an

@@ -13,7 +13,8 @@ import (
 )
 
 // enqueueScript is lua/enqueue.lua: RPUSH of one tenant's envelopes onto
-// keys.Queue and INCRBY of keys.Backlog by their cost, with both TTLs, in one
+// keys.Queue, INCRBY of keys.Backlog by their cost, and each job's state
+// "queued" with its enqueue seq (package jobstate), with their TTLs, in one
 // atomic script.
 var enqueueScript = lua.MustLoad("enqueue.lua")
 
@@ -27,7 +28,8 @@ const DefaultRedisEnqueueTimeout = time.Second
 // job appended to its tail as envelope JSON, and the tenant's backlog counter
 // (keys.Backlog, in cost units) raised by the jobs' cost in the same script,
 // so the list and the counter never disagree about a write. Both keys get
-// their TTL (keys.QueueTTL, keys.BacklogTTL) on every write.
+// their TTL (keys.QueueTTL, keys.BacklogTTL) on every write. The same script
+// records each job's state "queued" (keys.JobState, see package jobstate).
 //
 // One Enqueue call costs at most one round trip: one EVALSHA per tenant,
 // pipelined (a ClusterClient splits a pipeline by node). Concurrent calls
@@ -99,7 +101,7 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*tenan
 	cmds := make([]*redis.Cmd, len(batches))
 	_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, b := range batches {
-			cmds[i] = pipe.EvalSha(ctx, enqueueScript.SHA(), enqueueKeys(b.tenant), enqueueArgs(b)...)
+			cmds[i] = pipe.EvalSha(ctx, enqueueScript.SHA(), enqueueBatchKeys(b), enqueueArgs(b)...)
 		}
 		return nil
 	})
@@ -113,7 +115,7 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*tenan
 		_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for _, i := range retry {
 				b := batches[i]
-				cmds[i] = pipe.Eval(ctx, enqueueScript.Src(), enqueueKeys(b.tenant), enqueueArgs(b)...)
+				cmds[i] = pipe.Eval(ctx, enqueueScript.Src(), enqueueBatchKeys(b), enqueueArgs(b)...)
 			}
 			return nil
 		})
@@ -144,17 +146,34 @@ func joinFailures(batches []tenantBatch, errs []error) error {
 	return wrapUnavailable("redis enqueue for "+strings.Join(failed, ","), first)
 }
 
+// enqueueKeys is KEYS[1..4] of enqueue.lua: queue, backlog, enqueue
+// sequence, dispatched sequence.
 func enqueueKeys(tenant string) []string {
-	return []string{keys.Queue(tenant), keys.Backlog(tenant)}
+	return []string{keys.Queue(tenant), keys.Backlog(tenant), keys.JobSeq(tenant), keys.JobsDispatched(tenant)}
+}
+
+// enqueueBatchKeys is KEYS of enqueue.lua for b: enqueueKeys, then each
+// job's state hash.
+func enqueueBatchKeys(b *tenantBatch) []string {
+	ks := make([]string, 0, 4+len(b.jobs))
+	ks = append(ks, enqueueKeys(b.tenant)...)
+	for _, j := range b.jobs {
+		ks = append(ks, keys.JobState(b.tenant, j.ID))
+	}
+	return ks
 }
 
 // enqueueArgs is ARGV of enqueue.lua: queue TTL ms, backlog TTL ms, cost,
-// envelopes.
+// job state TTL ms, envelopes, then each job's type and enqueued_at (unix
+// ms).
 func enqueueArgs(b *tenantBatch) []any {
-	args := make([]any, 0, 3+len(b.values))
-	args = append(args, keys.QueueTTL.Milliseconds(), keys.BacklogTTL.Milliseconds(), b.cost)
+	args := make([]any, 0, 4+3*len(b.values))
+	args = append(args, keys.QueueTTL.Milliseconds(), keys.BacklogTTL.Milliseconds(), b.cost, keys.JobStateTTL.Milliseconds())
 	for _, v := range b.values {
 		args = append(args, v)
+	}
+	for _, j := range b.jobs {
+		args = append(args, j.Type, j.EnqueuedAt.UnixMilli())
 	}
 	return args
 }

@@ -1,0 +1,434 @@
+package jobstate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// t0 is a fixed enqueue instant.
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// enqueue queues jobs of tenant (ids in order, type "mail") through the real
+// Redis producer, which records their state.
+func enqueue(t testing.TB, rdb redis.UniversalClient, tenant string, ids ...string) {
+	t.Helper()
+	p, err := queue.NewRedisProducer(rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envs []queue.Envelope
+	for _, id := range ids {
+		envs = append(envs, queue.Envelope{ID: id, Tenant: tenant, Type: "mail", Cost: 1, EnqueuedAt: t0})
+	}
+	if err := p.Enqueue(context.Background(), envs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func get(t testing.TB, rdb redis.UniversalClient, tenant, id string) jobstate.Record {
+	t.Helper()
+	r, err := jobstate.Get(context.Background(), rdb, tenant, id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return r
+}
+
+// ignoreTimes leaves the times set by Redis TIME out of comparisons.
+var ignoreTimes = cmpopts.IgnoreFields(jobstate.Record{}, "UpdatedAt")
+
+func claim(t testing.TB, c *queue.RedisConsumer, tenant string) *queue.Claimed {
+	t.Helper()
+	j, _, err := c.Claim(context.Background(), tenant)
+	if err != nil || j == nil {
+		t.Fatalf("Claim(%s) = %v, %v; want a job", tenant, j, err)
+	}
+	return j
+}
+
+func start(t testing.TB, rdb redis.UniversalClient, j *queue.Claimed) bool {
+	t.Helper()
+	ok, err := jobstate.Start(context.Background(), rdb, jobstate.Dispatch{
+		Tenant: j.Envelope.Tenant, JobID: j.Envelope.ID, Member: j.Token(), Attempt: j.Envelope.Attempt + 1,
+		Cost: j.Envelope.Cost, Lease: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// TestLifecycleRedis walks jobs through every state on the Redis backend:
+// the producer, the consumer's scripts, Start and Cancel, checking each
+// record and the queue positions.
+func TestLifecycleRedis(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	enqueue(t, rdb, tenant, "a", "b", "c", "d")
+	rec := func(id, state string, attempt int, seq, ahead int64, lastErr, reason string) jobstate.Record {
+		return jobstate.Record{JobID: id, Tenant: tenant, Type: "mail", State: state, Attempt: attempt,
+			EnqueuedAt: t0, Seq: seq, LastError: lastErr, Reason: reason, Ahead: ahead}
+	}
+	check := func(step string, want ...jobstate.Record) {
+		t.Helper()
+		for _, w := range want {
+			if diff := cmp.Diff(w, get(t, rdb, tenant, w.JobID), ignoreTimes); diff != "" {
+				t.Errorf("%s: record of %s (-want +got):\n%s", step, w.JobID, diff)
+			}
+		}
+	}
+	check("enqueued", rec("a", "queued", 0, 1, 0, "", ""), rec("b", "queued", 0, 2, 1, "", ""),
+		rec("c", "queued", 0, 3, 2, "", ""), rec("d", "queued", 0, 4, 3, "", ""))
+	if r := get(t, rdb, tenant, "a"); !r.UpdatedAt.Equal(t0) {
+		t.Errorf("updated_at of a queued job = %v, want its enqueued_at %v", r.UpdatedAt, t0)
+	}
+
+	c := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: time.Minute})
+	a := claim(t, c, tenant)
+	check("a claimed, not yet sent: still queued, still first", rec("a", "queued", 0, 1, 0, "", ""))
+	if !start(t, rdb, a) {
+		t.Fatal("Start(a) = false, want true")
+	}
+	check("a in flight", rec("a", "in_flight", 1, 1, -1, "", ""), rec("b", "queued", 0, 2, 0, "", ""), rec("d", "queued", 0, 4, 2, "", ""))
+
+	var conflict *jobstate.ConflictError
+	if err := jobstate.Cancel(ctx, rdb, tenant, "a"); !errors.As(err, &conflict) || conflict.State != "in_flight" {
+		t.Errorf("Cancel(in-flight a) = %v, want a ConflictError naming in_flight", err)
+	}
+	a.LastError = "drainer: downstream answered 500"
+	next := a.Envelope
+	next.Attempt++
+	if err := c.Defer(ctx, a, time.Hour, next); err != nil {
+		t.Fatal(err)
+	}
+	check("a deferred", rec("a", "retrying", 1, 1, -1, "drainer: downstream answered 500", ""))
+
+	if err := jobstate.Cancel(ctx, rdb, tenant, "c"); err != nil {
+		t.Fatalf("Cancel(queued c) = %v, want nil", err)
+	}
+	check("c cancelled", rec("c", "cancelled", 0, 3, -1, "", ""))
+	if err := jobstate.Cancel(ctx, rdb, tenant, "c"); !errors.As(err, &conflict) || conflict.State != "cancelled" {
+		t.Errorf("Cancel(cancelled c) = %v, want a ConflictError naming cancelled", err)
+	}
+
+	b := claim(t, c, tenant)
+	if !start(t, rdb, b) {
+		t.Fatal("Start(b) = false")
+	}
+	if err := c.Finish(ctx, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("b done", rec("b", "done", 1, 2, -1, "", ""), rec("d", "queued", 0, 4, 1, "", ""))
+
+	cj := claim(t, c, tenant)
+	if cj.Envelope.ID != "c" || !cj.Cancelled {
+		t.Fatalf("claimed %s cancelled=%v, want c cancelled", cj.Envelope.ID, cj.Cancelled)
+	}
+	cj.Dropped = jobstate.Cancelled
+	if err := c.Finish(ctx, cj, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("c dropped: the dispatched sequence passes it", rec("c", "cancelled", 0, 3, -1, "", ""), rec("d", "queued", 0, 4, 0, "", ""))
+
+	d := claim(t, c, tenant)
+	if err := jobstate.Cancel(ctx, rdb, tenant, "d"); err != nil {
+		t.Fatalf("Cancel(d, claimed but not started) = %v, want nil", err)
+	}
+	if start(t, rdb, d) {
+		t.Error("Start(d cancelled after its claim) = true, want false")
+	}
+	check("d not started", rec("d", "cancelled", 0, 4, -1, "", ""))
+	if err := c.Finish(ctx, d, &queue.DeadLetter{Reason: "rejected", Error: "422 Unprocessable Entity", Attempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	check("d dead", rec("d", "dead", 0, 4, -1, "422 Unprocessable Entity", "rejected"))
+
+	if n, _ := rdb.ZCard(ctx, keys.Delivering(tenant)).Result(); n != 0 {
+		t.Errorf("deliveries in progress after every delivery settled = %d, want 0", n)
+	}
+	if got, _ := rdb.Get(ctx, keys.JobsDispatched(tenant)).Int64(); got != 4 {
+		t.Errorf("dispatched sequence = %d, want 4", got)
+	}
+	for _, k := range []string{keys.JobState(tenant, "a"), keys.JobSeq(tenant), keys.JobsDispatched(tenant)} {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > keys.JobStateTTL {
+			t.Errorf("PTTL %s = %v, want in (0, %v]", k, ttl, keys.JobStateTTL)
+		}
+	}
+}
+
+func TestNotFoundAndOlderMarker(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	if _, err := jobstate.Get(ctx, rdb, tenant, "nope"); !errors.Is(err, jobstate.ErrNotFound) {
+		t.Errorf("Get(unknown) = %v, want ErrNotFound", err)
+	}
+	if err := jobstate.Cancel(ctx, rdb, tenant, "nope"); !errors.Is(err, jobstate.ErrNotFound) {
+		t.Errorf("Cancel(unknown) = %v, want ErrNotFound", err)
+	}
+	if rdb.Exists(ctx, keys.JobState(tenant, "nope")).Val() != 0 {
+		t.Error("Cancel(unknown) created a state key")
+	}
+	rdb.Set(ctx, keys.JobState(tenant, "old"), "cancelled", time.Minute)
+	if r := get(t, rdb, tenant, "old"); r.State != jobstate.Cancelled {
+		t.Errorf("Get(string marker) state = %q, want cancelled", r.State)
+	}
+	var conflict *jobstate.ConflictError
+	if err := jobstate.Cancel(ctx, rdb, tenant, "old"); !errors.As(err, &conflict) || conflict.State != "cancelled" {
+		t.Errorf("Cancel(string marker) = %v, want a ConflictError naming cancelled", err)
+	}
+	ok, err := jobstate.Start(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "old", Member: "old|x", Attempt: 1, Cost: 1, Lease: time.Second})
+	if err != nil || ok {
+		t.Errorf("Start(string marker) = %v, %v; want false, nil", ok, err)
+	}
+	rdb.Set(ctx, keys.JobState(tenant, "other"), "something", time.Minute)
+	if _, err := jobstate.Get(ctx, rdb, tenant, "other"); !errors.Is(err, jobstate.ErrNotFound) {
+		t.Errorf("Get(a string that is not the marker) = %v, want ErrNotFound", err)
+	}
+}
+
+// TestKafkaEnqueueAfterStart: on the Kafka backend a drainer may start a
+// job before the producer's post-ack pipeline records it; the record keeps
+// in_flight and gains type, enqueued_at and seq. A reused id of an older,
+// finished job is replaced.
+func TestKafkaEnqueueAfterStart(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	ok, err := jobstate.Start(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "early", Member: "early|1", Attempt: 1, Cost: 1, Lease: time.Minute})
+	if err != nil || !ok {
+		t.Fatalf("Start = %v, %v", ok, err)
+	}
+	rdb.HSet(ctx, keys.JobState(tenant, "reused"), "state", "done", "enqueued_at", 5, "last_error", "old")
+	res := jobstate.EnqueueCall(tenant, []jobstate.QueuedJob{
+		{ID: "early", Type: "mail", EnqueuedAt: t0},
+		{ID: "reused", Type: "mail", EnqueuedAt: t0},
+		{ID: "plain", Type: "sms", EnqueuedAt: t0},
+	}).Run(ctx, rdb)
+	if n, err := res.Int64(); err != nil || n != 3 {
+		t.Fatalf("EnqueueCall = %v, %v; want 3 (the last seq)", n, err)
+	}
+	want := []jobstate.Record{
+		{JobID: "early", Tenant: tenant, Type: "mail", State: "in_flight", Attempt: 1, EnqueuedAt: t0, Seq: 1, Ahead: -1},
+		{JobID: "reused", Tenant: tenant, Type: "mail", State: "queued", EnqueuedAt: t0, Seq: 2, Ahead: 1},
+		{JobID: "plain", Tenant: tenant, Type: "sms", State: "queued", EnqueuedAt: t0, Seq: 3, Ahead: 2},
+	}
+	for _, w := range want {
+		if diff := cmp.Diff(w, get(t, rdb, tenant, w.JobID), ignoreTimes); diff != "" {
+			t.Errorf("record of %s (-want +got):\n%s", w.JobID, diff)
+		}
+	}
+}
+
+// TestSettleKafka records the Kafka backend's settlements: done, dead with
+// the DLQ counter, retrying, expired.
+func TestSettleKafka(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	ids := []string{"ok", "dead", "retry", "late"}
+	var qj []jobstate.QueuedJob
+	for _, id := range ids {
+		qj = append(qj, jobstate.QueuedJob{ID: id, Type: "t", EnqueuedAt: t0})
+	}
+	if err := jobstate.EnqueueCall(tenant, qj).Run(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		s     jobstate.Settle
+		state string
+		err   string
+	}{
+		{jobstate.Settle{JobID: "ok", State: jobstate.Done}, "done", ""},
+		{jobstate.Settle{JobID: "dead", State: jobstate.Dead, LastError: "410 Gone", Reason: "rejected", DeadLettered: true}, "dead", "410 Gone"},
+		{jobstate.Settle{JobID: "retry", State: jobstate.Retrying, LastError: "timeout"}, "retrying", "timeout"},
+		{jobstate.Settle{JobID: "late", State: jobstate.Expired}, "expired", ""},
+	}
+	for _, tt := range tests {
+		tt.s.Tenant, tt.s.Member = tenant, tt.s.JobID+"|1"
+		if err := tt.s.Call().Run(ctx, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := get(t, rdb, tenant, tt.s.JobID)
+		if r.State != tt.state || r.LastError != tt.err || r.Reason != tt.s.Reason {
+			t.Errorf("after %+v: state %q last_error %q reason %q, want %q %q %q", tt.s, r.State, r.LastError, r.Reason, tt.state, tt.err, tt.s.Reason)
+		}
+	}
+	if n, _ := rdb.Get(ctx, keys.DLQCount(tenant)).Int(); n != 1 {
+		t.Errorf("DLQ counter = %d, want 1", n)
+	}
+	if got, _ := rdb.Get(ctx, keys.JobsDispatched(tenant)).Int64(); got != 4 {
+		t.Errorf("dispatched sequence = %d, want 4 (every settled job has left the queue)", got)
+	}
+}
+
+// TestStartOutflowAndDeliveries: Start adds the cost to the second of its
+// instant, keeps a delivery in flight until its deadline, drops deliveries
+// whose deadline passed, and trims outflow seconds older than OutflowTTL.
+func TestStartOutflowAndDeliveries(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	base := time.UnixMilli(1_800_000_000_000)
+	for i := range 70 {
+		_, err := jobstate.Start(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: fmt.Sprint(i), Member: fmt.Sprintf("%d|x", i),
+			Attempt: 1, Cost: 2, Lease: 1500 * time.Millisecond, Now: base.Add(time.Duration(i) * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := base.Add(69 * time.Second)
+	h, err := rdb.HGetAll(ctx, keys.Outflow(tenant)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := int64(keys.OutflowTTL / time.Second)
+	for f, v := range h {
+		var sec int64
+		fmt.Sscan(f, &sec)
+		if sec <= last.Unix()-2*keep-1 {
+			t.Errorf("outflow second %s (value %s) kept, want seconds older than %ds trimmed", f, v, 2*keep)
+		}
+		if v != "2" {
+			t.Errorf("outflow second %s = %s, want 2 (one job of cost 2)", f, v)
+		}
+	}
+	if v := h[fmt.Sprint(last.Unix())]; v != "2" {
+		t.Errorf("outflow of the last second = %q, want 2", v)
+	}
+	members, err := rdb.ZRangeWithScores(ctx, keys.Delivering(tenant), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range members {
+		got = append(got, fmt.Sprintf("%v@%d", m.Member, int64(m.Score)-base.UnixMilli()))
+	}
+	// Each delivery lasts 1.5 s; at the last start, the one started a
+	// second before is still in flight, older ones are dropped.
+	if diff := cmp.Diff([]string{"68|x@69500", "69|x@70500"}, got); diff != "" {
+		t.Errorf("deliveries in progress (-want +got):\n%s", diff)
+	}
+}
+
+func TestOwners(t *testing.T) {
+	rdb := testenv.Redis(t)
+	a, b, c := testenv.Name(t, "js"), testenv.Name(t, "js"), testenv.Name(t, "js")
+	enqueue(t, rdb, a, "shared", "only-a")
+	enqueue(t, rdb, b, "shared")
+	got, err := jobstate.Owners(context.Background(), rdb, []string{a, b, c}, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{a, b}, got); diff != "" {
+		t.Errorf("Owners(shared) (-want +got):\n%s", diff)
+	}
+}
+
+// TestCluster runs enqueue, Get, Start, Cancel and settle on the 3-master
+// Redis Cluster: every key of a tenant shares its hash tag.
+func TestCluster(t *testing.T) {
+	rdb := testenv.Cluster(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "jsc")
+	if err := jobstate.Load(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, rdb, tenant, "x", "y")
+	c := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: time.Minute})
+	x := claim(t, c, tenant)
+	if !start(t, rdb, x) {
+		t.Fatal("Start(x) = false")
+	}
+	if err := jobstate.Cancel(ctx, rdb, tenant, "y"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(ctx, x, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := get(t, rdb, tenant, "x").State; s != "done" {
+		t.Errorf("x = %s, want done", s)
+	}
+	if s := get(t, rdb, tenant, "y").State; s != "cancelled" {
+		t.Errorf("y = %s, want cancelled", s)
+	}
+}
+
+// TestScriptFiles: every script of this package opens with its header
+// (KEYS, ARGV, returns; the library says it has none) and Redis compiles it
+// with the library.
+func TestScriptFiles(t *testing.T) {
+	rdb := testenv.Redis(t)
+	for _, name := range []string{"job_state_lib.lua", "job_state_dispatch.lua", "job_state_settle.lua",
+		"job_state_cancel.lua", "job_state_enqueue.lua", "tenant_stats.lua", "enqueue.lua", "ack.lua", "lease_defer.lua"} {
+		src, err := lua.Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(src, "-- "+name+":") {
+			t.Errorf("%s does not open with its name", name)
+		}
+		var header strings.Builder
+		for _, line := range strings.Split(src, "\n") {
+			if !strings.HasPrefix(line, "--") {
+				break
+			}
+			header.WriteString(strings.ToLower(line))
+		}
+		for _, w := range []string{"keys", "argv", "return"} {
+			if !strings.Contains(header.String(), w) {
+				t.Errorf("%s: header does not mention %s", name, w)
+			}
+		}
+		if err := jobstate.Script(name).Load(context.Background(), rdb); err != nil {
+			t.Errorf("load %s with the library: %v", name, err)
+		}
+	}
+	if jobstate.Script("ack.lua") != jobstate.Script("ack.lua") {
+		t.Error("Script built ack.lua twice")
+	}
+}
+
+func BenchmarkStart(b *testing.B) {
+	rdb := testenv.Redis(b)
+	ctx := context.Background()
+	tenant := testenv.Name(b, "jsb")
+	b.Cleanup(func() {
+		rdb.Del(context.Background(), keys.JobsDispatched(tenant), keys.Delivering(tenant), keys.Outflow(tenant))
+	})
+	d := jobstate.Dispatch{Tenant: tenant, JobID: "j", Member: "j|1", Attempt: 1, Cost: 1, Lease: time.Minute}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := jobstate.Start(ctx, rdb, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	rdb := testenv.Redis(b)
+	ctx := context.Background()
+	tenant := testenv.Name(b, "jsb")
+	enqueue(b, rdb, tenant, "j")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := jobstate.Get(ctx, rdb, tenant, "j"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+-- job_state_enqueue.lua: record the state "queued" of jobs Kafka has
+-- acknowledged (Kafka queue backend; the Redis backend does this inside
+-- enqueue.lua).
+--
+-- Each job gets the next number of the tenant's enqueue sequence, from at
+-- least the dispatched sequence. This runs after the broker's ack, so a
+-- drainer may have started the job already: a state hash that holds a
+-- state but no enqueued_at was written by the drainer, and only the fields
+-- it lacks (type, enqueued_at, seq) are added, never the state. Any other
+-- hash (an older job under a reused id) is replaced.
+--
+-- KEYS[1]   the tenant's enqueue sequence (keys.JobSeq)
+-- KEYS[2]   the tenant's dispatched sequence (keys.JobsDispatched)
+-- KEYS[3..] one job-state hash (keys.JobState) per job, in partition order
+-- ARGV[1]   PEXPIRE of the states and sequence, ms (keys.JobStateTTL)
+-- ARGV[2..] per job, in order: its type, its enqueued_at in unix ms
+--
+-- Returns the sequence number of the last job.
+
+local n = #KEYS - 2
+if n < 1 or #ARGV ~= 1 + 2 * n then
+  return redis.error_reply('ERR job_state_enqueue: ' .. n .. ' job keys need ' .. (1 + 2 * n) .. ' arguments, got ' .. #ARGV)
+end
+local ttl = ARGV[1]
+local base = tonumber(redis.call('GET', KEYS[1])) or 0
+local gone = tonumber(redis.call('GET', KEYS[2])) or 0
+if base < gone then base = gone end
+for i = 1, n do
+  local sk = KEYS[2 + i]
+  local typ, at = ARGV[2 * i], ARGV[2 * i + 1]
+  local kind = redis.call('TYPE', sk)['ok']
+  if kind == 'hash' and redis.call('HEXISTS', sk, 'state') == 1 and redis.call('HEXISTS', sk, 'enqueued_at') == 0 then
+    redis.call('HSET', sk, 'type', typ, 'enqueued_at', at, 'seq', base + i)
+    redis.call('PEXPIRE', sk, ttl)
+  elseif kind == 'hash' or kind == 'none' then
+    redis.call('DEL', sk)
+    redis.call('HSET', sk, 'state', 'queued', 'type', typ, 'attempt', 0, 'enqueued_at', at, 'updated_at', at, 'seq', base + i)
+    redis.call('PEXPIRE', sk, ttl)
+  end
+end
+redis.call('SET', KEYS[1], base + n, 'PX', ttl)
+return base + n
