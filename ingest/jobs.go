@@ -39,11 +39,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 		writeProblem(w, p)
 		return
 	}
+	// policies are the request's policies as far as they are known: the
+	// tenant's until the jobs are decoded, then every policy they use.
+	var policies []limits.Policy
 	fail := func(p *problem) {
 		p.Tenant = ts.name
+		if p.Backend != "redis" {
+			s.stateHeaders(r.Context(), w, snap, ts, policies)
+		}
 		writeProblem(w, p)
 	}
 	if ts.tenantPolicy != nil {
+		policies = []limits.Policy{*ts.tenantPolicy}
 		setPolicyHeader(w.Header(), ts, []string{ts.tenantPolicy.Name})
 	}
 	if p := checkContentType(r); p != nil {
@@ -61,6 +68,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 		return
 	}
 	all := chargeOf(ts, jobs)
+	policies = all.policies
 	setPolicyHeader(w.Header(), ts, all.names())
 	if p := overCapacity(&all, batch); p != nil {
 		fail(p)
@@ -75,6 +83,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	if len(sub.fresh) == 0 {
 		s.metrics.replays.WithLabelValues(ts.name).Inc()
 		w.Header().Set("Idempotent-Replayed", "true")
+		s.stateHeaders(r.Context(), w, snap, ts, policies)
 		s.answer(w, batch, sub.answers)
 		return
 	}
@@ -147,6 +156,26 @@ func (s *Server) admitAndHeaders(ctx context.Context, w http.ResponseWriter, sna
 		return nil
 	}
 	return refusal(snap, ts, d)
+}
+
+// stateHeaders sets RateLimit and X-RateLimit-* on an answer that ran no
+// admission (a bad request, a replay, a 409), so every answer after
+// authentication carries the limit state: one dry-run EVALSHA of the
+// request's policies that reads and writes nothing else, bounded by the Redis
+// timeout. When Redis cannot answer, the state is unknown and the headers
+// are left out. An answer that already has them (admission ran) is left as it
+// is.
+func (s *Server) stateHeaders(ctx context.Context, w http.ResponseWriter, snap *snapshot, ts *tenantState, policies []limits.Policy) {
+	if len(policies) == 0 || w.Header().Get(hRateLimit) != "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, snap.redisTimeout)
+	defer cancel()
+	d, err := s.admitter.Admit(ctx, limits.Request{Tenant: ts.name, Policies: policies, DryRun: true, Now: s.limiterNow()})
+	if err != nil {
+		return
+	}
+	setStateHeaders(w.Header(), d.Results, "")
 }
 
 // answer writes the 202: the job's answer, or the batch's answers.

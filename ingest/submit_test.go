@@ -326,3 +326,42 @@ func TestSetConfigSwapsTenants(t *testing.T) {
 		t.Errorf("new tenant's 2nd job within the hour: status %d, want 429", a.status)
 	}
 }
+
+// TestEveryAuthenticatedAnswerCarriesState checks that answers which admit
+// nothing (a 422, a 415, a 413, an idempotent replay) still carry RateLimit
+// and X-RateLimit-*, read by a dry run that spends nothing.
+func TestEveryAuthenticatedAnswerCarriesState(t *testing.T) {
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "state")
+	cfg := testConfig(t, tenantYAML(tenant, "    admission: {algorithm: fixed_window, limit: 10, period: 1m}\n"))
+	h := startIngest(t, cfg, deps{rdb: rdb, clock: newFixedClock()})
+
+	if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","id":"job-1"}`); a.status != 202 || a.header.Get("RateLimit") != `"tenant";r=9;t=55` {
+		t.Fatalf("first job: status %d, RateLimit %q", a.status, a.header.Get("RateLimit"))
+	}
+	for _, c := range []struct {
+		name, ctype, body string
+		status            int
+	}{
+		{"invalid cost", "application/json", `{"type":"t","cost":-1}`, 422},
+		{"wrong content type", "text/plain", `{"type":"t"}`, 415},
+		{"malformed json", "application/json", `{"type":`, 400},
+		{"body over the limit", "application/json", `{"type":"t","payload":"` + strings.Repeat("x", 4096) + `"}`, 413},
+		{"replay", "application/json", `{"type":"t","id":"job-1"}`, 202},
+	} {
+		a := h.request(t, http.MethodPost, "/v1/jobs", apiKey(tenant), c.ctype, c.body)
+		want := map[string]string{
+			"RateLimit-Policy":      `"tenant";q=10;w=60`,
+			"RateLimit":             `"tenant";r=9;t=55`,
+			"X-RateLimit-Limit":     "10",
+			"X-RateLimit-Remaining": "9",
+			"X-RateLimit-Reset":     "55",
+		}
+		if diff := cmp.Diff(want, limitHeaders(a)); a.status != c.status || diff != "" {
+			t.Errorf("%s: status %d (want %d), headers (-want +got):\n%s", c.name, a.status, c.status, diff)
+		}
+	}
+	if a := h.post(t, tenant, "/v1/jobs", `{"type":"t"}`); a.header.Get("RateLimit") != `"tenant";r=8;t=55` {
+		t.Errorf("second job: RateLimit %q, want r=8 (the answers between spent nothing)", a.header.Get("RateLimit"))
+	}
+}

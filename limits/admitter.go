@@ -33,6 +33,11 @@ type Request struct {
 	// MaxBacklog is the backlog gate: refuse when the tenant's backlog
 	// (keys.Backlog) + Cost > MaxBacklog. 0 means no gate.
 	MaxBacklog int64
+	// DryRun decides and reports the state without writing anything: a
+	// caller uses it for the limit-state headers of an answer that admits
+	// nothing (a validation error, a replay). Results then report the
+	// remaining units as they are.
+	DryRun bool
 	// Now is the decision's instant; the zero Time means Redis TIME, which
 	// production uses so that ingest instances with skewed clocks agree. Tests
 	// pass explicit instants.
@@ -233,8 +238,11 @@ func (a *Admitter) encode(r Request) ([]string, []any, error) {
 	if len(r.Costs) != 0 && len(r.Costs) != len(r.Policies) {
 		return nil, nil, fmt.Errorf("limits: admit %s: %d costs for %d policies", r.Tenant, len(r.Costs), len(r.Policies))
 	}
-	args := make([]any, 3, 3+5*len(r.Policies))
-	args[0], args[1], args[2] = now, cost, r.MaxBacklog
+	args := make([]any, 4, 4+5*len(r.Policies))
+	args[0], args[1], args[2], args[3] = now, cost, r.MaxBacklog, 0
+	if r.DryRun {
+		args[3] = 1
+	}
 	for i, p := range r.Policies {
 		e := a.policies.get(p, encodePolicy)
 		if e.err != nil {

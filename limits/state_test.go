@@ -113,6 +113,31 @@ func TestPerPolicyCosts(t *testing.T) {
 	}
 }
 
+// TestDryRunWritesNothing: a dry run reports each algorithm's state as it
+// is and leaves it byte-for-byte unchanged.
+func TestDryRunWritesNothing(t *testing.T) {
+	rdb := testenv.Redis(t)
+	a := admNew(t, rdb)
+	for _, p := range admPolicies {
+		t.Run(string(p.Algorithm), func(t *testing.T) {
+			tenant := admTenant(t, rdb)
+			if r := admOne(t, a, tenant, p, 1, admAt(1)); !r.Allowed {
+				t.Fatalf("first unit refused: %+v", r)
+			}
+			before := admDump(t, rdb, tenant)
+			for range 5 {
+				d, err := a.Admit(context.Background(), Request{Tenant: tenant, Policies: []Policy{p}, DryRun: true, Now: admAt(1)})
+				if err != nil || !d.Allowed || d.Results[0].Remaining != 2 {
+					t.Fatalf("dry run: %+v, %v; want allowed with 2 remaining", d, err)
+				}
+			}
+			if diff := cmp.Diff(before, admDump(t, rdb, tenant)); diff != "" {
+				t.Errorf("dry runs changed state (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestBacklogGate: with max_backlog 10 a cost-1 job passes at backlog 9 and
 // is refused at 10 (and a cost-2 job at 9), without charging any policy.
 func TestBacklogGate(t *testing.T) {

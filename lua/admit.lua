@@ -12,7 +12,9 @@
 -- ARGV[2]    cost, integer units >= 1: what the backlog gate counts
 -- ARGV[3]    max_backlog, integer units; 0 = no gate. The gate refuses when
 --            backlog + cost > max_backlog (admits while it stays <= max)
--- ARGV[5i-1 .. 5i+3]  policy i: algorithm (fixed_window, sliding_window,
+-- ARGV[4]    dry_run: 1 decides and reports but writes nothing (the state
+--            headers of an answer that was not admitted), else 0
+-- ARGV[5i .. 5i+4]  policy i: algorithm (fixed_window, sliding_window,
 --            gcra, token_bucket or sliding_log), limit (units per period),
 --            period (µs), burst (units; used by gcra and token_bucket), and
 --            the cost charged to this policy (>= 1; a batch mixing job types
@@ -70,10 +72,11 @@ local function bad_policy(i)
   return redis.error_reply('ERR admit: bad policy ' .. i)
 end
 
-local npol = (#ARGV - 3) / 5
+local npol = (#ARGV - 4) / 5
 if npol ~= math.floor(npol) or #KEYS ~= npol + 1 then
-  return redis.error_reply('ERR admit: want 1 + n keys and 3 + 5n args')
+  return redis.error_reply('ERR admit: want 1 + n keys and 4 + 5n args')
 end
+local dry = ARGV[4] == '1'
 
 local now = tonumber(ARGV[1])
 if now == nil or now <= 0 then
@@ -95,7 +98,7 @@ if max_backlog > 0 then
 end
 
 if npol == 1 then
-  local alg, limit, period, burst, pcost = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+  local alg, limit, period, burst, pcost = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   if not (limit and period and burst and pcost) or limit < 1 or period < 1 or burst < 1 or pcost < 1 then
     return bad_policy(1)
   end
@@ -109,8 +112,8 @@ if npol == 1 then
     end
     return { 0, violated, backlog, 0, cap, rem_now, retry, reset_now }
   end
-  if admitted == 0 then
-    return { 0, violated, backlog, 1, cap, rem_now, 0, reset_now }
+  if admitted == 0 or dry then
+    return { admitted, violated, backlog, 1, cap, rem_now, 0, reset_now }
   end
   commit(alg, KEYS[2], now, pcost, period, reset_after, x, y, z)
   return { 1, 0, backlog, 1, cap, rem_after, 0, reset_after }
@@ -121,7 +124,7 @@ end
 local st = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 for i = 1, npol do
   local b = 10 * (i - 1)
-  local a = 5 * i - 1
+  local a = 5 * i
   local limit, period, burst, pcost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   if not (limit and period and burst and pcost) or limit < 1 or period < 1 or burst < 1 or pcost < 1 then
     return bad_policy(i)
@@ -142,8 +145,8 @@ for i = 1, npol do
   local ok = st[b + 1]
   out[o + 1] = ok and 1 or 0
   out[o + 2] = st[b + 2]
-  if admitted == 1 then
-    local a = 5 * i - 1
+  if admitted == 1 and not dry then
+    local a = 5 * i
     commit(ARGV[a], KEYS[i + 1], now, tonumber(ARGV[a + 4]), tonumber(ARGV[a + 2]), st[b + 6], st[b + 8], st[b + 9], st[b + 10])
     out[o + 3], out[o + 4], out[o + 5] = st[b + 5], 0, st[b + 6]
   else

@@ -99,12 +99,12 @@ func TestAdmitRefusesBadArguments(t *testing.T) {
 		args []any
 		want string
 	}{
-		{"missing policy args", []string{backlog, state}, []any{0, 1, 0, "gcra", 10}, "want 1 + n keys"},
-		{"keys do not match", []string{backlog}, []any{0, 1, 0, "gcra", 10, 1000000, 10, 1}, "want 1 + n keys"},
-		{"unknown algorithm", []string{backlog, state}, []any{0, 1, 0, "leaky", 10, 1000000, 10, 1}, "bad policy 1"},
-		{"zero limit", []string{backlog, state}, []any{0, 1, 0, "gcra", 0, 1000000, 10, 1}, "bad policy 1"},
-		{"zero policy cost", []string{backlog, state}, []any{0, 1, 0, "gcra", 10, 1000000, 10, 0}, "bad policy 1"},
-		{"zero cost", []string{backlog, state}, []any{0, 0, 0, "gcra", 10, 1000000, 10, 1}, "cost must be >= 1"},
+		{"missing policy args", []string{backlog, state}, []any{0, 1, 0, 0, "gcra", 10}, "want 1 + n keys"},
+		{"keys do not match", []string{backlog}, []any{0, 1, 0, 0, "gcra", 10, 1000000, 10, 1}, "want 1 + n keys"},
+		{"unknown algorithm", []string{backlog, state}, []any{0, 1, 0, 0, "leaky", 10, 1000000, 10, 1}, "bad policy 1"},
+		{"zero limit", []string{backlog, state}, []any{0, 1, 0, 0, "gcra", 0, 1000000, 10, 1}, "bad policy 1"},
+		{"zero policy cost", []string{backlog, state}, []any{0, 1, 0, 0, "gcra", 10, 1000000, 10, 0}, "bad policy 1"},
+		{"zero cost", []string{backlog, state}, []any{0, 0, 0, 0, "gcra", 10, 1000000, 10, 1}, "cost must be >= 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
