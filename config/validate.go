@@ -58,6 +58,7 @@ func (c *Config) Validate() error {
 		bad("kafka.replication_factor", "must be >= 1 (got %d)", c.Kafka.ReplicationFactor)
 	}
 	positiveDur(bad, "kafka.batch_timeout", c.Kafka.BatchTimeout)
+	positiveDur(bad, "kafka.produce_timeout", c.Kafka.ProduceTimeout)
 	if c.Kafka.ConsumerGroup == "" {
 		bad("kafka.consumer_group", "must not be empty")
 	}
