@@ -24,6 +24,7 @@ func setDefaults(v *viper.Viper) {
 		"kafka.replication_factor": 1,
 		"kafka.dlq_topic":          "sluice.dlq",
 		"kafka.batch_timeout":      "2ms",
+		"kafka.produce_timeout":    "2s",
 		"kafka.consumer_group":     "sluice-drainer",
 		"ingest.listen":            "127.0.0.1:8080",
 		"ingest.max_body_bytes":    1 << 20,
