@@ -46,9 +46,12 @@ type server struct {
 	tenantA string
 	tenantB string
 
-	mu       sync.Mutex
-	covered  map[string]map[int]bool // "METHOD template" → statuses seen
-	problems []string
+	// limitState lists the operations whose authenticated answers (but
+	// 401 and 503) must carry every limit header.
+	limitState map[string]bool
+
+	mu      sync.Mutex
+	covered map[string]map[int]bool // "METHOD template" → statuses seen
 }
 
 // startServer configures tenant A (gcra: 3 at once, then 1 a minute; fails
@@ -172,6 +175,13 @@ func (s *server) expect(t *testing.T, what string, want int, r req) answer {
 	for _, p := range problems {
 		t.Errorf("%s: %s", what, p)
 	}
+	if s.limitState[op] && r.auth != "" && a.status != 401 && a.status != 503 {
+		for _, h := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			if a.header.Get(h) == "" {
+				t.Errorf("%s: %s %s → %d has no %s header", what, r.method, r.path, a.status, h)
+			}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if op != "" && a.status == want {
@@ -201,6 +211,9 @@ func TestHandlersMatchSpec(t *testing.T) {
 	s := startServer(t)
 	a, b := s.tenantA, s.tenantB
 	job := func(body string) req { return req{method: "POST", path: "/v1/jobs", auth: keyA, body: body} }
+	// Every authenticated answer of a tenant with a policy carries the
+	// limit state (ADR 0004), not only 202s and 429s.
+	s.limitState = map[string]bool{"POST /v1/jobs": true, "POST /v1/jobs:batch": true}
 	batch := func(body string) req { return req{method: "POST", path: "/v1/jobs:batch", auth: keyA, body: body} }
 
 	t.Run("ops", func(t *testing.T) {
