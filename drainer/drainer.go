@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -64,6 +65,7 @@ type Drainer struct {
 	sentMu   sync.Mutex
 	sent     map[string]*atomic.Int64 // units dispatched per tenant, for the measured rate
 	stopping atomic.Bool
+	starts   *startGroup   // delivery-start records, in shared pipelines
 	wake     chan struct{} // SetTenants asks Run to start lanes at once
 }
 
@@ -101,6 +103,7 @@ func New(cfg Config) (*Drainer, error) {
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 		held:    heldSet{byTenant: map[string]map[*queue.Claimed]bool{}},
 		sent:    map[string]*atomic.Int64{},
+		starts:  &startGroup{rdb: cfg.Redis},
 		wake:    make(chan struct{}, 1),
 	}
 	d.SetTenants(cfg.Tenants)
@@ -170,6 +173,9 @@ func LoadScripts(ctx context.Context, rdb redis.UniversalClient) error {
 			return fmt.Errorf("drainer: %w", err)
 		}
 	}
+	if err := jobstate.Load(ctx, rdb); err != nil {
+		return fmt.Errorf("drainer: %w", err)
+	}
 	return nil
 }
 
@@ -182,7 +188,7 @@ const discoverEvery = 2 * time.Second
 //  2. dispatches in flight may finish until Settings.ShutdownTimeout;
 //  3. at the deadline the rest are cancelled and their jobs released
 //     (delivered again later: at least once);
-//  4. the lease keeper and the reaper stop.
+//  4. the lease keeper, the reaper and the samplers stop.
 //
 // Run returns nil after a clean shutdown, or an error when shutdown missed
 // its deadline by more than a few seconds (a backend hanging).
@@ -193,10 +199,11 @@ func (d *Drainer) Run(ctx context.Context) error {
 	defer cancelBg()
 
 	var lanes, dispatches, bg sync.WaitGroup
-	bg.Add(3)
+	bg.Add(4)
 	go func() { defer bg.Done(); d.keepLeases(bgCtx) }()
 	go func() { defer bg.Done(); d.reap(ctx) }()
 	go func() { defer bg.Done(); d.measure(ctx) }()
+	go func() { defer bg.Done(); d.sampleDepth(ctx) }()
 
 	// started holds the tenants with a lane. A lane retires itself under
 	// startedMu when its tenant is no longer configured, so discovery sees

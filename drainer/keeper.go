@@ -71,6 +71,7 @@ func (d *Drainer) keepLeases(ctx context.Context) {
 			if len(lost) > 0 {
 				d.log.Info("drainer: leases lost; those jobs will be delivered again", "tenant", tenant, "jobs", len(lost))
 			}
+			d.extendDeliveries(ctx, tenant, jobs)
 			tn, _ := d.tenant(tenant)
 			if tn.Outflow.Concurrency > 0 {
 				args := []any{0, d.cfg.Settings.Lease.Milliseconds()}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -95,8 +96,10 @@ func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 		d.m.dlq.WithLabelValues(lbl, "poison").Inc()
 	case job.Cancelled:
 		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
+		job.Dropped = jobstate.Cancelled
 	case env.Deadline != nil && time.Now().After(*env.Deadline):
 		d.m.dropped.WithLabelValues(lbl, "expired").Inc()
+		job.Dropped = jobstate.Expired
 	default:
 		return false
 	}
@@ -105,12 +108,21 @@ func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 }
 
 // dispatch makes one delivery attempt and settles the job by its outcome.
+// It first records the start (startDelivery), which finds a job cancelled
+// after its claim: that one is dropped unsent.
 func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow) {
 	d.m.inflight.Inc()
 	defer d.m.inflight.Dec()
 	defer d.releaseSlot(job, o)
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
+	if !d.startDelivery(ctx, job) {
+		// Cancelled after the claim, while it waited for its slot.
+		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
+		job.Dropped = jobstate.Cancelled
+		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, nil) }, "finish")
+		return
+	}
 	start := time.Now()
 	err := d.handler.Handle(ctx, env)
 	d.m.duration.WithLabelValues(lbl).Observe(time.Since(start).Seconds())
@@ -128,6 +140,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow) {
 		errors.As(err, &ra)
 		d.m.dispatch.WithLabelValues(lbl, "retry_after").Inc()
 		d.m.retries.WithLabelValues(lbl, "retry_after").Inc()
+		job.LastError = err.Error()
 		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, ra.After, env) }, "defer")
 	case outRetry:
 		next := env
@@ -142,6 +155,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow) {
 		d.m.dispatch.WithLabelValues(lbl, "retry").Inc()
 		d.m.retries.WithLabelValues(lbl, "backoff").Inc()
 		delay := d.backoff.next(next.Attempt)
+		job.LastError = err.Error()
 		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, delay, next) }, "defer")
 	case outDead:
 		d.m.dispatch.WithLabelValues(lbl, "dead").Inc()

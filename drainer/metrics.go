@@ -21,6 +21,7 @@ type metrics struct {
 	configured   *prometheus.GaugeVec     // tenant
 	effective    *prometheus.GaugeVec     // tenant
 	measured     *prometheus.GaugeVec     // tenant
+	depth        *prometheus.GaugeVec     // tenant (configured tenants only)
 	inflight     prometheus.Gauge
 	errors       *prometheus.CounterVec // op
 	leaseLost    prometheus.Counter
@@ -58,6 +59,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		measured: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_outflow_measured_rate", Help: "Units per second this drainer dispatched for the tenant over the last measuring window; sum over drainers for the total.",
 		}, []string{"tenant"}),
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_queue_depth", Help: "The tenant's backlog: queued, not yet finished units (keys.Backlog), sampled by every drainer for its configured tenants; take max by tenant.",
+		}, []string{"tenant"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_drainer_inflight", Help: "Jobs this drainer is dispatching now.",
 		}),
@@ -79,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.dispatch, m.duration, m.retries, m.dlq, m.dropped, m.water,
-		m.configured, m.effective, m.measured, m.inflight, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
+		m.configured, m.effective, m.measured, m.depth, m.inflight, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("drainer: register metrics: %w", err)
 		}

@@ -3,7 +3,6 @@ package jobstate
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,37 +11,12 @@ import (
 	"github.com/sluicehq/sluice/lua"
 )
 
-// libName is the Lua library Script prepends.
-const libName = "job_state_lib.lua"
-
-var scripts sync.Map // name → *lua.Script
-
-// Script returns the embedded script name (e.g. "ack.lua") with
-// job_state_lib.lua prepended, as one script, built once per name. The
-// scripts that record job states call the library's helpers (table js).
-// It panics when a file is missing, a programming error any test catches.
-func Script(name string) *lua.Script {
-	if s, ok := scripts.Load(name); ok {
-		return s.(*lua.Script)
-	}
-	lib, err := lua.Source(libName)
-	if err != nil {
-		panic(fmt.Sprintf("jobstate: %v", err))
-	}
-	src, err := lua.Source(name)
-	if err != nil {
-		panic(fmt.Sprintf("jobstate: %v", err))
-	}
-	s, _ := scripts.LoadOrStore(name, lua.New(name, lib+"\n"+src))
-	return s.(*lua.Script)
-}
-
 // The scripts of this package.
 var (
 	enqueueScript  = lua.MustLoad("job_state_enqueue.lua")
-	dispatchScript = Script("job_state_dispatch.lua")
-	settleScript   = Script("job_state_settle.lua")
-	cancelScript   = Script("job_state_cancel.lua")
+	dispatchScript = lua.MustLoad("job_state_dispatch.lua")
+	settleScript   = lua.MustLoad("job_state_settle.lua")
+	cancelScript   = lua.MustLoad("job_state_cancel.lua")
 )
 
 // Load loads the package's scripts (on every master of a cluster), so a
@@ -135,7 +109,7 @@ func (s Settle) Call() Call {
 		Script: settleScript,
 		Keys:   []string{keys.JobState(s.Tenant, s.JobID), keys.JobsDispatched(s.Tenant), keys.Delivering(s.Tenant), keys.DLQCount(s.Tenant)},
 		Args: []any{s.Member, s.State, s.LastError, s.Reason, keys.JobStateTTL.Milliseconds(), dlq,
-			keys.QueueTTL.Milliseconds(), 0},
+			keys.QueueTTL.Milliseconds()},
 	}
 }
 

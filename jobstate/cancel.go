@@ -29,7 +29,7 @@ func (e *ConflictError) Error() string {
 // when the delivery would start (Start). It returns ErrNotFound for a job
 // with no recorded state and a *ConflictError for any other state.
 func Cancel(ctx context.Context, rdb redis.Scripter, tenant, id string) error {
-	res, err := cancelScript.Run(ctx, rdb, []string{keys.JobState(tenant, id)}, 0, keys.JobStateTTL.Milliseconds()).Slice()
+	res, err := cancelScript.Run(ctx, rdb, []string{keys.JobState(tenant, id)}, keys.JobStateTTL.Milliseconds()).Slice()
 	if err != nil {
 		return fmt.Errorf("jobstate: cancel %s of %s: %w", id, tenant, err)
 	}

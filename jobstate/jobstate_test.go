@@ -79,7 +79,7 @@ func TestLifecycleRedis(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "js")
-	enqueue(t, rdb, tenant, "a", "b", "c", "d")
+	enqueue(t, rdb, tenant, "a", "b", "c", "d", "e")
 	rec := func(id, state string, attempt int, seq, ahead int64, lastErr, reason string) jobstate.Record {
 		return jobstate.Record{JobID: id, Tenant: tenant, Type: "mail", State: state, Attempt: attempt,
 			EnqueuedAt: t0, Seq: seq, LastError: lastErr, Reason: reason, Ahead: ahead}
@@ -93,7 +93,7 @@ func TestLifecycleRedis(t *testing.T) {
 		}
 	}
 	check("enqueued", rec("a", "queued", 0, 1, 0, "", ""), rec("b", "queued", 0, 2, 1, "", ""),
-		rec("c", "queued", 0, 3, 2, "", ""), rec("d", "queued", 0, 4, 3, "", ""))
+		rec("c", "queued", 0, 3, 2, "", ""), rec("d", "queued", 0, 4, 3, "", ""), rec("e", "queued", 0, 5, 4, "", ""))
 	if r := get(t, rdb, tenant, "a"); !r.UpdatedAt.Equal(t0) {
 		t.Errorf("updated_at of a queued job = %v, want its enqueued_at %v", r.UpdatedAt, t0)
 	}
@@ -152,17 +152,27 @@ func TestLifecycleRedis(t *testing.T) {
 	if start(t, rdb, d) {
 		t.Error("Start(d cancelled after its claim) = true, want false")
 	}
-	check("d not started", rec("d", "cancelled", 0, 4, -1, "", ""))
-	if err := c.Finish(ctx, d, &queue.DeadLetter{Reason: "rejected", Error: "422 Unprocessable Entity", Attempts: 1}); err != nil {
+	check("d not started", rec("d", "cancelled", 0, 4, -1, "", ""), rec("e", "queued", 0, 5, 1, "", ""))
+	d.Dropped = jobstate.Cancelled
+	if err := c.Finish(ctx, d, nil); err != nil {
 		t.Fatal(err)
 	}
-	check("d dead", rec("d", "dead", 0, 4, -1, "422 Unprocessable Entity", "rejected"))
+	check("d dropped", rec("d", "cancelled", 0, 4, -1, "", ""), rec("e", "queued", 0, 5, 0, "", ""))
+
+	e := claim(t, c, tenant)
+	if !start(t, rdb, e) {
+		t.Fatal("Start(e) = false")
+	}
+	if err := c.Finish(ctx, e, &queue.DeadLetter{Reason: "rejected", Error: "422 Unprocessable Entity", Attempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	check("e dead", rec("e", "dead", 1, 5, -1, "422 Unprocessable Entity", "rejected"))
 
 	if n, _ := rdb.ZCard(ctx, keys.Delivering(tenant)).Result(); n != 0 {
 		t.Errorf("deliveries in progress after every delivery settled = %d, want 0", n)
 	}
-	if got, _ := rdb.Get(ctx, keys.JobsDispatched(tenant)).Int64(); got != 4 {
-		t.Errorf("dispatched sequence = %d, want 4", got)
+	if got, _ := rdb.Get(ctx, keys.JobsDispatched(tenant)).Int64(); got != 5 {
+		t.Errorf("dispatched sequence = %d, want 5", got)
 	}
 	for _, k := range []string{keys.JobState(tenant, "a"), keys.JobSeq(tenant), keys.JobsDispatched(tenant)} {
 		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > keys.JobStateTTL {
@@ -273,7 +283,7 @@ func TestSettleKafka(t *testing.T) {
 		t.Errorf("DLQ counter = %d, want 1", n)
 	}
 	if got, _ := rdb.Get(ctx, keys.JobsDispatched(tenant)).Int64(); got != 4 {
-		t.Errorf("dispatched sequence = %d, want 4 (every settled job has left the queue)", got)
+		t.Errorf("dispatched sequence = %d, want 4 (the expired job, seq 4, left the queue)", got)
 	}
 }
 
@@ -301,8 +311,8 @@ func TestStartOutflowAndDeliveries(t *testing.T) {
 	for f, v := range h {
 		var sec int64
 		fmt.Sscan(f, &sec)
-		if sec <= last.Unix()-2*keep-1 {
-			t.Errorf("outflow second %s (value %s) kept, want seconds older than %ds trimmed", f, v, 2*keep)
+		if sec <= last.Unix()-keep {
+			t.Errorf("outflow second %s (value %s) kept, want seconds older than %ds trimmed", f, v, keep)
 		}
 		if v != "2" {
 			t.Errorf("outflow second %s = %s, want 2 (one job of cost 2)", f, v)
@@ -369,12 +379,11 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// TestScriptFiles: every script of this package opens with its header
-// (KEYS, ARGV, returns; the library says it has none) and Redis compiles it
-// with the library.
+// TestScriptFiles: every script that records or reads job states opens
+// with its header (KEYS, ARGV, returns) and Redis compiles it.
 func TestScriptFiles(t *testing.T) {
 	rdb := testenv.Redis(t)
-	for _, name := range []string{"job_state_lib.lua", "job_state_dispatch.lua", "job_state_settle.lua",
+	for _, name := range []string{"job_state_dispatch.lua", "job_state_settle.lua",
 		"job_state_cancel.lua", "job_state_enqueue.lua", "tenant_stats.lua", "enqueue.lua", "ack.lua", "lease_defer.lua"} {
 		src, err := lua.Source(name)
 		if err != nil {
@@ -395,12 +404,9 @@ func TestScriptFiles(t *testing.T) {
 				t.Errorf("%s: header does not mention %s", name, w)
 			}
 		}
-		if err := jobstate.Script(name).Load(context.Background(), rdb); err != nil {
-			t.Errorf("load %s with the library: %v", name, err)
+		if err := lua.MustLoad(name).Load(context.Background(), rdb); err != nil {
+			t.Errorf("load %s: %v", name, err)
 		}
-	}
-	if jobstate.Script("ack.lua") != jobstate.Script("ack.lua") {
-		t.Error("Script built ack.lua twice")
 	}
 }
 

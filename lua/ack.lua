@@ -1,5 +1,4 @@
 -- ack.lua: finish a leased job (done, dropped or dead), Redis queue backend.
--- Runs with job_state_lib.lua prepended (jobstate.Script).
 --
 -- Removes the lease; when the lease was still held, pushes the dead-letter
 -- record (if any), lowers the tenant's backlog by the job's cost (never
@@ -7,6 +6,13 @@
 -- gone (it expired and a reaper returned the job to the queue) nothing else
 -- is written: the job will be delivered again and finished by whoever holds
 -- it then, so the backlog is lowered exactly once per job.
+--
+-- The state record (package jobstate) is the job's hash KEYS[5]: state,
+-- updated_at (Redis TIME, ms), last_error and reason when not empty, its TTL
+-- refreshed. A job dropped at the head of its queue (cancelled, expired,
+-- poison) also moves the tenant's dispatched sequence KEYS[6] up to its
+-- seq; a delivered job did that when its delivery started. An older cancel
+-- marker (a string under KEYS[5]) is left as it is.
 --
 -- KEYS[1]  processing zset (keys.Processing)
 -- KEYS[2]  leased hash (keys.Leased)
@@ -25,7 +31,6 @@
 -- ARGV[7]  with KEYS[5]: the last delivery error, "" to keep the recorded one
 -- ARGV[8]  with KEYS[5]: why a dead job is dead, or ""
 -- ARGV[9]  with KEYS[5]: PEXPIRE of the state and sequence, ms (keys.JobStateTTL)
--- ARGV[10] with KEYS[5]: now, unix ms; "0" reads Redis TIME
 --
 -- Returns 1 when the lease was held and the job is finished, 0 when the
 -- lease was lost.
@@ -48,7 +53,24 @@ if left < 0 then
   redis.call('SET', KEYS[3], 0)
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
-if record then
-  js.settle(KEYS[5], KEYS[6], KEYS[7], ARGV[1], ARGV[6], '', ARGV[7], ARGV[8], js.now_ms(ARGV[10]), ARGV[9])
+if not record then
+  return 1
+end
+
+local sk, state, ttl = KEYS[5], ARGV[6], ARGV[9]
+local t = redis.call('TIME')
+local f = {'state', state, 'updated_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
+if ARGV[7] ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = ARGV[7] end
+if ARGV[8] ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = ARGV[8] end
+-- pcall: HSET fails (WRONGTYPE) only on the older string marker.
+if type(redis.pcall('HSET', sk, unpack(f))) == 'table' then
+  return 1
+end
+redis.call('PEXPIRE', sk, ttl)
+if state == 'cancelled' or state == 'expired' or ARGV[8] == 'poison' then
+  local seq = tonumber(redis.call('HGET', sk, 'seq'))
+  if seq and seq > (tonumber(redis.call('GET', KEYS[6])) or 0) then
+    redis.call('SET', KEYS[6], seq, 'PX', ttl)
+  end
 end
 return 1

@@ -1,21 +1,26 @@
 -- job_state_dispatch.lua: a drainer starts delivering a job (both queue
--- backends). Runs with job_state_lib.lua prepended (jobstate.Script).
+-- backends).
 --
 -- Unless the job was cancelled meanwhile (DELETE /v1/jobs/{id} after the
 -- claim, while the job waited for its outflow slot), in one step:
---   - its state becomes in_flight with the attempt number;
---   - the tenant's dispatched sequence passes the job's seq (queue positions);
---   - the delivery joins the tenant's deliveries in progress, until now +
---     lease (the drainer's lease keeper pushes the deadline on), and members
---     past their deadline (a drainer that died) are dropped from the set;
---   - the job's cost is added to the tenant's outflow of this second (Redis
---     TIME), and fields older than ARGV[7] seconds are trimmed now and then.
--- A cancelled job is left as it is: the drainer drops it unsent.
+--   - its state becomes in_flight with the attempt number and updated_at
+--     (the hash is created when missing: on Kafka the producer's post-ack
+--     write may come later, and keeps this state);
+--   - the tenant's dispatched sequence rises to the job's seq, so the jobs
+--     behind it move up (queue positions, package jobstate);
+--   - the delivery joins the tenant's deliveries in progress until now +
+--     lease (the drainer's lease keeper pushes the deadline on);
+--   - the job's cost is added to the tenant's outflow of this second.
+-- The first start of each second of a tenant also does the housekeeping:
+-- deliveries past their deadline (a drainer that died) leave the set,
+-- outflow seconds older than ARGV[7] are trimmed, and both TTLs are set.
+-- A cancelled job, or an older cancel marker (the string "cancelled"), is
+-- left as it is.
 --
 -- KEYS[1]  the job's state hash (keys.JobState)
 -- KEYS[2]  the tenant's dispatched sequence (keys.JobsDispatched)
 -- KEYS[3]  the tenant's deliveries in progress (keys.Delivering)
--- KEYS[4]  the tenant's outflow per second (keys.Outflow)
+-- KEYS[4]  the tenant's outflow per second (keys.Outflow), field = unix second
 -- ARGV[1]  the attempt number (Sluice-Attempt: 1 on the first delivery)
 -- ARGV[2]  the delivery's member in KEYS[3] (queue.Claimed.Token)
 -- ARGV[3]  lease, ms
@@ -27,26 +32,41 @@
 --
 -- Returns 1 when the delivery may start, 0 when the job was cancelled.
 
-local now = js.now_ms(ARGV[8])
-if js.state(KEYS[1]) == 'cancelled' then
-  return 0
+local now = tonumber(ARGV[8])
+if now == nil or now <= 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-js.set(KEYS[1], {'state', 'in_flight', 'attempt', ARGV[1], 'updated_at', now}, ARGV[5])
-js.advance(KEYS[1], KEYS[2], ARGV[5])
+local sk, ttl = KEYS[1], ARGV[5]
+
+-- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
+local st = redis.pcall('HMGET', sk, 'state', 'seq')
+if st['err'] then
+  if redis.call('GET', sk) == 'cancelled' then return 0 end
+else
+  if st[1] == 'cancelled' then return 0 end
+  redis.call('HSET', sk, 'state', 'in_flight', 'attempt', ARGV[1], 'updated_at', now)
+  redis.call('PEXPIRE', sk, ttl)
+  local seq = tonumber(st[2])
+  if seq and seq > (tonumber(redis.call('GET', KEYS[2])) or 0) then
+    redis.call('SET', KEYS[2], seq, 'PX', ttl)
+  end
+end
 
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
 redis.call('PEXPIRE', KEYS[3], ARGV[6])
-
 local sec = math.floor(now / 1000)
-redis.call('HINCRBY', KEYS[4], sec, ARGV[4])
-local keep = math.ceil(tonumber(ARGV[7]) / 1000)
-if redis.call('HLEN', KEYS[4]) > 2 * keep then
-  local old = {}
-  for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
-    if tonumber(f) == nil or tonumber(f) <= sec - keep then old[#old + 1] = f end
+if redis.call('HINCRBY', KEYS[4], sec, ARGV[4]) == tonumber(ARGV[4]) then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
+  redis.call('PEXPIRE', KEYS[4], ARGV[7])
+  local keep = math.ceil(tonumber(ARGV[7]) / 1000)
+  if redis.call('HLEN', KEYS[4]) > keep then
+    local old = {}
+    for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
+      local n = tonumber(f)
+      if n == nil or n <= sec - keep then old[#old + 1] = f end
+    end
+    if #old > 0 then redis.call('HDEL', KEYS[4], unpack(old)) end
   end
-  if #old > 0 then redis.call('HDEL', KEYS[4], unpack(old)) end
 end
-redis.call('PEXPIRE', KEYS[4], ARGV[7])
 return 1

@@ -23,9 +23,9 @@ import (
 // The Redis consumer's scripts (lua/*.lua), loaded by RedisConsumer.Load.
 var (
 	claimScript  = lua.MustLoad("claim.lua")
-	ackScript    = jobstate.Script("ack.lua")
+	ackScript    = lua.MustLoad("ack.lua")
 	releaseLua   = lua.MustLoad("release.lua")
-	deferScript  = jobstate.Script("lease_defer.lua")
+	deferScript  = lua.MustLoad("lease_defer.lua")
 	extendScript = lua.MustLoad("lease_extend.lua")
 	reapScript   = lua.MustLoad("reap.lua")
 )
@@ -251,7 +251,7 @@ func (c *RedisConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLett
 		[]string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.DLQ(t),
 			keys.JobState(t, job.Envelope.ID), keys.JobsDispatched(t), keys.Delivering(t)},
 		job.member, job.Envelope.Cost, keys.BacklogTTL.Milliseconds(), keys.QueueTTL.Milliseconds(), rec,
-		state, lastErr, reason, keys.JobStateTTL.Milliseconds(), 0,
+		state, lastErr, reason, keys.JobStateTTL.Milliseconds(),
 	).Int64()
 	if err != nil {
 		return fmt.Errorf("queue: finish %s: %w: %w", job.Envelope.ID, ErrUnavailable, err)
@@ -286,7 +286,7 @@ func (c *RedisConsumer) Defer(ctx context.Context, job *Claimed, delay time.Dura
 	}
 	due, err := deferScript.Run(ctx, c.rdb,
 		[]string{keys.Processing(t), keys.Leased(t), keys.Delayed(t),
-			keys.JobState(t, job.Envelope.ID), keys.JobsDispatched(t), keys.Delivering(t)},
+			keys.JobState(t, job.Envelope.ID), keys.Delivering(t)},
 		job.member, max(delay.Milliseconds(), 0), b, keys.QueueTTL.Milliseconds(), 0,
 		job.LastError, keys.JobStateTTL.Milliseconds(),
 	).Int64()

@@ -1,0 +1,217 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// This file holds what the drainer records for the visibility API
+// (package jobstate): the start of each delivery, the deadlines of the
+// deliveries in progress, and the tenants' queue depths.
+
+// startTimeout bounds the write that records a delivery's start.
+const startTimeout = time.Second
+
+// startDelivery records that job's delivery starts (jobstate.Dispatch:
+// state in_flight, the dispatched sequence, the deliveries in progress and
+// the tenant's outflow of this second). It returns false when the job was
+// cancelled after its claim, so it must be dropped. A Redis error is
+// counted and logged and the delivery goes on: a stale record never holds
+// a job back. Concurrent starts share round trips (startGroup).
+func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) bool {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	env := job.Envelope
+	ok, err := d.starts.do(ctx, jobstate.Dispatch{
+		Tenant: env.Tenant, JobID: env.ID, Member: job.Token(), Attempt: env.Attempt + 1,
+		Cost: env.Cost, Lease: d.cfg.Settings.Lease,
+	})
+	if err != nil {
+		d.m.errors.WithLabelValues("job_state").Inc()
+		d.log.Warn("drainer: record delivery start", "tenant", env.Tenant, "job_id", env.ID, "err", err)
+	}
+	return ok
+}
+
+// startPipelines is how many pipelines of delivery starts may be in
+// flight at once; starts that arrive meanwhile leave together in the next.
+const startPipelines = 2
+
+// startGroup sends the delivery-start records of concurrent dispatches in
+// shared pipelines (group commit, as the Redis producer does): a start
+// that finds a free slot is sent at once, the ones arriving while all
+// slots are busy wait and leave together. Under load many deliveries
+// cost one round trip; alone, one costs one.
+type startGroup struct {
+	rdb redis.UniversalClient
+
+	mu       sync.Mutex
+	pending  []*startReq
+	inflight int
+}
+
+// startReq is one delivery start; ok and err are written before done is
+// closed.
+type startReq struct {
+	call jobstate.Call
+	ok   bool
+	err  error
+	done chan struct{}
+}
+
+// do records d and returns whether the delivery may start (false: the job
+// was cancelled), or true and an error when Redis failed or ctx ended.
+func (g *startGroup) do(ctx context.Context, d jobstate.Dispatch) (bool, error) {
+	r := &startReq{call: d.Call(), done: make(chan struct{})}
+	g.mu.Lock()
+	if g.inflight < startPipelines {
+		g.inflight++
+		g.mu.Unlock()
+		g.run(ctx, []*startReq{r})
+		g.release()
+	} else {
+		g.pending = append(g.pending, r)
+		g.mu.Unlock()
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, ctx.Err())
+	}
+	if r.err != nil {
+		return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, r.err)
+	}
+	return r.ok, nil
+}
+
+// release gives up a pipeline slot, or keeps it to send what waits.
+func (g *startGroup) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.pending) == 0 {
+		g.inflight--
+		return
+	}
+	go g.drain()
+}
+
+// drain sends everything pending, again while more arrives, then gives up
+// its slot.
+func (g *startGroup) drain() {
+	for {
+		g.mu.Lock()
+		reqs := g.pending
+		g.pending = nil
+		if len(reqs) == 0 {
+			g.inflight--
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		g.run(ctx, reqs)
+		cancel()
+	}
+}
+
+// run sends reqs in one pipeline (a call whose script the node lost is run
+// again on its own, which reloads it) and closes their done channels.
+func (g *startGroup) run(ctx context.Context, reqs []*startReq) {
+	cmds := make([]*redis.Cmd, len(reqs))
+	_, _ = g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, r := range reqs {
+			cmds[i] = r.call.Pipe(ctx, p)
+		}
+		return nil
+	})
+	for i, r := range reqs {
+		n, err := r.call.Retry(ctx, g.rdb, cmds[i]).Int64()
+		r.ok, r.err = err != nil || n == 1, err
+		close(r.done)
+	}
+}
+
+// extendDeliveries pushes the deadlines of jobs' deliveries in progress
+// (keys.Delivering) to now + Lease, as their leases, so a delivery longer
+// than a lease still counts as in flight. Members that are not there (a
+// job waiting for its slot, or settled meanwhile) are left out.
+func (d *Drainer) extendDeliveries(ctx context.Context, tenant string, jobs []*queue.Claimed) {
+	args := make([]any, 0, 2+len(jobs))
+	args = append(args, 0, d.cfg.Settings.Lease.Milliseconds())
+	for _, j := range jobs {
+		args = append(args, j.Token())
+	}
+	if err := semExtendScript.Run(ctx, d.cfg.Redis, []string{keys.Delivering(tenant)}, args...).Err(); err != nil && ctx.Err() == nil {
+		d.m.errors.WithLabelValues("extend").Inc()
+	}
+}
+
+// depthEvery is how often sluice_queue_depth is sampled.
+const depthEvery = 2 * time.Second
+
+// sampleDepth sets sluice_queue_depth{tenant} to each configured tenant's
+// backlog (keys.Backlog, one pipelined GET per sample for all tenants)
+// every depthEvery until ctx is done. Every drainer samples the same
+// counters, so dashboards take max by tenant. A tenant removed from the
+// configuration loses its series.
+func (d *Drainer) sampleDepth(ctx context.Context) {
+	shown := map[string]bool{}
+	tick := time.NewTicker(depthEvery)
+	defer tick.Stop()
+	for {
+		d.sampleDepthOnce(ctx, shown)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (d *Drainer) sampleDepthOnce(ctx context.Context, shown map[string]bool) {
+	var tenants []string
+	for t := range *d.tenants.Load() {
+		tenants = append(tenants, t)
+	}
+	slices.Sort(tenants)
+	cmds := make([]*redis.StringCmd, len(tenants))
+	_, _ = d.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, t := range tenants {
+			cmds[i] = p.Get(ctx, keys.Backlog(t))
+		}
+		return nil
+	})
+	now := map[string]bool{}
+	for i, t := range tenants {
+		v, err := cmds[i].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			if ctx.Err() == nil {
+				d.m.errors.WithLabelValues("queue_depth").Inc()
+			}
+			continue
+		}
+		n, _ := strconv.ParseFloat(v, 64)
+		d.m.depth.WithLabelValues(t).Set(n)
+		now[t] = true
+	}
+	for t := range shown {
+		if _, ok := d.tenant(t); !ok {
+			d.m.depth.DeleteLabelValues(t)
+			delete(shown, t)
+		}
+	}
+	for t := range now {
+		shown[t] = true
+	}
+}
