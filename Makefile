@@ -5,7 +5,7 @@
 #   make test       services up, go vet, race tests of every package
 #   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain
 #   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ
-#                   (deploy/bench/drainbench, ~25 min; BENCH_QUICK=1 for the ~3 min subset)
+#                   (deploy/bench/drainbench, ~35 min; BENCH_QUICK=1 for the ~3 min subset)
 #   make run        services up, then the demo stack (deploy/local/run.sh): demosink, ingest,
 #                   two drainers, demoload, Prometheus when installed; RUN_CONFIG, RUN_DURATION
 #                   (seconds, 0 = until Ctrl-C)

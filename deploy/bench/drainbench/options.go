@@ -176,3 +176,17 @@ func repoRoot() (string, error) {
 		d = parent
 	}
 }
+
+// selected reports whether a BENCH_* variable narrowed or changed the full
+// matrix (the report then does not call itself the full matrix).
+func (o *options) selected() bool {
+	for _, kv := range o.env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "BENCH_RESULTS", "BENCH_REDIS", "SLUICE_TEST_REDIS", "SLUICE_TEST_KAFKA":
+		default:
+			return true
+		}
+	}
+	return false
+}

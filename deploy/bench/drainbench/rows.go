@@ -138,7 +138,7 @@ func (b *bench) sluiceAccuracy(ctx context.Context, rate float64, workers int) a
 	}
 	arr, from, note, err := b.accuracyWindow(ctx, f, rate, row.capacity, true)
 	row.note, row.err = note, err
-	row.res = measureAccuracy(arr, from, b.o.duration, rate)
+	row.res = measureAccuracy(arr, from, b.o.duration, rate, row.capacity)
 	row.cmds = cnt.perJob(ctx, len(arr))
 	return row
 }
@@ -162,7 +162,7 @@ func (b *bench) bullAccuracy(ctx context.Context, rate float64, workers int) acc
 	}
 	arr, from, note, err := b.accuracyWindow(ctx, f, rate, row.capacity, false)
 	row.note, row.err = note, err
-	row.res = measureAccuracy(arr, from, b.o.duration, rate)
+	row.res = measureAccuracy(arr, from, b.o.duration, rate, row.capacity)
 	row.cmds = cnt.perJob(ctx, len(arr))
 	return row
 }

@@ -26,8 +26,13 @@ type accuracy struct {
 	// MaxWindow is the most arrivals in any 1-s sliding window [t, t+1s)
 	// over the whole row, warm-up and initial burst included.
 	MaxWindow int
+	// MaxAt is where MaxWindow's window starts, from the first arrival.
+	MaxAt time.Duration
 	// MaxSteady is the same within the steady window.
 	MaxSteady int
+	// BurstSpread is from the first arrival to the capacity-th: how long
+	// the start-up burst took to reach the sink (0 with fewer arrivals).
+	BurstSpread time.Duration
 	// GapMean, GapSD and GapP99 describe the gaps between consecutive
 	// arrivals in the steady window (ideal: every gap 1/target, SD 0).
 	GapMean, GapSD, GapP99 time.Duration
@@ -37,13 +42,18 @@ type accuracy struct {
 
 // measureAccuracy computes an accuracy row from arrivals sorted by time,
 // with the steady window [from, from + duration).
-func measureAccuracy(arr []arrival, from time.Time, duration time.Duration, target float64) accuracy {
+func measureAccuracy(arr []arrival, from time.Time, duration time.Duration, target, capacity float64) accuracy {
 	var a accuracy
 	if len(arr) == 0 {
 		return a
 	}
 	a.Dups = duplicates(arr)
-	a.MaxWindow = maxInWindow(arr, time.Second)
+	var at int
+	a.MaxWindow, at = maxInWindowAt(arr, time.Second)
+	a.MaxAt = arr[at].at.Sub(arr[0].at)
+	if c := int(capacity); c >= 1 && c <= len(arr) {
+		a.BurstSpread = arr[c-1].at.Sub(arr[0].at)
+	}
 	a.Warmup = from.Sub(arr[0].at)
 	to := from.Add(duration)
 	lo := sort.Search(len(arr), func(i int) bool { return !arr[i].at.Before(from) })
@@ -98,14 +108,22 @@ func slope(arr []arrival) float64 {
 
 // maxInWindow is the most arrivals in any window [arr[i].at, +w).
 func maxInWindow(arr []arrival, w time.Duration) int {
-	best, j := 0, 0
+	n, _ := maxInWindowAt(arr, w)
+	return n
+}
+
+// maxInWindowAt is maxInWindow and the index i of the first such window.
+func maxInWindowAt(arr []arrival, w time.Duration) (best, at int) {
+	j := 0
 	for i := range arr {
 		for j < len(arr) && arr[j].at.Sub(arr[i].at) < w {
 			j++
 		}
-		best = max(best, j-i)
+		if j-i > best {
+			best, at = j-i, i
+		}
 	}
-	return best
+	return best, at
 }
 
 // duplicates counts arrivals whose id arrived before.

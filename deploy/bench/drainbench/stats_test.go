@@ -39,13 +39,13 @@ func TestMeasureAccuracy(t *testing.T) {
 		name             string
 		arr              []arrival
 		warmup, duration time.Duration
-		target           float64
+		target, capacity float64
 		want             accuracy
 	}{
 		{
 			name: "paced at the target", arr: paced("j", t0, 100, 100*time.Millisecond),
-			warmup: 2 * time.Second, duration: 5 * time.Second, target: 10,
-			want: accuracy{Jobs: 50, Rate: 10, ErrPct: 0, MaxWindow: 10, MaxSteady: 10, GapMean: 100 * time.Millisecond, GapP99: 100 * time.Millisecond},
+			warmup: 2 * time.Second, duration: 5 * time.Second, target: 10, capacity: 10,
+			want: accuracy{Jobs: 50, Rate: 10, ErrPct: 0, MaxWindow: 10, MaxSteady: 10, BurstSpread: 900 * time.Millisecond, GapMean: 100 * time.Millisecond, GapP99: 100 * time.Millisecond},
 		},
 		{
 			name: "paced 2 % slow", arr: paced("j", t0, 100, 102*time.Millisecond),
@@ -63,7 +63,7 @@ func TestMeasureAccuracy(t *testing.T) {
 		},
 		{
 			name: "initial burst of capacity then the rate", arr: burstThenPaced,
-			warmup: 2 * time.Second, duration: 5 * time.Second, target: 100,
+			warmup: 2 * time.Second, duration: 5 * time.Second, target: 100, capacity: 100,
 			want: accuracy{Jobs: 500, Rate: 100, MaxWindow: 199, MaxSteady: 100, GapMean: 10 * time.Millisecond, GapP99: 10 * time.Millisecond},
 		},
 		{
@@ -77,7 +77,7 @@ func TestMeasureAccuracy(t *testing.T) {
 	dur := cmp.Comparer(func(a, b time.Duration) bool { return (a - b).Abs() <= time.Microsecond })
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := measureAccuracy(tc.arr, t0.Add(tc.warmup), tc.duration, tc.target)
+			got := measureAccuracy(tc.arr, t0.Add(tc.warmup), tc.duration, tc.target, tc.capacity)
 			if len(tc.arr) > 0 {
 				tc.want.Warmup = tc.warmup
 			}
@@ -110,19 +110,20 @@ func TestMeasureThroughput(t *testing.T) {
 
 func TestMaxInWindow(t *testing.T) {
 	tests := []struct {
-		name string
-		arr  []arrival
-		want int
+		name         string
+		arr          []arrival
+		want, wantAt int
 	}{
-		{"empty", nil, 0},
-		{"paced 10/s: the window is half-open", paced("j", t0, 30, 100*time.Millisecond), 10},
-		{"two bursts 999 ms apart", append(bursts(t0, 1, 5, 0), bursts(t0.Add(999*time.Millisecond), 1, 5, 0)...), 10},
-		{"two bursts 1 s apart", bursts(t0, 2, 5, time.Second), 5},
+		{"empty", nil, 0, 0},
+		{"paced 10/s: the window is half-open", paced("j", t0, 30, 100*time.Millisecond), 10, 0},
+		{"two bursts 999 ms apart", append(bursts(t0, 1, 5, 0), bursts(t0.Add(999*time.Millisecond), 1, 5, 0)...), 10, 0},
+		{"two bursts 1 s apart", bursts(t0, 2, 5, time.Second), 5, 0},
+		{"a denser second later", append(paced("a", t0, 5, 200*time.Millisecond), paced("b", t0.Add(time.Second), 8, 100*time.Millisecond)...), 9, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := maxInWindow(tc.arr, time.Second); got != tc.want {
-				t.Errorf("maxInWindow = %d, want %d", got, tc.want)
+			if got, at := maxInWindowAt(tc.arr, time.Second); got != tc.want || at != tc.wantAt {
+				t.Errorf("maxInWindowAt = %d at %d, want %d at %d", got, at, tc.want, tc.wantAt)
 			}
 		})
 	}
