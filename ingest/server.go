@@ -12,6 +12,10 @@
 //	GET  /metrics        Prometheus metrics (when a Gatherer is given)
 //	/admin/v1/tenants…   the admin API (admin.go), with Options.Tenants and
 //	                     ingest.admin_tokens
+//	GET    /v1/jobs/{id}            a job's state, queue position and ETA
+//	DELETE /v1/jobs/{id}            cancel a waiting job
+//	GET    /v1/tenants/{id}/stats   a tenant's backlog, rates, water level, ETA
+//	                     (visibility.go: a tenant key, or an admin token)
 //
 // A Server is made of small parts, one file each: auth (API key → tenant),
 // decode (body → validated jobs), idempotency (client ids), admission
@@ -169,6 +173,8 @@ func (s *Server) routes() http.Handler {
 	route("GET /healthz", "healthz", s.handleHealthz)
 	route("GET /readyz", "readyz", s.handleReadyz)
 	route("/admin/", "admin", s.handleAdmin)
+	route("/v1/jobs/{id}", "job", s.handleJobState)
+	route("/v1/tenants/{id}/stats", "stats", s.handleStats)
 	if s.gatherer != nil {
 		mux.Handle("GET /metrics", s.metrics.instrument("metrics",
 			promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)})))

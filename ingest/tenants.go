@@ -74,6 +74,9 @@ type tenantState struct {
 	// maxBacklog and outflowRate are the backlog gate's inputs.
 	maxBacklog  int64
 	outflowRate float64
+	// outflow is the tenant's outflow configuration, for the stats API
+	// (visibility_stats.go).
+	outflow config.Outflow
 }
 
 // newSnapshot precomputes cfg for the request path. old, when not nil, is the
@@ -133,6 +136,7 @@ func newTenantState(name string, t config.Tenant, old *tenantState) *tenantState
 		algorithm:    "none",
 		maxBacklog:   t.Outflow.MaxBacklog,
 		outflowRate:  t.Outflow.Rate,
+		outflow:      t.Outflow,
 	}
 	add := func(p limits.Policy) {
 		ts.items[p.Name] = policyItem(p)

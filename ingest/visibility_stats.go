@@ -1,0 +1,162 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
+)
+
+// statsScript reads a tenant's drain-side figures at one Redis instant.
+var statsScript = lua.MustLoad("tenant_stats.lua")
+
+// measureWindow is the window of the measured outflow rate, in whole
+// seconds (the current, incomplete second is left out).
+const measureWindow = 10
+
+// statsAnswer is the answer of GET /v1/tenants/{id}/stats.
+type statsAnswer struct {
+	Tenant string `json:"tenant"`
+	// Backlog is the tenant's queued, not yet finished units (keys.Backlog):
+	// a cancelled job counts until a drainer drops it at the head of its
+	// lane.
+	Backlog int64         `json:"backlog"`
+	Outflow outflowAnswer `json:"outflow"`
+	// WaterLevel is the shared leaky bucket's level now, in units: the
+	// stored level minus what leaked since at the effective rate.
+	WaterLevel float64 `json:"water_level"`
+	// InFlight counts deliveries in progress across all drainers
+	// (keys.Delivering members whose deadline has not passed).
+	InFlight int64 `json:"in_flight"`
+	// DLQ counts dead jobs: the length of the tenant's dead-letter list
+	// (Redis backend), or its counter of records written to the DLQ topic
+	// (Kafka backend, keys.DLQCount).
+	DLQ int64 `json:"dlq"`
+	// ETASeconds is Backlog ÷ Outflow.EffectiveRate; null when the tenant's
+	// outflow is unlimited (rate 0).
+	ETASeconds *float64 `json:"eta_seconds"`
+}
+
+// outflowAnswer compares the tenant's outflow rates, in units per second.
+type outflowAnswer struct {
+	// ConfiguredRate is outflow.rate, or the runtime override
+	// (keys.Override outflow_rate) that the drainers apply; 0 is unlimited.
+	ConfiguredRate float64 `json:"configured_rate"`
+	// EffectiveRate is ConfiguredRate lowered by adaptive backoff while it
+	// recovers, as the bucket script computes it (lua/leaky_bucket.lua).
+	EffectiveRate float64 `json:"effective_rate"`
+	// MeasuredRate is the units dispatched across all drainers in the last
+	// measureWindow complete seconds (keys.Outflow, Redis TIME) ÷ the window.
+	MeasuredRate float64 `json:"measured_rate"`
+	// Capacity is the bucket's size: the override, or outflow.capacity, or
+	// max(1, outflow.rate), as the drainers apply it.
+	Capacity float64 `json:"capacity"`
+}
+
+// handleStats serves GET /v1/tenants/{id}/stats.
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeProblem(w, newProblem(http.StatusMethodNotAllowed, "", r.Method+" is not allowed here; use GET"))
+		return
+	}
+	snap := s.snap.Load()
+	v, p := s.authenticateViewer(r, snap)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	tenant := r.PathValue("id")
+	if _, ok := snap.tenants[tenant]; !ok || (v.tenant != "" && v.tenant != tenant) {
+		writeProblem(w, notFound("tenant", tenant))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), visibilityTimeout)
+	defer cancel()
+	st, err := s.readStats(ctx, snap, tenant)
+	if err != nil {
+		writeProblem(w, s.redisProblem(snap, "tenant stats", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// readStats reads tenant's figures in one script call (lua/tenant_stats.lua)
+// and computes the rates and the water level from them.
+func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (statsAnswer, error) {
+	res, err := statsScript.Run(ctx, s.rdb, []string{
+		keys.Backlog(tenant), keys.Override(tenant), keys.Water(tenant), keys.Delivering(tenant),
+		keys.DLQ(tenant), keys.DLQCount(tenant), keys.Outflow(tenant),
+	}, measureWindow).StringSlice()
+	if err != nil {
+		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: %w", tenant, err)
+	}
+	if len(res) != 13 {
+		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: reply has %d values, want 13", tenant, len(res))
+	}
+	var o config.Outflow
+	if ts := snap.tenants[tenant]; ts != nil {
+		o = ts.outflow
+	}
+	return computeStats(tenant, o.Rate, o.Capacity, snap.backend, res), nil
+}
+
+// computeStats turns the raw values of tenant_stats.lua into the answer,
+// for a tenant configured with outflow rate and capacity on the queue
+// backend ("redis" or "kafka").
+func computeStats(tenant string, rate, capacity float64, backend string, res []string) statsAnswer {
+	num := func(i int) float64 {
+		f, _ := strconv.ParseFloat(res[i], 64)
+		return f
+	}
+	nowUS := num(0)
+	out := statsAnswer{Tenant: tenant, Backlog: max(int64(num(1)), 0), InFlight: int64(num(9))}
+	if backend == "kafka" {
+		out.DLQ = int64(num(11))
+	} else {
+		out.DLQ = int64(num(10))
+	}
+	out.Outflow.MeasuredRate = num(12) / measureWindow
+
+	// As the drainers do (drainer.outflowOf, limits.Leaky): capacity
+	// defaults to max(1, rate); a rate of 0 is unlimited and ignores the
+	// override; the override replaces a configured rate and capacity.
+	if capacity <= 0 {
+		capacity = max(1, rate)
+	}
+	if ov := num(2); rate > 0 && ov > 0 {
+		rate = ov
+	}
+	if ov := num(3); ov > 0 {
+		capacity = ov
+	}
+	out.Outflow.ConfiguredRate, out.Outflow.Capacity = rate, capacity
+	eff := adaptiveRate(rate, num(6), num(7), num(8), nowUS)
+	out.Outflow.EffectiveRate = eff
+	if eff <= 0 {
+		return out
+	}
+	// leaky_bucket.lua: water (micro-units) leaks at the effective rate
+	// since ts (µs).
+	water := num(4) - max(nowUS-num(5), 0)*eff
+	out.WaterLevel = max(water, 0) / 1e6
+	eta := float64(out.Backlog) / eff
+	out.ETASeconds = &eta
+	return out
+}
+
+// adaptiveRate is the rate the outflow bucket uses now (lua/leaky_bucket.lua,
+// drainer.EffectiveRate): rate, lowered to eff at effTS (µs) after a
+// downstream 429/503 and recovering by inc units/s every second since.
+// Without adaptive state (eff 0) it is rate; an unlimited rate stays 0.
+func adaptiveRate(rate, eff, effTS, inc, nowUS float64) float64 {
+	if rate <= 0 || eff <= 0 {
+		return rate
+	}
+	return min(rate, eff+max(nowUS-effTS, 0)/1e6*inc)
+}

@@ -1,0 +1,219 @@
+package ingest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// statsView is the JSON of GET /v1/tenants/{id}/stats.
+type statsView struct {
+	Tenant  string `json:"tenant"`
+	Backlog int64  `json:"backlog"`
+	Outflow struct {
+		ConfiguredRate float64 `json:"configured_rate"`
+		EffectiveRate  float64 `json:"effective_rate"`
+		MeasuredRate   float64 `json:"measured_rate"`
+		Capacity       float64 `json:"capacity"`
+	} `json:"outflow"`
+	WaterLevel float64  `json:"water_level"`
+	InFlight   int64    `json:"in_flight"`
+	DLQ        int64    `json:"dlq"`
+	ETASeconds *float64 `json:"eta_seconds"`
+}
+
+// stats GETs /v1/tenants/{tenant}/stats with key and decodes a 200.
+func (h *harness) stats(t testing.TB, key, tenant string) statsView {
+	t.Helper()
+	a := h.request(t, http.MethodGet, "/v1/tenants/"+tenant+"/stats", key, "", "")
+	if a.status != http.StatusOK {
+		t.Fatalf("GET stats of %s = %d %s, want 200", tenant, a.status, a.body)
+	}
+	var v statsView
+	if err := json.Unmarshal(a.body, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// redisNow is Redis TIME.
+func redisNow(t testing.TB, rdb redis.UniversalClient) time.Time {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// TestTenantStats checks every figure of the stats answer for a tenant
+// with a known backlog (6 jobs) and outflow (4 jobs/s, capacity 2), each
+// case adding one kind of drain-side state. ETAs are exact: backlog ÷
+// effective rate.
+func TestTenantStats(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	type want struct {
+		configured, effective, measured, capacity float64
+		inFlight, dlq                             int64
+		eta                                       *float64
+		waterMin, waterMax                        float64
+	}
+	base := want{configured: 4, effective: 4, capacity: 2, eta: ptr(1.5)}
+	with := func(f func(*want)) want { w := base; f(&w); return w }
+	tests := []struct {
+		name    string
+		outflow string
+		setup   func(t *testing.T, tenant string)
+		want    want
+	}{
+		{"backlog and rate", "", nil, base},
+		{"water level leaked to now", "", func(t *testing.T, tenant string) {
+			if _, err := limits.NewLeaky(rdb).Take(ctx, tenant, limits.LeakyLimit{Rate: 4, Capacity: 2}, 1); err != nil {
+				t.Fatal(err)
+			}
+		}, with(func(w *want) { w.waterMin, w.waterMax = 0.9, 1 })}, // 1 unit, less 4/s × the ms since
+		{"adaptive backoff lowers the effective rate", "", func(t *testing.T, tenant string) {
+			rdb.HSet(ctx, keys.Water(tenant), "eff", 2, "eff_ts", redisNow(t, rdb).UnixMicro(), "eff_inc", 0)
+		}, with(func(w *want) { w.effective, w.eta = 2, ptr(3.0) })},
+		{"runtime override", "", func(t *testing.T, tenant string) {
+			rdb.HSet(ctx, keys.Override(tenant), "outflow_rate", 8, "outflow_capacity", 3)
+		}, with(func(w *want) { w.configured, w.effective, w.capacity, w.eta = 8, 8, 3, ptr(0.75) })},
+		{"in flight and dead letters", "", func(t *testing.T, tenant string) {
+			for i, at := range []time.Time{{}, time.Now().Add(-time.Hour)} { // the second one's deadline has passed
+				d := jobstate.Dispatch{Tenant: tenant, JobID: fmt.Sprint(i), Member: fmt.Sprintf("%d|x", i), Attempt: 1, Cost: 1, Lease: time.Minute, Now: at}
+				if _, err := jobstate.Start(ctx, rdb, d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rdb.RPush(ctx, keys.DLQ(tenant), "{}", "{}")
+		}, with(func(w *want) { w.inFlight, w.dlq = 1, 2 })},
+		{"measured outflow over the last 10 complete seconds", "", func(t *testing.T, tenant string) {
+			// 5 units in every second from 12 s ago to 2 s ahead: any
+			// window of 10 complete seconds while this test runs sums 50.
+			now := redisNow(t, rdb).Unix()
+			for s := now - 12; s <= now+2; s++ {
+				rdb.HSet(ctx, keys.Outflow(tenant), fmt.Sprint(s), 5)
+			}
+		}, with(func(w *want) { w.measured = 5 })},
+		{"unlimited outflow", "    outflow: {rate: 0}\n", nil,
+			want{capacity: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tenant := testenv.Name(t, "st")
+			body := tt.outflow
+			if body == "" {
+				body = "    outflow: {rate: 4, capacity: 2}\n"
+			}
+			h := startIngest(t, visConfig(t, body, tenant), deps{rdb: rdb})
+			for i := range 6 {
+				if a := h.post(t, tenant, "/v1/jobs", fmt.Sprintf(`{"type":"mail","id":"j%d"}`, i)); a.status != http.StatusAccepted {
+					t.Fatalf("submit = %d %s", a.status, a.body)
+				}
+			}
+			if tt.setup != nil {
+				tt.setup(t, tenant)
+			}
+			got := h.stats(t, apiKey(tenant), tenant)
+			w := tt.want
+			if got.WaterLevel < w.waterMin || got.WaterLevel > w.waterMax {
+				t.Errorf("water_level = %v, want in [%v, %v]", got.WaterLevel, w.waterMin, w.waterMax)
+			}
+			wantView := statsView{Tenant: tenant, Backlog: 6, WaterLevel: got.WaterLevel, InFlight: w.inFlight, DLQ: w.dlq, ETASeconds: w.eta}
+			wantView.Outflow.ConfiguredRate, wantView.Outflow.EffectiveRate = w.configured, w.effective
+			wantView.Outflow.MeasuredRate, wantView.Outflow.Capacity = w.measured, w.capacity
+			if diff := cmp.Diff(wantView, got); diff != "" {
+				t.Errorf("stats (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTenantStatsAccess(t *testing.T) {
+	rdb := testenv.Redis(t)
+	a, b := testenv.Name(t, "st"), testenv.Name(t, "st")
+	h := startIngest(t, visConfig(t, "    outflow: {rate: 4}\n", a, b), deps{rdb: rdb})
+	for _, tt := range []struct {
+		name, method, tenant, key string
+		status                    int
+	}{
+		{"own tenant", "GET", a, apiKey(a), 200},
+		{"another tenant", "GET", b, apiKey(a), 404},
+		{"unknown tenant", "GET", "nobody", apiKey(a), 404},
+		{"admin", "GET", b, adminToken, 200},
+		{"admin, unknown tenant", "GET", "nobody", adminToken, 404},
+		{"no key", "GET", a, "", 401},
+		{"unknown key", "GET", a, "wrong", 401},
+		{"POST", "POST", a, apiKey(a), 405},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ans := h.request(t, tt.method, "/v1/tenants/"+tt.tenant+"/stats", tt.key, "", "")
+			if ans.status != tt.status {
+				t.Errorf("%s stats of %s = %d %s, want %d", tt.method, tt.tenant, ans.status, ans.body, tt.status)
+			}
+		})
+	}
+}
+
+// TestStatsMeasuredRateAcrossDrainers runs two drainers on one tenant (20
+// jobs/s, capacity 1) for a real window of about 2.5 s, stops them and
+// reads the stats once that flow lies in complete seconds. measured_rate is
+// the units dispatched in the last 10 s ÷ 10: it must equal the sink's
+// deliveries ÷ 10 exactly, and those must be 20/s × the window ± 3 (the
+// bucket's capacity plus 2 for the window's edges).
+func TestStatsMeasuredRateAcrossDrainers(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "meas")
+	var delivered atomic.Int64
+	srv := newCountingSink(t, &delivered)
+	cfg := visConfig(t, fmt.Sprintf("    outflow: {rate: 20, capacity: 1}\n    target: {url: %q}\n", srv), tenant)
+	h := startIngest(t, cfg, deps{rdb: rdb})
+	p, err := queue.NewRedisProducer(rdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []queue.Envelope
+	for i := range 200 {
+		jobs = append(jobs, queue.Envelope{ID: fmt.Sprint(i), Tenant: tenant, Type: "mail", Cost: 1})
+	}
+	if err := p.Enqueue(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, stop1 := runDrainerStop(t, rdb, cfg)
+	_, stop2 := runDrainerStop(t, rdb, cfg)
+	time.Sleep(2500 * time.Millisecond)
+	stop1()
+	stop2()
+	window := time.Since(start)
+	n := delivered.Load()
+	stopped := redisNow(t, rdb).Unix()
+	waitFor(t, 2*time.Second, "the next second", func() bool { return redisNow(t, rdb).Unix() > stopped })
+
+	st := h.stats(t, apiKey(tenant), tenant)
+	t.Logf("2 drainers at 20/s: %d deliveries in %v; measured_rate %v", n, window, st.Outflow.MeasuredRate)
+	if st.Outflow.MeasuredRate != float64(n)/10 {
+		t.Errorf("measured_rate = %v, want the %d deliveries ÷ 10", st.Outflow.MeasuredRate, n)
+	}
+	if want := 20 * window.Seconds(); float64(n) < want-3 || float64(n) > want+3 {
+		t.Errorf("%d deliveries in %v, want %.0f ± 3", n, window, want)
+	}
+	if st.Backlog != 200-n {
+		t.Errorf("backlog = %d, want %d", st.Backlog, 200-n)
+	}
+}
