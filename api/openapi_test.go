@@ -256,17 +256,24 @@ func TestHandlersMatchSpec(t *testing.T) {
 		statsA := "/v1/tenants/" + a + "/stats"
 		s.expect(t, "stats, tenant key", 200, req{method: "GET", path: statsA, auth: keyA})
 		s.expect(t, "stats, admin token", 200, req{method: "GET", path: statsA, auth: adminToken})
-		s.expect(t, "stats of another tenant", 403, req{method: "GET", path: statsA, auth: keyB})
+		s.expect(t, "stats of another tenant", 404, req{method: "GET", path: statsA, auth: keyB})
 		s.expect(t, "stats, no key", 401, req{method: "GET", path: statsA})
 		s.expect(t, "stats, unknown tenant", 404, req{method: "GET", path: "/v1/tenants/nosuch-" + a + "/stats", auth: adminToken})
 		s.expect(t, "job", 200, req{method: "GET", path: "/v1/jobs/" + queuedID, auth: keyA})
 		s.expect(t, "job, no key", 401, req{method: "GET", path: "/v1/jobs/" + queuedID})
 		s.expect(t, "unknown job", 404, req{method: "GET", path: "/v1/jobs/nosuch", auth: keyA})
 		s.expect(t, "another tenant's job", 404, req{method: "GET", path: "/v1/jobs/" + queuedID, auth: keyB})
+		s.expect(t, "job, admin token, found in every tenant", 200, req{method: "GET", path: "/v1/jobs/" + queuedID, auth: adminToken})
+		s.expect(t, "job, admin token, named tenant", 200, req{method: "GET", path: "/v1/jobs/" + queuedID + "?tenant=" + a, auth: adminToken})
+		// The same client id in both tenants: an admin must say which.
+		s.expect(t, "same id in tenant B", 202, req{method: "POST", path: "/v1/jobs", auth: keyB, body: `{"type":"email","id":"` + queuedID + `"}`})
+		s.expect(t, "job, admin token, ambiguous", 400, req{method: "GET", path: "/v1/jobs/" + queuedID, auth: adminToken})
+		s.expect(t, "cancel, admin token, ambiguous", 400, req{method: "DELETE", path: "/v1/jobs/" + queuedID, auth: adminToken})
 		s.expect(t, "cancel", 200, req{method: "DELETE", path: "/v1/jobs/" + queuedID, auth: keyA})
 		s.expect(t, "cancel again", 409, req{method: "DELETE", path: "/v1/jobs/" + queuedID, auth: keyA})
 		s.expect(t, "cancel unknown", 404, req{method: "DELETE", path: "/v1/jobs/nosuch", auth: keyA})
 		s.expect(t, "cancel, no key", 401, req{method: "DELETE", path: "/v1/jobs/" + queuedID})
+		s.expect(t, "cancel, admin token", 200, req{method: "DELETE", path: "/v1/jobs/" + queuedID + "?tenant=" + b, auth: adminToken})
 	})
 
 	t.Run("admin", func(t *testing.T) {
@@ -305,6 +312,7 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "audit, limit", 200, admin("GET", tp+"/audit?limit=1", ""))
 		s.expect(t, "audit, bad limit", 400, admin("GET", tp+"/audit?limit=0", ""))
 		s.expect(t, "audit, no token", 401, req{method: "GET", path: tp + "/audit"})
+		s.expect(t, "audit, invalid id", 404, admin("GET", "/admin/v1/tenants/no*such/audit", ""))
 		s.expect(t, "delete", 204, admin("DELETE", tp, ""))
 		s.expect(t, "audit after delete", 200, admin("GET", tp+"/audit", ""))
 		s.expect(t, "delete again", 404, admin("DELETE", tp, ""))
@@ -318,9 +326,16 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "readyz", 503, req{method: "GET", path: "/readyz"})
 		s.expect(t, "fail-closed job", 503, job(`{"type":"email"}`))
 		s.expect(t, "fail-closed batch", 503, batch(`{"jobs":[{"type":"email"}]}`))
+		s.expect(t, "stats", 503, req{method: "GET", path: "/v1/tenants/" + a + "/stats", auth: keyA})
+		s.expect(t, "job", 503, req{method: "GET", path: "/v1/jobs/x", auth: keyA})
+		s.expect(t, "cancel", 503, req{method: "DELETE", path: "/v1/jobs/x", auth: keyA})
 		s.expect(t, "admin list", 503, req{method: "GET", path: "/admin/v1/tenants", auth: adminToken})
-		s.expect(t, "admin put", 503, req{method: "PUT", path: "/admin/v1/tenants/" + b, auth: adminToken,
-			body: `{"target":{"url":"http://127.0.0.1:9/hook"}}`})
+		tb := "/admin/v1/tenants/" + b
+		s.expect(t, "admin put", 503, req{method: "PUT", path: tb, auth: adminToken, body: `{"target":{"url":"http://127.0.0.1:9/hook"}}`})
+		s.expect(t, "admin get", 503, req{method: "GET", path: tb, auth: adminToken})
+		s.expect(t, "admin patch", 503, req{method: "PATCH", path: tb, auth: adminToken, body: `{"outflow":{"rate":1}}`})
+		s.expect(t, "admin delete", 503, req{method: "DELETE", path: tb, auth: adminToken})
+		s.expect(t, "admin audit", 503, req{method: "GET", path: tb + "/audit", auth: adminToken})
 	})
 
 	s.reportCoverage(t)
