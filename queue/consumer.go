@@ -73,12 +73,14 @@ type Consumer interface {
 	// returns the jobs whose lease was already lost.
 	Extend(ctx context.Context, tenant string, jobs []*Claimed) ([]*Claimed, error)
 	// Finish ends a job (delivered, dropped, or dead when dead is not nil),
-	// writes the dead-letter record and lowers the tenant's backlog by the
-	// job's cost.
+	// writes the dead-letter record, lowers the tenant's backlog by the
+	// job's cost and records the job's state (dead, job.Dropped or done;
+	// package jobstate).
 	Finish(ctx context.Context, job *Claimed, dead *DeadLetter) error
 	// Defer holds the job aside for delay and then hands it out again as
-	// next (the same job, its attempt count updated). The tenant's other jobs
-	// go on meanwhile.
+	// next (the same job, its attempt count updated), and records the job's
+	// state retrying with job.LastError. The tenant's other jobs go on
+	// meanwhile.
 	Defer(ctx context.Context, job *Claimed, delay time.Duration, next Envelope) error
 	// Release hands the job out again now, unchanged (a drainer stopping).
 	Release(ctx context.Context, job *Claimed) error
