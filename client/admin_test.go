@@ -16,7 +16,7 @@ import (
 
 // seen is one request as a recorder saw it.
 type seen struct {
-	Method, Path, ContentType, Auth, Body string
+	Method, Path, ContentType, Auth, Body, Query string
 }
 
 // recorder answers every request with status and body and records it.
@@ -30,7 +30,7 @@ type recorder struct {
 func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	rec.mu.Lock()
-	rec.got = append(rec.got, seen{r.Method, r.URL.EscapedPath(), r.Header.Get("Content-Type"), r.Header.Get("Authorization"), string(b)})
+	rec.got = append(rec.got, seen{r.Method, r.URL.EscapedPath(), r.Header.Get("Content-Type"), r.Header.Get("Authorization"), string(b), r.URL.RawQuery})
 	rec.mu.Unlock()
 	if rec.status >= 400 {
 		w.Header().Set("Content-Type", "application/problem+json")

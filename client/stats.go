@@ -57,12 +57,14 @@ type JobStatus struct {
 	Type   string `json:"type"`
 	// State is one of the State* constants.
 	State string `json:"state"`
-	// Position is the job's place in its tenant's queue (0 first), nil
-	// when it is not queued.
+	// Position is how many of the tenant's jobs are ahead (0: next to
+	// leave), nil when the job is not queued.
 	Position *int64 `json:"position"`
-	// ETASeconds is when the job should leave, nil when unknown.
-	ETASeconds *float64  `json:"eta_seconds"`
-	Attempt    int       `json:"attempt"`
+	// ETASeconds is Position ÷ the tenant's effective outflow rate, nil
+	// when the job is not queued or the outflow is unlimited.
+	ETASeconds *float64 `json:"eta_seconds"`
+	Attempt    int      `json:"attempt"`
+	// EnqueuedAt and UpdatedAt are zero when the server does not know them.
 	EnqueuedAt time.Time `json:"enqueued_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	// LastError is the last failed delivery's reason.
@@ -72,7 +74,7 @@ type JobStatus struct {
 // Stats returns the backlog, outflow rates, water level, jobs in flight,
 // dead jobs and drain ETA of tenant (GET /v1/tenants/{id}/stats). A tenant
 // key sees only its own tenant: another tenant's stats are an *Error with
-// Status 403 or 404.
+// Status 404, as an unknown tenant's.
 func (c *Client) Stats(ctx context.Context, tenant string) (Stats, error) {
 	var st Stats
 	err := c.do(ctx, http.MethodGet, "/v1/tenants/"+url.PathEscape(tenant)+"/stats", nil, &st)
@@ -80,7 +82,7 @@ func (c *Client) Stats(ctx context.Context, tenant string) (Stats, error) {
 }
 
 // Job returns the state of one of the tenant's jobs (GET /v1/jobs/{id});
-// an unknown id is an *Error with Status 404.
+// an unknown id, or another tenant's, is an *Error with Status 404.
 func (c *Client) Job(ctx context.Context, id string) (JobStatus, error) {
 	var js JobStatus
 	err := c.do(ctx, http.MethodGet, jobPath(id), nil, &js)
@@ -96,4 +98,28 @@ func (c *Client) Cancel(ctx context.Context, id string) (JobStatus, error) {
 	return js, err
 }
 
+// Job returns the state of a job of tenant (GET /v1/jobs/{id}?tenant=);
+// with tenant "" the server looks the id up in every configured tenant and
+// answers 400 when several have it.
+func (a *Admin) Job(ctx context.Context, tenant, id string) (JobStatus, error) {
+	var js JobStatus
+	err := a.c.do(ctx, http.MethodGet, adminJobPath(tenant, id), nil, &js)
+	return js, err
+}
+
+// Cancel cancels a waiting job of tenant (DELETE /v1/jobs/{id}?tenant=);
+// tenant "" is looked up as in Job.
+func (a *Admin) Cancel(ctx context.Context, tenant, id string) (JobStatus, error) {
+	var js JobStatus
+	err := a.c.do(ctx, http.MethodDelete, adminJobPath(tenant, id), nil, &js)
+	return js, err
+}
+
 func jobPath(id string) string { return "/v1/jobs/" + url.PathEscape(id) }
+
+func adminJobPath(tenant, id string) string {
+	if tenant == "" {
+		return jobPath(id)
+	}
+	return jobPath(id) + "?tenant=" + url.QueryEscape(tenant)
+}

@@ -81,3 +81,24 @@ func TestCancelConflictIsNotRetried(t *testing.T) {
 		t.Errorf("requests = %d, want 1", len(rec.got))
 	}
 }
+
+func TestAdminJobNamesTheTenant(t *testing.T) {
+	rec, url := newRecorder(t, 200, `{"job_id":"j 1","tenant":"acme","type":"email","state":"done","position":null,"eta_seconds":null,
+		"attempt":1,"enqueued_at":null,"updated_at":"2030-01-02T03:04:06Z","last_error":""}`)
+	a := NewAdmin(url, "tok")
+	js, err := a.Job(context.Background(), "acme", "j 1")
+	if err != nil || js.State != StateDone || js.Position != nil || !js.EnqueuedAt.IsZero() {
+		t.Fatalf("Job = %+v, %v; want done, no position, zero enqueued_at", js, err)
+	}
+	rec.body = `{"job_id":"j 1","state":"cancelled"}`
+	if _, err := a.Cancel(context.Background(), "", "j 1"); err != nil {
+		t.Fatal(err)
+	}
+	want := []seen{
+		{Method: "GET", Path: "/v1/jobs/j%201", Auth: "Bearer tok", Query: "tenant=acme"},
+		{Method: "DELETE", Path: "/v1/jobs/j%201", Auth: "Bearer tok"},
+	}
+	if diff := cmp.Diff(want, rec.got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}

@@ -46,17 +46,14 @@ func (c *cmd) stats(ctx context.Context, args []string) error {
 
 // job prints one job's state.
 func (c *cmd) job(ctx context.Context, args []string) error {
-	fs := c.flags("", "ID [--json]")
+	fs := c.flags("", "ID [--tenant T] [--json]")
+	tenant := fs.String("tenant", "", "the job's tenant, with an admin token (default: looked up in every tenant)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	pos, err := c.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	cl, err := c.jobViewer()
-	if err != nil {
-		return err
-	}
-	js, err := cl.Job(ctx, pos[0])
+	js, err := c.jobCall(ctx, *tenant, pos[0], false)
 	if err != nil {
 		return err
 	}
@@ -69,32 +66,33 @@ func (c *cmd) job(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "type\t%s\n", js.Type)
 	fmt.Fprintf(tw, "state\t%s\n", js.State)
 	if js.Position != nil {
-		fmt.Fprintf(tw, "position\t%d\n", *js.Position)
+		fmt.Fprintf(tw, "position\t%d ahead\n", *js.Position)
 	}
 	if js.ETASeconds != nil {
 		fmt.Fprintf(tw, "eta\t%s\n", eta(js.ETASeconds))
 	}
 	fmt.Fprintf(tw, "attempt\t%d\n", js.Attempt)
-	fmt.Fprintf(tw, "enqueued\t%s\n", js.EnqueuedAt.Format(time.RFC3339Nano))
-	fmt.Fprintf(tw, "updated\t%s\n", js.UpdatedAt.Format(time.RFC3339Nano))
+	if !js.EnqueuedAt.IsZero() {
+		fmt.Fprintf(tw, "enqueued\t%s\n", js.EnqueuedAt.Format(time.RFC3339Nano))
+	}
+	if !js.UpdatedAt.IsZero() {
+		fmt.Fprintf(tw, "updated\t%s\n", js.UpdatedAt.Format(time.RFC3339Nano))
+	}
 	if js.LastError != "" {
 		fmt.Fprintf(tw, "last error\t%s\n", js.LastError)
 	}
 	return tw.Flush()
 }
 
-// cancel cancels a queued job.
+// cancel cancels a waiting (queued or retrying) job.
 func (c *cmd) cancel(ctx context.Context, args []string) error {
-	fs := c.flags("", "ID")
+	fs := c.flags("", "ID [--tenant T]")
+	tenant := fs.String("tenant", "", "the job's tenant, with an admin token (default: looked up in every tenant)")
 	pos, err := c.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	cl, err := c.jobViewer()
-	if err != nil {
-		return err
-	}
-	js, err := cl.Cancel(ctx, pos[0])
+	js, err := c.jobCall(ctx, *tenant, pos[0], true)
 	if err != nil {
 		return err
 	}
@@ -104,6 +102,27 @@ func (c *cmd) cancel(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.env.Stdout, "%s %s\n", pos[0], state)
 	return nil
+}
+
+// jobCall gets (or with cancel, cancels) job id: with the tenant key when
+// one is given (a job id belongs to its tenant), otherwise with the admin
+// token and tenant ("" lets the server look the id up).
+func (c *cmd) jobCall(ctx context.Context, tenant, id string, cancel bool) (client.JobStatus, error) {
+	if c.g.key != "" {
+		cl, _ := c.tenantClient()
+		if cancel {
+			return cl.Cancel(ctx, id)
+		}
+		return cl.Job(ctx, id)
+	}
+	if c.g.adminToken == "" {
+		return client.JobStatus{}, usagef("needs a tenant key (--key, SLUICE_KEY) or an admin token (--admin-token, SLUICE_ADMIN_TOKEN)")
+	}
+	a, _ := c.admin()
+	if cancel {
+		return a.Cancel(ctx, tenant, id)
+	}
+	return a.Job(ctx, tenant, id)
 }
 
 // hashKey prints the stored form of a key for the configuration's api_keys

@@ -6,8 +6,8 @@
 //	submit --type T [--payload JSON|@file|@-] [--cost N] [--id ID] [--count N] [--batch]
 //	tenants list | get ID | set ID (--file spec.json | --rate R --limit L ...) | delete ID | audit ID
 //	stats TENANT
-//	job ID
-//	cancel ID
+//	job ID [--tenant T]
+//	cancel ID [--tenant T]
 //	top [--interval 1s] [--frames N] [TENANT...]
 //	hash-key KEY|-
 //
@@ -180,8 +180,9 @@ Commands:
   tenants delete ID    remove a runtime tenant
   tenants audit ID     who changed what, newest first
   stats TENANT         backlog, outflow (configured/effective/measured), water level, ETA
-  job ID               a job's state, queue position and ETA
-  cancel ID            cancel a queued job
+  job ID [--tenant T]  a job's state, queue position and ETA (--tenant: with an admin token)
+  cancel ID [--tenant T]
+                       cancel a waiting job
   top [--interval 1s] [--frames N] [TENANT...]
                        live view of every tenant (admin token) or of the given ones; q quits
   hash-key KEY|-       the sha256:<hex> form of an API key or admin token for the config
@@ -324,19 +325,6 @@ func (c *cmd) viewer(extra ...client.Option) (*client.Client, error) {
 		return client.New(c.g.url, c.g.key, c.options(extra...)...), nil
 	}
 	return nil, usagef("needs an admin token (--admin-token, SLUICE_ADMIN_TOKEN) or a tenant key (--key, SLUICE_KEY)")
-}
-
-// jobViewer is the client of a job's calls (job, cancel): with the tenant
-// key when one is given (a job id belongs to its tenant), otherwise with the
-// admin token.
-func (c *cmd) jobViewer() (*client.Client, error) {
-	switch {
-	case c.g.key != "":
-		return client.New(c.g.url, c.g.key, c.options()...), nil
-	case c.g.adminToken != "":
-		return client.New(c.g.url, c.g.adminToken, c.options()...), nil
-	}
-	return nil, usagef("needs a tenant key (--key, SLUICE_KEY) or an admin token (--admin-token, SLUICE_ADMIN_TOKEN)")
 }
 
 // readArg returns v, or the contents of the file after "@" ("@-": stdin).
