@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,16 +78,6 @@ func runDrainerStop(t testing.TB, rdb redis.UniversalClient, cfg *config.Config)
 	stop := func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
 	return reg, stop
-}
-
-// newCountingSink is a real downstream that answers 200 and counts.
-func newCountingSink(t testing.TB, n *atomic.Int64) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		n.Add(1)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
 }
 
 // visSink is a real downstream answering by job id; it counts deliveries.
