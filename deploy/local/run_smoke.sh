@@ -8,7 +8,9 @@
 #   2. deliveries: the demo sink received jobs of every tenant, and over its last 10 s
 #      acme and globex arrived at their configured outflow (5/s and 2/s, within ±20%:
 #      both have a backlog by then, so the drainers are busy at exactly that rate);
-#   3. a clean stop: run.sh exits 0 and nothing listens on its ports afterwards.
+#   3. the operator's view: `sluicectl top` shows a row per tenant, and `sluicectl stats
+#      acme` measures acme's outflow at its configured rate (±20%) across both drainers;
+#   4. a clean stop: run.sh exits 0 and nothing listens on its ports afterwards.
 #
 # Needs the local services (make services); exit 0 when every check passed, 1 otherwise.
 set -euo pipefail
@@ -56,6 +58,9 @@ log "stack up; sampling in $((DURATION - 5)) s"
 sleep $((DURATION - 5))
 curl -fsS --max-time 2 http://127.0.0.1:9000/stats >"$OUT/sink.json" || true
 curl -fsS --max-time 2 http://127.0.0.1:8080/metrics >"$OUT/ingest.metrics" || true
+CTL=(.cache/bin/sluicectl --admin-token "${RUN_ADMIN_TOKEN:-local-admin}")
+"${CTL[@]}" top --frames 1 >"$OUT/top.txt" 2>&1 || true
+"${CTL[@]}" stats acme --json >"$OUT/stats-acme.json" 2>&1 || true
 
 code=0
 wait "$run_pid" || code=$?
@@ -85,7 +90,16 @@ for spec in acme:5 globex:2; do
 	check "$(within "$got" "$lo" "$hi" && echo 1)" "$t delivered at ${got:-?}/s over the last 10 s (configured $want/s, want $lo..$hi)"
 done
 
-# 3. Clean stop.
+# 3. The operator's view.
+rows=0
+for t in acme globex initech; do
+	grep -Eq "^$t +[0-9]+ " "$OUT/top.txt" && rows=$((rows + 1))
+done
+check "$( ((rows == 3)) && echo 1)" "sluicectl top shows a row for each of the 3 tenants ($rows)"
+measured=$(grep -o '"measured_rate": *[0-9.e+-]*' "$OUT/stats-acme.json" | grep -o '[0-9.e+-]*$')
+check "$(within "$measured" 4 6 && echo 1)" "sluicectl stats acme: measured outflow ${measured:-?}/s across the drainers (configured 5/s, want 4..6)"
+
+# 4. Clean stop.
 check "$( ((code == 0)) && echo 1)" "run.sh exited $code"
 busy=''
 for port in 8080 8081 8082 9000; do
