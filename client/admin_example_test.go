@@ -71,3 +71,15 @@ func ExampleClient_Job() {
 		}
 	}
 }
+
+func ExampleNewAdmin() {
+	admin := client.NewAdmin("http://127.0.0.1:8080", "local-admin")
+	tenants, err := admin.Tenants(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, t := range tenants {
+		fmt.Println(t.ID, t.Source, t.Spec.Outflow.Rate)
+	}
+}
