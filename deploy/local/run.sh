@@ -24,6 +24,7 @@
 #                           levels, runtime changes) first, so each run starts from empty
 #   RUN_SERVICES [1]        0: do not run services.sh up (they are up already)
 #   RUN_FOLLOW [demoload]   log followed on the terminal: demoload, all, or none
+#   RUN_PROMETHEUS [prometheus]  the Prometheus binary; off: do not start one
 #   RUN_ADMIN_TOKEN [local-admin]  the config's admin token, shown in the hints
 #   SLUICE_DRAINER_LISTEN [127.0.0.1:8082]  the second drainer's ops address
 set -euo pipefail
@@ -37,6 +38,7 @@ LOAD_DURATION=${RUN_LOAD_DURATION:-10m}
 FRESH=${RUN_FRESH:-1}
 FOLLOW=${RUN_FOLLOW:-demoload}
 ADMIN_TOKEN=${RUN_ADMIN_TOKEN:-local-admin}
+PROMETHEUS=${RUN_PROMETHEUS:-prometheus}
 BIN=$ROOT/.cache/bin
 LOGS=$ROOT/.cache/run/logs
 INGEST=127.0.0.1:8080
@@ -179,13 +181,15 @@ wait_ready ingest "http://$INGEST/readyz"
 wait_ready drainer-1 "http://$DRAINER1/readyz"
 wait_ready drainer-2 "http://$DRAINER2/readyz"
 
-prom_line="not installed; for graphs: apt-get install prometheus, then make run again"
-if command -v prometheus >/dev/null; then
+prom_line="not installed; for graphs: apt-get install prometheus (Debian's package), then make run again"
+if [[ $PROMETHEUS == off ]]; then
+	prom_line="not started (RUN_PROMETHEUS=off)"
+elif command -v "$PROMETHEUS" >/dev/null; then
 	if port_open "$PROM"; then
 		prom_line="$PROM is taken by another process; not started"
 	else
 		mkdir -p "$ROOT/.cache/prometheus"
-		start prometheus prometheus --config.file="$ROOT/deploy/prometheus/prometheus.yml" \
+		start prometheus "$PROMETHEUS" --config.file="$ROOT/deploy/prometheus/prometheus.yml" \
 			--storage.tsdb.path="$ROOT/.cache/prometheus" --web.listen-address="$PROM"
 		prom_line="http://$PROM  (e.g. sum by (tenant, result) (rate(sluice_admission_decisions_total[1m])))"
 	fi
