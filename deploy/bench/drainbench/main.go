@@ -102,6 +102,7 @@ func run() int {
 		return 1
 	}
 	fmt.Fprintln(os.Stderr, "drainbench: report written to", path)
+	fmt.Fprintln(os.Stderr, "drainbench: process logs, generated configurations and BullMQ timestamps are in", r.logDir)
 	if r.failed() {
 		return 1
 	}

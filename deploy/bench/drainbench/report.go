@@ -109,9 +109,6 @@ func (r *report) markdown() string {
 	if o.parts["hol"] {
 		r.holSection(&b)
 	}
-	if r.logDir != "" {
-		fmt.Fprintf(&b, "Process logs, generated configurations and BullMQ timestamps: %s\n", r.logDir)
-	}
 	return b.String()
 }
 
