@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/jobstate"
@@ -21,17 +22,56 @@ const (
 // also while the drainer is shutting down.
 const settleTimeout = 5 * time.Second
 
-// lane runs tenant's pull loop until ctx is done: claim → drop when
-// cancelled or expired → wait for the concurrency slot and the outflow slot
-// → hand to a dispatch goroutine. A lane holds at most one job while it
-// waits, and its waits delay no other tenant. Before each claim it asks
-// retire whether its tenant was removed, and then ends.
+// laneClaimers is how many pull loops a lane runs while its tenant has no
+// outflow limit. One loop claims one job per Redis round trip, so it bounds
+// the tenant's throughput through one drainer at 1 / claim RTT, a few
+// thousand jobs/s on loopback; several loops overlap the round trips. A
+// tenant with a rate keeps one loop: extra loops would only poll its
+// bucket, each holding a job.
+const laneClaimers = 4
+
+// lane runs tenant's laneClaimers pull loops until ctx is done; its waits
+// delay no other tenant. Before each claim a loop asks retire whether the
+// tenant was removed; once one is told so, all of them end.
 func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, retire func(string) bool) {
+	var retired atomic.Bool
+	stop := func() bool {
+		if retired.Load() {
+			return true
+		}
+		if !retire(tenant) {
+			return false
+		}
+		if !retired.Swap(true) {
+			d.log.Info("drainer: tenant removed; its lane stops and its queued jobs wait", "tenant", tenant)
+		}
+		return true
+	}
+	var wg sync.WaitGroup
+	for i := range laneClaimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.pull(ctx, workCtx, tenant, dispatches, stop, i > 0)
+		}()
+	}
+	wg.Wait()
+}
+
+// pull is one pull loop of a lane: claim → drop when cancelled or expired
+// → wait for the concurrency slot and the outflow slot → hand to a dispatch
+// goroutine. It holds at most one job while it waits, and ends when ctx is
+// done or stop reports the tenant removed. An extra loop idles while the
+// tenant has an outflow rate.
+func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, extra bool) {
 	pause := errorPause
 	for ctx.Err() == nil {
-		if retire(tenant) {
-			d.log.Info("drainer: tenant removed; its lane stops and its queued jobs wait", "tenant", tenant)
+		if stop() {
 			return
+		}
+		if tn, _ := d.tenant(tenant); extra && tn.Outflow.Rate > 0 {
+			sleep(ctx, discoverEvery)
+			continue
 		}
 		job, wait, err := d.cfg.Consumer.Claim(ctx, tenant)
 		if err != nil {
