@@ -74,7 +74,7 @@ func admKeys(t testing.TB, rdb redis.UniversalClient, tenant string) []string {
 		out []string
 	)
 	scan := func(ctx context.Context, c *redis.Client) error {
-		it := c.Scan(ctx, 0, "sluice:{"+tenant+"}*", 100).Iterator()
+		it := c.Scan(ctx, 0, "sluice:{"+tenant+"}*", 5000).Iterator()
 		for it.Next(ctx) {
 			mu.Lock()
 			out = append(out, it.Val())

@@ -72,8 +72,11 @@ var ErrReply = errors.New("unexpected admission script reply")
 // use and needs no shutdown: batches run on short-lived goroutines that end
 // when the work does.
 type Admitter struct {
-	rdb     redis.UniversalClient
-	script  *lua.Script
+	rdb    redis.UniversalClient
+	script *lua.Script // every module: requests mixing algorithms
+	// single holds, per algorithm, the script with that module alone, for
+	// requests whose policies all use it (the common case).
+	single  map[Algorithm]*lua.Script
 	log     *slog.Logger
 	batch   *batcher // nil: one round trip per call, unbatched
 	metrics *metrics
@@ -156,6 +159,12 @@ func NewAdmitter(rdb redis.UniversalClient, opts ...Option) *Admitter {
 		o(&c)
 	}
 	a := &Admitter{rdb: rdb, script: lua.Admit(), log: c.log, metrics: newMetrics(c.registerer, c.log)}
+	a.single = make(map[Algorithm]*lua.Script, len(Algorithms))
+	for _, alg := range Algorithms {
+		if s := lua.AdmitFor(string(alg) + ".lua"); s != nil {
+			a.single[alg] = s
+		}
+	}
 	a.tenants.max, a.policies.max, a.stateKey.max = maxMemo, maxMemo, maxMemo
 	if c.batching {
 		a.batch = &batcher{a: a, maxBatch: max(1, c.maxBatch), maxPipes: max(1, c.pipelines)}
@@ -170,18 +179,41 @@ func (a *Admitter) Load(ctx context.Context) error {
 	if err := a.script.Load(ctx, a.rdb); err != nil {
 		return fmt.Errorf("limits: load: %w", err)
 	}
+	for _, s := range a.single {
+		if err := s.Load(ctx, a.rdb); err != nil {
+			return fmt.Errorf("limits: load: %w", err)
+		}
+	}
 	return nil
+}
+
+// scriptFor picks the script of r: the one-module script when all of r's
+// policies use one algorithm, else the composite.
+func (a *Admitter) scriptFor(r Request) *lua.Script {
+	if len(r.Policies) == 0 {
+		return a.script
+	}
+	alg := r.Policies[0].Algorithm
+	for _, p := range r.Policies[1:] {
+		if p.Algorithm != alg {
+			return a.script
+		}
+	}
+	if s, ok := a.single[alg]; ok {
+		return s
+	}
+	return a.script
 }
 
 // run is one EVALSHA in its own round trip. NOSCRIPT is answered by
 // loading the script again (on every master) and retrying once.
-func (a *Admitter) run(ctx context.Context, keys []string, args []any) (any, error) {
-	reply, err := a.rdb.EvalSha(ctx, a.script.SHA(), keys, args...).Result()
+func (a *Admitter) run(ctx context.Context, s *lua.Script, keys []string, args []any) (any, error) {
+	reply, err := a.rdb.EvalSha(ctx, s.SHA(), keys, args...).Result()
 	if err != nil && lua.IsNoScript(err) {
 		if err := a.reload(ctx); err != nil {
 			return nil, err
 		}
-		reply, err = a.rdb.EvalSha(ctx, a.script.SHA(), keys, args...).Result()
+		reply, err = a.rdb.EvalSha(ctx, s.SHA(), keys, args...).Result()
 	}
 	return reply, err
 }
@@ -202,16 +234,17 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
+	s := a.scriptFor(r)
 	var reply any
 	if a.batch != nil {
-		reply, err = a.batch.do(ctx, keyList, args)
+		reply, err = a.batch.do(ctx, s, keyList, args)
 	} else {
-		reply, err = a.run(ctx, keyList, args)
+		reply, err = a.run(ctx, s, keyList, args)
 	}
 	if err != nil {
 		return Decision{}, fmt.Errorf("limits: admit %s: %w", r.Tenant, err)
 	}
-	return decode(a.script.Name(), r, reply)
+	return decode(s.Name(), r, reply)
 }
 
 // encode builds the script's KEYS and ARGV for r (see lua/admit.lua).

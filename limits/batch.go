@@ -13,12 +13,13 @@ import (
 // back to callPool only after its caller has received from done, when no
 // batch refers to it any more.
 type call struct {
-	ctx   context.Context
-	keys  []string
-	args  []any
-	reply any
-	err   error
-	done  chan struct{} // one value per use, sent when reply and err are set
+	ctx    context.Context
+	script *lua.Script // nil: the Admitter's composite script
+	keys   []string
+	args   []any
+	reply  any
+	err    error
+	done   chan struct{} // one value per use, sent when reply and err are set
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -43,9 +44,9 @@ type batcher struct {
 
 // do runs one EVALSHA of the admission script within a batch and returns its
 // reply.
-func (b *batcher) do(ctx context.Context, keys []string, args []any) (any, error) {
+func (b *batcher) do(ctx context.Context, s *lua.Script, keys []string, args []any) (any, error) {
 	c := callPool.Get().(*call)
-	c.ctx, c.keys, c.args = ctx, keys, args
+	c.ctx, c.script, c.keys, c.args = ctx, s, keys, args
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := b.pipes < b.maxPipes
@@ -129,7 +130,7 @@ func (b *batcher) exec(batch []*call) {
 		// A lone decision needs no pipeline: one EVALSHA under its caller's
 		// ctx, as unbatched.
 		c := batch[0]
-		c.reply, c.err = b.a.run(c.ctx, c.keys, c.args)
+		c.reply, c.err = b.a.run(c.ctx, b.scriptOf(c), c.keys, c.args)
 		c.done <- struct{}{}
 		return
 	}
@@ -157,9 +158,8 @@ func (b *batcher) exec(batch []*call) {
 func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 	pipe := b.a.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
-	sha := b.a.script.SHA()
 	for i, c := range batch {
-		cmds[i] = pipe.EvalSha(ctx, sha, c.keys, c.args...)
+		cmds[i] = pipe.EvalSha(ctx, b.scriptOf(c).SHA(), c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var noscript []*call
@@ -170,4 +170,12 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 		}
 	}
 	return noscript
+}
+
+// scriptOf is the script a call runs.
+func (b *batcher) scriptOf(c *call) *lua.Script {
+	if c.script != nil {
+		return c.script
+	}
+	return b.a.script
 }

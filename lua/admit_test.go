@@ -127,3 +127,29 @@ func TestLoadNamesBrokenScript(t *testing.T) {
 		t.Fatalf("Load = %v, want an error naming broken.lua", err)
 	}
 }
+
+// TestAdmitFor: each module has a one-module script with the same driver,
+// and an unknown module has none.
+func TestAdmitFor(t *testing.T) {
+	for _, m := range AdmitModules {
+		s := AdmitFor(m)
+		if s == nil || s == AdmitFor(m) && !strings.HasSuffix(strings.TrimSpace(s.Src()), strings.TrimSpace(mustSource(t, "admit.lua"))) {
+			t.Errorf("AdmitFor(%q): want the module followed by admit.lua", m)
+		}
+		if s != nil && s.SHA() == Admit().SHA() {
+			t.Errorf("AdmitFor(%q) is the composite script", m)
+		}
+	}
+	if AdmitFor("leaky_bucket.lua") != nil {
+		t.Error("AdmitFor(leaky_bucket.lua) != nil, want nil")
+	}
+}
+
+func mustSource(t *testing.T, name string) string {
+	t.Helper()
+	src, err := Source(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
