@@ -30,14 +30,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/drainer"
+	"github.com/sluicehq/sluice/internal/boot"
 	"github.com/sluicehq/sluice/queue"
-	"github.com/sluicehq/sluice/tenants"
 )
 
 func main() {
@@ -57,20 +56,10 @@ func run() int {
 		log.Error("configuration", "err", err)
 		return 2
 	}
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:         redisAddrs(cfg.Redis),
-		Password:      cfg.Redis.Password,
-		DB:            cfg.Redis.DB,
-		PoolSize:      cfg.Redis.PoolSize,
-		DialTimeout:   cfg.Redis.Timeout,
-		ReadTimeout:   cfg.Redis.Timeout,
-		WriteTimeout:  cfg.Redis.Timeout,
-		IsClusterMode: len(cfg.Redis.ClusterAddrs) > 0,
-	})
+	rdb := boot.Redis(cfg.Redis)
 	defer rdb.Close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := boot.Metrics()
 
 	if err := drainer.LoadScripts(ctx, rdb); err != nil {
 		log.Error("load drainer scripts", "err", err)
@@ -78,7 +67,7 @@ func run() int {
 	}
 	// Runtime tenants (admin API): the registry merges the file's tenants
 	// with those stored in Redis and hands every change to the drainer.
-	registry, err := runtimeTenants(ctx, rdb, cfg, log, reg)
+	registry, err := boot.Tenants(ctx, rdb, cfg, log, reg)
 	if err != nil {
 		log.Error("runtime tenants", "err", err)
 		return 2
@@ -102,16 +91,7 @@ func run() int {
 			log.Error("tenant registry stopped; runtime changes are no longer applied", "err", err)
 		}
 	}()
-	// A changed config file becomes the registry's base: admin changes stay
-	// laid over it.
-	if path := configFile(*configPath); path != "" {
-		w := config.NewWatcher(path, registry.SetBase, log, reg)
-		go func() {
-			if err := w.Run(ctx); err != nil {
-				log.Error("config watcher stopped; changes are no longer applied", "err", err)
-			}
-		}()
-	}
+	boot.WatchConfig(ctx, *configPath, registry, log, reg)
 
 	srv := &http.Server{Addr: cfg.Drainer.Listen, Handler: ops(d, rdb, reg), ReadHeaderTimeout: 5 * time.Second}
 	srvErr := make(chan error, 1)
@@ -208,34 +188,4 @@ func ops(d *drainer.Drainer, rdb redis.UniversalClient, reg *prometheus.Registry
 		w.Write([]byte("ok\n"))
 	})
 	return mux
-}
-
-// runtimeTenants returns the tenant registry, synced once. A failed first
-// read is logged, not fatal: the file's tenants are drained until Redis
-// answers and the registry catches up.
-func runtimeTenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*tenants.Registry, error) {
-	registry, err := tenants.NewRegistry(tenants.RegistryOptions{Store: tenants.NewStore(rdb), Redis: rdb, Base: cfg, Logger: log, Registerer: reg})
-	if err != nil {
-		return nil, err
-	}
-	if err := registry.Sync(ctx); err != nil {
-		log.Warn("cannot read runtime tenants yet; draining the file's tenants until Redis answers", "err", err)
-	}
-	return registry, nil
-}
-
-// configFile is the file config.Load read: the flag, else $SLUICE_CONFIG.
-func configFile(flagValue string) string {
-	if flagValue != "" {
-		return flagValue
-	}
-	return os.Getenv(config.EnvPrefix + "_CONFIG")
-}
-
-// redisAddrs is the cluster seeds when set, otherwise the standalone address.
-func redisAddrs(r config.Redis) []string {
-	if len(r.ClusterAddrs) > 0 {
-		return r.ClusterAddrs
-	}
-	return []string{r.Addr}
 }

@@ -1,0 +1,87 @@
+// Package boot holds what the ingest and drainer commands both do at start:
+// the Redis client, the metrics registry, the runtime tenant registry and the
+// config file watcher. The commands stay thin; this package is their shared
+// wiring, not logic.
+package boot
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/tenants"
+)
+
+// Redis returns the client of cfg: a Cluster client when cluster_addrs is
+// set. Every command is bounded by cfg.Timeout and retried at most once, and
+// a refused dial is not retried inside go-redis (its default is 5 dials
+// 100ms apart), so a dead Redis turns into fail-open/fail-closed answers and
+// drainer pauses within about two timeouts instead of seconds.
+func Redis(cfg config.Redis) redis.UniversalClient {
+	addrs := []string{cfg.Addr}
+	if len(cfg.ClusterAddrs) > 0 {
+		addrs = cfg.ClusterAddrs
+	}
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:         addrs,
+		Password:      cfg.Password,
+		DB:            cfg.DB,
+		PoolSize:      cfg.PoolSize,
+		DialTimeout:   cfg.Timeout,
+		ReadTimeout:   cfg.Timeout,
+		WriteTimeout:  cfg.Timeout,
+		MaxRetries:    1,
+		DialerRetries: 1,
+		IsClusterMode: len(cfg.ClusterAddrs) > 0,
+	})
+}
+
+// Metrics returns a registry with the Go runtime and process collectors.
+func Metrics() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Tenants returns the runtime tenant registry over cfg's tenants, synced
+// once. A failed first read is logged, not fatal: the file's tenants serve
+// until Redis answers and the registry catches up.
+func Tenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*tenants.Registry, error) {
+	store := tenants.NewStore(rdb)
+	if err := store.Load(ctx); err != nil {
+		return nil, err
+	}
+	registry, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg, Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	if err := registry.Sync(ctx); err != nil {
+		log.Warn("cannot read runtime tenants yet; using the file's tenants until Redis answers", "err", err)
+	}
+	return registry, nil
+}
+
+// WatchConfig reloads the config file (the --config flag's value, else
+// $SLUICE_CONFIG) on change until ctx ends; each valid file becomes the
+// registry's base, so admin changes stay laid over it. Without a file it
+// does nothing.
+func WatchConfig(ctx context.Context, flagPath string, registry *tenants.Registry, log *slog.Logger, reg prometheus.Registerer) {
+	path := flagPath
+	if path == "" {
+		path = os.Getenv(config.EnvPrefix + "_CONFIG")
+	}
+	if path == "" {
+		return
+	}
+	w := config.NewWatcher(path, registry.SetBase, log, reg)
+	go func() {
+		if err := w.Run(ctx); err != nil {
+			log.Error("config watcher stopped; changes are no longer applied", "err", err)
+		}
+	}()
+}
