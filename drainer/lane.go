@@ -27,7 +27,7 @@ const settleTimeout = 5 * time.Second
 // the tenant's throughput through one drainer at 1 / claim RTT, a few
 // thousand jobs/s on loopback; several loops overlap the round trips. A
 // tenant with a rate keeps one loop: extra loops would only poll its
-// bucket, each holding a job.
+// bucket (or its concurrency semaphore), each holding a job.
 const laneClaimers = 4
 
 // lane runs tenant's laneClaimers pull loops until ctx is done; its waits
@@ -62,14 +62,14 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 // → wait for the concurrency slot and the outflow slot → hand to a dispatch
 // goroutine. It holds at most one job while it waits, and ends when ctx is
 // done or stop reports the tenant removed. An extra loop idles while the
-// tenant has an outflow rate.
+// tenant has an outflow rate or a concurrency cap.
 func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, extra bool) {
 	pause := errorPause
 	for ctx.Err() == nil {
 		if stop() {
 			return
 		}
-		if tn, _ := d.tenant(tenant); extra && tn.Outflow.Rate > 0 {
+		if tn, _ := d.tenant(tenant); extra && (tn.Outflow.Rate > 0 || tn.Outflow.Concurrency > 0) {
 			sleep(ctx, discoverEvery)
 			continue
 		}
