@@ -20,13 +20,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,18 +40,12 @@ func main() {
 }
 
 func run() int {
-	configPath := flag.String("config", "", "YAML configuration file (default: $SLUICE_CONFIG)")
-	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop, svc, err := boot.Start()
 	defer stop()
-
-	cfg, err := config.Load(*configPath)
 	if err != nil {
-		log.Error("configuration", "err", err)
 		return 2
 	}
+	log, cfg := svc.Log, svc.Config
 	rdb := boot.Redis(cfg.Redis)
 	defer rdb.Close()
 
@@ -91,7 +81,7 @@ func run() int {
 			log.Error("tenant registry stopped; runtime changes are no longer applied", "err", err)
 		}
 	}()
-	boot.WatchConfig(ctx, *configPath, registry, log, reg)
+	boot.WatchConfig(ctx, svc.ConfigPath, registry, log, reg)
 
 	srv := &http.Server{Addr: cfg.Drainer.Listen, Handler: ops(d, rdb, reg), ReadHeaderTimeout: 5 * time.Second}
 	srvErr := make(chan error, 1)

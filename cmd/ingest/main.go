@@ -10,14 +10,8 @@
 package main
 
 import (
-	"context"
-	"flag"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/internal/boot"
 	"github.com/sluicehq/sluice/limits"
@@ -29,18 +23,12 @@ func main() {
 }
 
 func run() int {
-	configPath := flag.String("config", "", "YAML configuration file (default: $SLUICE_CONFIG)")
-	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop, svc, err := boot.Start()
 	defer stop()
-
-	cfg, err := config.Load(*configPath)
 	if err != nil {
-		log.Error("configuration", "err", err)
 		return 2
 	}
+	log, cfg := svc.Log, svc.Config
 	rdb := boot.Redis(cfg.Redis)
 	defer rdb.Close()
 
@@ -82,7 +70,7 @@ func run() int {
 			log.Error("tenant registry stopped; runtime changes are no longer applied", "err", err)
 		}
 	}()
-	boot.WatchConfig(ctx, *configPath, registry, log, reg)
+	boot.WatchConfig(ctx, svc.ConfigPath, registry, log, reg)
 	// Run closes the producer after the HTTP server has drained.
 	if err := srv.Run(ctx); err != nil {
 		log.Error("ingest stopped", "err", err)
