@@ -170,3 +170,22 @@ func hasLine(log string, words ...string) bool {
 	}
 	return false
 }
+
+// waitUntil polls ok every millisecond until it holds, at most d.
+func waitUntil(t testing.TB, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !ok(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %v", what, d)
+		}
+	}
+}
+
+// waitSubscribers waits until n connections subscribe to the tenants channel.
+func waitSubscribers(t testing.TB, rdb redis.UniversalClient, n int64) {
+	t.Helper()
+	waitUntil(t, 5*time.Second, fmt.Sprintf("%d subscribers", n), func() bool {
+		m, err := rdb.PubSubNumSub(context.Background(), keys.TenantsChannel()).Result()
+		return err == nil && m[keys.TenantsChannel()] >= n
+	})
+}

@@ -10,6 +10,7 @@ import (
 // two reasons).
 type registryMetrics struct {
 	updates *prometheus.CounterVec // sluice_registry_updates_total{source}
+	reads   *prometheus.CounterVec // sluice_registry_reads_total{source}
 	errors  *prometheus.CounterVec // sluice_registry_errors_total{reason}
 	version prometheus.Gauge       // sluice_tenant_config_version
 }
@@ -19,6 +20,10 @@ func newRegistryMetrics(reg prometheus.Registerer) (*registryMetrics, error) {
 		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_registry_updates_total",
 			Help: "Tenant configs applied by this process's registry, by what triggered them (pubsub, poll, file, local).",
+		}, []string{"source"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_registry_reads_total",
+			Help: "Full reads of the runtime tenants from Redis by this process's registry, changed or not, by what triggered them (pubsub, poll, local).",
 		}, []string{"source"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_registry_errors_total",
@@ -31,13 +36,14 @@ func newRegistryMetrics(reg prometheus.Registerer) (*registryMetrics, error) {
 	}
 	for _, s := range []string{SourcePubSub, SourcePoll, SourceFile, SourceLocal} {
 		m.updates.WithLabelValues(s)
+		m.reads.WithLabelValues(s)
 	}
 	m.errors.WithLabelValues("read")
 	m.errors.WithLabelValues("invalid")
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.updates, m.errors, m.version} {
+	for _, c := range []prometheus.Collector{m.updates, m.reads, m.errors, m.version} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("tenants: register metrics: %w", err)
 		}

@@ -250,6 +250,7 @@ func (r *Registry) reload(ctx context.Context, source string) error {
 		r.failing = false
 		r.log.Info("tenants: runtime tenants readable again")
 	}
+	r.m.reads.WithLabelValues(source).Inc()
 	r.version.Store(v)
 	r.m.version.Set(float64(v))
 	r.records = recs

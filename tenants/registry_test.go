@@ -102,13 +102,19 @@ func TestRegistryPollCatchesLostMessage(t *testing.T) {
 	ctx := context.Background()
 	base := baseConfig(t, fileTenant("a", 5), fileTenant("b", 1))
 	r, seen := startRegistry(t, rdb, base, RegistryOptions{})
-	// An announced change first, so the registry's subscription is up and
-	// its first read done: the next change can only be found by the poll.
+	// An announced change first, once r's subscription is up, and then until
+	// r has handled both its pubsub events (the subscription and the
+	// message): the next change can only be found by the poll.
+	waitSubscribers(t, rdb, 1)
 	w, _ := startRegistry(t, rdb, base, RegistryOptions{})
+	waitSubscribers(t, rdb, 2)
 	if _, err := w.Patch(ctx, "b", []byte(`{"outflow":{"rate":2}}`), "alice", testAt); err != nil {
 		t.Fatal(err)
 	}
 	seen.waitFor(t, propagationBound, "announced change", func(c *config.Config) bool { return rateOf(c, "b") == 2 })
+	waitUntil(t, propagationBound, "r's two pubsub reads", func() bool {
+		return testutil.ToFloat64(r.m.reads.WithLabelValues(SourcePubSub)) >= 2
+	})
 	polled := testutil.ToFloat64(r.m.updates.WithLabelValues(SourcePoll))
 
 	spec := config.Tenant{Outflow: config.Outflow{Rate: 9}}.WithDefaults()
