@@ -66,9 +66,10 @@ const ViolatedBacklog = "backlog"
 // ErrReply marks an admission script reply of an unexpected shape.
 var ErrReply = errors.New("unexpected admission script reply")
 
-// Admitter decides Requests with one EVALSHA of lua.Admit() each, on a
-// standalone Redis, a Redis Cluster or a Ring. Concurrent decisions are
-// batched into shared pipelines (see WithBatching). It is safe for concurrent
+// Admitter decides Requests with the admission script (lua.Admit(), or the
+// one-module script of lua.AdmitFor), on a standalone Redis, a Redis Cluster
+// or a Ring: one EVALSHA per lone decision, and concurrent decisions share
+// round trips and script calls (see WithBatching). It is safe for concurrent
 // use and needs no shutdown: batches run on short-lived goroutines that end
 // when the work does.
 type Admitter struct {
@@ -131,10 +132,12 @@ type Option func(*config)
 
 // WithBatching turns request batching on or off (default on). When on,
 // decisions that arrive while earlier ones are on the wire are sent together
-// as one pipeline of EVALSHAs, so concurrent callers share round trips; each
-// decision is still exactly one EVALSHA, and a decision that finds nothing
-// in flight is sent at once by its own caller, without a pipeline. Off,
-// every decision is its own round trip.
+// in one round trip: on a standalone Redis as one EVALSHA in the script's
+// "many" layout, on a cluster or ring one such EVALSHA per tenant (a script
+// call may only touch one slot), pipelined. Each decision is still decided
+// exactly as its own call would be, all or nothing, with its own reply or
+// error; a decision that finds nothing in flight is sent at once by its own
+// caller as a plain EVALSHA. Off, every decision is its own round trip.
 func WithBatching(on bool) Option { return func(c *config) { c.batching = on } }
 
 // WithMaxBatch caps the decisions per pipeline (default 128).
@@ -167,7 +170,8 @@ func NewAdmitter(rdb redis.UniversalClient, opts ...Option) *Admitter {
 	}
 	a.tenants.max, a.policies.max, a.stateKey.max = maxMemo, maxMemo, maxMemo
 	if c.batching {
-		a.batch = &batcher{a: a, maxBatch: max(1, c.maxBatch), maxPipes: max(1, c.pipelines)}
+		_, standalone := rdb.(*redis.Client)
+		a.batch = &batcher{a: a, maxBatch: max(1, c.maxBatch), maxPipes: max(1, c.pipelines), anyTenant: standalone}
 	}
 	return a
 }
@@ -237,7 +241,7 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
 	s := a.scriptFor(r)
 	var reply any
 	if a.batch != nil {
-		reply, err = a.batch.do(ctx, s, keyList, args)
+		reply, err = a.batch.do(ctx, s, r.Tenant, keyList, args)
 	} else {
 		reply, err = a.run(ctx, s, keyList, args)
 	}

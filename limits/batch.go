@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -15,6 +16,7 @@ import (
 type call struct {
 	ctx    context.Context
 	script *lua.Script // nil: the Admitter's composite script
+	tenant string
 	keys   []string
 	args   []any
 	reply  any
@@ -27,7 +29,10 @@ var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}
 // batcher shares round trips between concurrent decisions. A decision joins
 // a queue; when fewer than maxPipes pipelines are in flight, its caller
 // becomes a flusher: it takes up to maxBatch queued decisions and sends them
-// as one pipeline of EVALSHAs. Decisions arriving meanwhile queue up and go
+// in one round trip: one EVALSHA per group of decisions that may share a
+// script call (those of one script, and on a cluster or ring of one tenant,
+// whose keys share a slot), in the "many" layout of lua/admit.lua when a
+// group holds several, all in one pipeline. Decisions arriving meanwhile queue up and go
 // together in the next pipeline, sent by a goroutine the flusher starts
 // before returning, which runs until the queue is empty. So a lone caller
 // pays no hand-off, and under load each round trip carries as many decisions
@@ -36,6 +41,9 @@ type batcher struct {
 	a        *Admitter
 	maxBatch int
 	maxPipes int
+	// anyTenant: decisions of different tenants may share a script call
+	// (a standalone Redis, where keys need not share a slot).
+	anyTenant bool
 
 	mu    sync.Mutex
 	queue []*call
@@ -44,9 +52,9 @@ type batcher struct {
 
 // do runs one EVALSHA of the admission script within a batch and returns its
 // reply.
-func (b *batcher) do(ctx context.Context, s *lua.Script, keys []string, args []any) (any, error) {
+func (b *batcher) do(ctx context.Context, s *lua.Script, tenant string, keys []string, args []any) (any, error) {
 	c := callPool.Get().(*call)
-	c.ctx, c.script, c.keys, c.args = ctx, s, keys, args
+	c.ctx, c.script, c.tenant, c.keys, c.args = ctx, s, tenant, keys, args
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := b.pipes < b.maxPipes
@@ -153,23 +161,96 @@ func (b *batcher) exec(batch []*call) {
 	}
 }
 
-// pipeline runs one EVALSHA per call in one round trip, stores each reply,
-// and returns the calls Redis answered NOSCRIPT.
+// pipeline sends batch in one round trip, one EVALSHA per group (see
+// group), stores each call's reply or error, and returns the calls whose
+// script Redis answered NOSCRIPT.
 func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
+	groups := b.group(batch)
 	pipe := b.a.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(batch))
-	for i, c := range batch {
-		cmds[i] = pipe.EvalSha(ctx, b.scriptOf(c).SHA(), c.keys, c.args...)
+	cmds := make([]*redis.Cmd, len(groups))
+	for i, g := range groups {
+		sha := b.scriptOf(g[0]).SHA()
+		if len(g) == 1 {
+			cmds[i] = pipe.EvalSha(ctx, sha, g[0].keys, g[0].args...)
+			continue
+		}
+		keys, args := many(g)
+		cmds[i] = pipe.EvalSha(ctx, sha, keys, args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var noscript []*call
-	for i, c := range batch {
-		c.reply, c.err = cmds[i].Result()
-		if c.err != nil && lua.IsNoScript(c.err) {
-			noscript = append(noscript, c)
+	for i, g := range groups {
+		reply, err := cmds[i].Result()
+		if err != nil && lua.IsNoScript(err) {
+			noscript = append(noscript, g...)
+		}
+		if len(g) == 1 {
+			g[0].reply, g[0].err = reply, err
+			continue
+		}
+		arr, ok := reply.([]any)
+		if err == nil && (!ok || len(arr) != len(g)) {
+			err = fmt.Errorf("%w: %d decisions answered by %T of %d", ErrReply, len(g), reply, len(arr))
+		}
+		for j, c := range g {
+			c.reply, c.err = nil, err
+			if err != nil {
+				continue
+			}
+			if e, ok := arr[j].(error); ok {
+				c.err = e
+				continue
+			}
+			c.reply = arr[j]
 		}
 	}
 	return noscript
+}
+
+// group splits batch, in order, into the calls that may share one script
+// call: those running the same script and, unless anyTenant, of the same
+// tenant. A tenant's calls so stay in their order within one group.
+func (b *batcher) group(batch []*call) [][]*call {
+	type key struct {
+		s      *lua.Script
+		tenant string
+	}
+	index := make(map[key]int, 4)
+	var groups [][]*call
+	for _, c := range batch {
+		k := key{b.scriptOf(c), c.tenant}
+		if b.anyTenant {
+			k.tenant = ""
+		}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, make([]*call, 0, len(batch)))
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups
+}
+
+// many builds the KEYS and ARGV of several decisions in one call of the
+// admission script: "many", their count, then per call its policy count and
+// its own ARGV; KEYS are every call's keys in turn (see lua/admit.lua).
+func many(g []*call) ([]string, []any) {
+	nk, na := 0, 2
+	for _, c := range g {
+		nk += len(c.keys)
+		na += 1 + len(c.args)
+	}
+	keys := make([]string, 0, nk)
+	args := make([]any, 0, na)
+	args = append(args, "many", len(g))
+	for _, c := range g {
+		keys = append(keys, c.keys...)
+		args = append(args, len(c.keys)-1)
+		args = append(args, c.args...)
+	}
+	return keys, args
 }
 
 // scriptOf is the script a call runs.

@@ -100,40 +100,118 @@ func TestSlidingWindowErrorUnderBoundaryBurst(t *testing.T) {
 
 // TestBatcherSharesRoundTrips checks that concurrent decisions travel
 // together: with one pipeline in flight, 1,000 concurrent requests need far
-// fewer than 1,000 round trips.
+// fewer than 1,000 round trips, and on a standalone Redis each round trip
+// carries one EVALSHA in the script's "many" layout, however many tenants
+// its decisions are for.
 func TestBatcherSharesRoundTrips(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { rdb.Close() })
-	var trips atomic.Int64
-	rdb.AddHook(admCountHook{&trips})
+	var trips, cmds atomic.Int64
+	rdb.AddHook(admCountHook{&trips, &cmds})
 	a := admNew(t, rdb, WithPipelines(1))
 	trips.Store(0)
+	cmds.Store(0)
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 100, Period: time.Hour}
-	if got := admFlood(t, a, admTenant(t, rdb), p, 1000, admAt(1)); got != 100 {
-		t.Fatalf("admitted %d, want 100", got)
+	tenants := []string{admTenant(t, rdb), admTenant(t, rdb), admTenant(t, rdb), admTenant(t, rdb)}
+	got := admFloodMany(t, a, tenants, p, 250, admAt(1))
+	for i, n := range got {
+		if n != 100 {
+			t.Errorf("tenant %d admitted %d of 250, want 100", i, n)
+		}
 	}
-	n := trips.Load()
-	t.Logf("1000 decisions in %d round trips", n)
+	n, c := trips.Load(), cmds.Load()
+	t.Logf("1000 decisions for 4 tenants in %d round trips, %d commands", n, c)
 	if n >= 500 {
 		t.Errorf("%d round trips for 1000 concurrent decisions, want them batched (< 500)", n)
 	}
+	if c != n {
+		t.Errorf("%d commands in %d round trips, want one EVALSHA each", c, n)
+	}
 }
 
-// admCountHook counts round trips: pipelines and single commands.
-type admCountHook struct{ n *atomic.Int64 }
+// TestBatcherOnCluster: on the cluster, where one script call may only touch
+// one slot, batches of many tenants' decisions (on every master) group them
+// by tenant and still admit exactly each tenant's limit.
+func TestBatcherOnCluster(t *testing.T) {
+	rdb := testenv.Cluster(t)
+	a := admNew(t, rdb)
+	tenants := admSpreadTenants(t, rdb)
+	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 20, Period: time.Hour}
+	for i, n := range admFloodMany(t, a, tenants, p, 100, admAt(1)) {
+		if n != 20 {
+			t.Errorf("tenant %s admitted %d of 100, want 20", tenants[i], n)
+		}
+	}
+}
+
+// admFloodMany sends n concurrent decisions for each tenant, all at once and
+// interleaved, and returns how many each tenant had admitted.
+func admFloodMany(t *testing.T, a *Admitter, tenants []string, p Policy, n int, now time.Time) []int {
+	t.Helper()
+	admitted := make([]atomic.Int64, len(tenants))
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	start := make(chan struct{})
+	for range n {
+		for i, tenant := range tenants {
+			wg.Go(func() {
+				<-start
+				d, err := a.Admit(context.Background(), Request{Tenant: tenant, Policies: []Policy{p}, Now: now})
+				if err != nil {
+					errOnce.Do(func() { first = err })
+					return
+				}
+				if d.Allowed {
+					admitted[i].Add(1)
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	if first != nil {
+		t.Fatalf("Admit: %v", first)
+	}
+	out := make([]int, len(tenants))
+	for i := range admitted {
+		out[i] = int(admitted[i].Load())
+	}
+	return out
+}
+
+// admCountHook counts the round trips that carry EVALSHAs (pipelines and
+// single commands) and the EVALSHAs they carry; a connection's set-up
+// commands are not counted.
+type admCountHook struct{ trips, cmds *atomic.Int64 }
 
 func (admCountHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h admCountHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
+		h.count([]redis.Cmder{cmd})
 		return next(ctx, cmd)
 	}
 }
 
 func (h admCountHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
+		h.count(cmds)
 		return next(ctx, cmds)
+	}
+}
+
+func (h admCountHook) count(cmds []redis.Cmder) {
+	n := int64(0)
+	for _, c := range cmds {
+		if c.Name() == "evalsha" {
+			n++
+		}
+	}
+	if n > 0 {
+		h.trips.Add(1)
+		h.cmds.Add(n)
 	}
 }

@@ -77,7 +77,7 @@ func TestNoScriptInPipeline(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				batch = append(batch, &call{ctx: context.Background(), keys: keyList, args: args, done: make(chan struct{}, 1)})
+				batch = append(batch, &call{ctx: context.Background(), tenant: tenant, keys: keyList, args: args, done: make(chan struct{}, 1)})
 			}
 			a.batch.exec(batch)
 			for i, cl := range batch {

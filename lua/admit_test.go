@@ -153,3 +153,87 @@ func mustSource(t *testing.T, name string) string {
 	}
 	return src
 }
+
+// TestAdmitMany: the "many" layout decides several requests in one call,
+// each exactly as its own call would: in order (the second request on a
+// one-unit GCRA key is refused after the first took it), with its own
+// error reply for a bad policy while the others stand, and a layout that
+// does not add up is refused whole, before any write.
+func TestAdmitMany(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "luamany")
+	backlog := keys.Backlog(tenant)
+	gcra := keys.Admission(tenant, "gcra", "tenant")
+	window := keys.Admission(tenant, "fixed_window", "tenant")
+	const now = 1_700_000_000_000_000
+	one := []any{"gcra", 1, 1_000_000, 1, 1}           // one unit per second, burst 1
+	fixed := []any{"fixed_window", 5, 1_000_000, 1, 1} // five per second
+	decision := func(dry int, pol ...[]any) []any {
+		out := []any{len(pol), now, 1, 0, dry}
+		for _, p := range pol {
+			out = append(out, p...)
+		}
+		return out
+	}
+	args := []any{"many", 5}
+	args = append(args, decision(0, one)...)
+	args = append(args, decision(0, one)...)
+	args = append(args, decision(0, []any{"nope", 1, 1_000_000, 1, 1})...)
+	args = append(args, decision(1, fixed)...)
+	args = append(args, decision(0, fixed, []any{"gcra", 1000, 1_000_000, 10, 1})...)
+	ks := []string{backlog, gcra, backlog, gcra, backlog, gcra, backlog, window, backlog, window, keys.Admission(tenant, "gcra", "other")}
+	reply, err := Admit().Run(ctx, rdb, ks, args...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, ok := reply.([]any)
+	if !ok || len(res) != 5 {
+		t.Fatalf("reply = %#v, want 5 elements", reply)
+	}
+	want := [][]int64{
+		{1, 0, 0, 1, 1, 0, 0, 1_000_000},         // takes the unit
+		{0, 1, 0, 0, 1, 0, 1_000_000, 1_000_000}, // refused: the first took it
+		nil,                                      // bad policy: an error
+		{1, 0, 0, 1, 5, 5, 0, 0},                 // dry run: writes nothing
+		{1, 0, 0, 1, 5, 4, 0, 1_000_000, 1, 10, 9, 0, 1_000},
+	}
+	for j, w := range want {
+		if w == nil {
+			if e, ok := res[j].(error); !ok || !strings.Contains(e.Error(), "bad policy 1") {
+				t.Errorf("decision %d = %#v, want the error bad policy 1", j+1, res[j])
+			}
+			continue
+		}
+		got, ok := res[j].([]any)
+		if !ok || len(got) != len(w) {
+			t.Errorf("decision %d = %#v, want %v", j+1, res[j], w)
+			continue
+		}
+		for i := range w {
+			if got[i] != w[i] {
+				t.Errorf("decision %d = %v, want %v", j+1, got, w)
+				break
+			}
+		}
+	}
+
+	other := testenv.Name(t, "luamany")
+	bad := []struct {
+		name string
+		keys []string
+		args []any
+	}{
+		{"no count", []string{keys.Backlog(other), keys.Admission(other, "gcra", "tenant")}, append([]any{"many", "x"}, decision(0, one)...)},
+		{"keys short", []string{keys.Backlog(other), keys.Admission(other, "gcra", "tenant")}, append(append([]any{"many", 2}, decision(0, one)...), decision(0, one)...)},
+		{"args left over", []string{keys.Backlog(other), keys.Admission(other, "gcra", "tenant")}, append(append([]any{"many", 1}, decision(0, one)...), 7)},
+	}
+	for _, c := range bad {
+		if err := Admit().Run(ctx, rdb, c.keys, c.args...).Err(); err == nil || !strings.Contains(err.Error(), "admit: many") {
+			t.Errorf("%s: error = %v, want an admit: many error", c.name, err)
+		}
+	}
+	if n := rdb.Keys(ctx, "sluice:{"+other+"}*").Val(); len(n) != 0 {
+		t.Errorf("refused calls wrote keys %v", n)
+	}
+}
