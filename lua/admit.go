@@ -7,9 +7,9 @@ import (
 )
 
 // AdmitModules are the algorithm modules of the admission script, in the
-// order Admit concatenates them before the driver admit.lua. Each defines one
-// Lua table (named like its file) with check and commit functions; see the
-// header of each file.
+// order Admit concatenates them between the prelude admit_prelude.lua and the
+// driver admit.lua. Each defines two local functions, <alg>_check and
+// <alg>_commit; see the header of fixed_window.lua.
 var AdmitModules = []string{
 	"fixed_window.lua",
 	"sliding_window.lua",
@@ -25,22 +25,24 @@ var (
 	singles     map[string]*Script
 )
 
-// Admit returns the admission script "admit.lua": the five algorithm modules
-// (AdmitModules) followed by the driver admit.lua, as one script, so one
+// Admit returns the admission script "admit.lua": the prelude
+// admit_prelude.lua (the locals every part uses), the five algorithm modules
+// (AdmitModules) and the driver admit.lua, as one script, so one
 // EVALSHA checks a tenant's backlog gate and all its policies and writes
 // their state only when all admit. Its KEYS, ARGV and reply are described in
 // the header of admit.lua. The script is built once; it panics only when an
 // embedded file is missing, which any test catches.
 func Admit() *Script {
 	admitOnce.Do(func() {
-		admitScript = New("admit.lua", concat(append(AdmitModules[:len(AdmitModules):len(AdmitModules)], "admit.lua")))
+		names := append([]string{"admit_prelude.lua"}, AdmitModules...)
+		admitScript = New("admit.lua", concat(append(names, "admit.lua")))
 	})
 	return admitScript
 }
 
 // AdmitFor returns the admission script for requests whose policies all use
 // one algorithm (module, the file name of an AdmitModules entry, such as
-// "gcra.lua"): that module followed by the same driver admit.lua, with the
+// "gcra.lua"): the prelude, that module and the same driver admit.lua, with the
 // same KEYS, ARGV and reply as Admit. Redis then defines one module's
 // functions per call instead of five, which is most of a small decision's
 // server time. It returns nil for an unknown module.
@@ -48,7 +50,7 @@ func AdmitFor(module string) *Script {
 	singleOnce.Do(func() {
 		singles = make(map[string]*Script, len(AdmitModules))
 		for _, m := range AdmitModules {
-			singles[m] = New("admit.lua("+m+")", concat([]string{m, "admit.lua"}))
+			singles[m] = New("admit.lua("+m+")", concat([]string{"admit_prelude.lua", m, "admit.lua"}))
 		}
 	})
 	return singles[module]

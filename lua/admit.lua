@@ -93,7 +93,7 @@ local function decide(k0, a0, npol)
   local now = tonumber(ARGV[a0])
   if now == nil or now <= 0 then
     if clock == nil then
-      local t = redis.call('TIME')
+      local t = call('TIME')
       clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
     now = clock
@@ -106,7 +106,7 @@ local function decide(k0, a0, npol)
 
   local admitted, violated, backlog = 1, 0, 0
   if max_backlog > 0 then
-    backlog = tonumber(redis.call('GET', KEYS[k0])) or 0
+    backlog = tonumber(call('GET', KEYS[k0])) or 0
     if backlog + cost > max_backlog then
       admitted, violated = 0, -1
     end
@@ -178,7 +178,7 @@ end
 
 if ARGV[1] ~= 'many' then
   local npol = (#ARGV - 4) / 5
-  if npol ~= math.floor(npol) or #KEYS ~= npol + 1 then
+  if npol ~= floor(npol) or #KEYS ~= npol + 1 then
     return redis.error_reply('ERR admit: want 1 + n keys and 4 + 5n args')
   end
   return decide(1, 1, npol)
@@ -195,7 +195,7 @@ end
 local k, a = 1, 3
 for j = 1, m do
   local npol = tonumber(ARGV[a])
-  if npol == nil or npol < 0 or npol ~= math.floor(npol) then
+  if npol == nil or npol < 0 or npol ~= floor(npol) then
     return redis.error_reply('ERR admit: many: decision ' .. j .. ' has no policy count')
   end
   k, a = k + 1 + npol, a + 5 + 5 * npol

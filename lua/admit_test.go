@@ -13,7 +13,7 @@ import (
 )
 
 // admitFiles are the files Admit assembles.
-var admitFiles = append(append([]string(nil), AdmitModules...), "admit.lua")
+var admitFiles = append(append([]string{"admit_prelude.lua"}, AdmitModules...), "admit.lua")
 
 // TestAdmitFilesHaveHeaders: every file opens with a comment block naming
 // its KEYS, ARGV and returns.

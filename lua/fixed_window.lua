@@ -1,7 +1,9 @@
 -- fixed_window.lua: the fixed-window counter, an admission module of
--- admit.lua. lua.Admit() builds the runnable script by concatenating the five
--- algorithm modules and the driver admit.lua; run on its own this file only
--- defines two local functions and touches nothing.
+-- admit.lua. lua.Admit() builds the runnable script by concatenating the
+-- prelude admit_prelude.lua (floor, ceil, max, min, fmt, tonumber, call:
+-- math's, string.format and redis.call as locals), the five algorithm
+-- modules and the driver admit.lua; run on its own this file only defines two
+-- local functions and touches nothing.
 --
 -- Every module has the same two functions, plain locals returning several
 -- values, because a script's top level runs on every EVALSHA and Lua 5.1
@@ -41,10 +43,10 @@
 --       nothing.
 
 local function fixed_window_check(key, now, limit, period, burst, cost)
-  local w = math.floor(now / period)
+  local w = floor(now / period)
   local wend = (w + 1) * period - now
-  local wkey = key .. ':' .. string.format('%d', w)
-  local count = tonumber(redis.call('GET', wkey)) or 0
+  local wkey = key .. ':' .. fmt('%d', w)
+  local count = tonumber(call('GET', wkey)) or 0
   local ok = count + cost <= limit
   local retry = 0
   if cost > limit then
@@ -56,11 +58,11 @@ local function fixed_window_check(key, now, limit, period, burst, cost)
   if count > 0 then
     reset_now = wend
   end
-  return ok, limit, math.max(0, limit - count), reset_now, limit - count - cost, wend, retry, wkey
+  return ok, limit, max(0, limit - count), reset_now, limit - count - cost, wend, retry, wkey
 end
 
 local function fixed_window_commit(key, now, cost, period, reset_after, wkey)
-  if redis.call('INCRBY', wkey, cost) == cost then
-    redis.call('PEXPIRE', wkey, string.format('%d', math.max(1, math.ceil(period / 1000))))
+  if call('INCRBY', wkey, cost) == cost then
+    call('PEXPIRE', wkey, fmt('%d', max(1, ceil(period / 1000))))
   end
 end

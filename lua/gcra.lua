@@ -28,9 +28,9 @@
 --       gcra_commit: nothing.
 
 local function gcra_check(key, now, limit, period, burst, cost)
-  local t = math.ceil(period / limit)
+  local t = ceil(period / limit)
   local tau = burst * t
-  local base = tonumber(redis.call('GET', key)) or now
+  local base = tonumber(call('GET', key)) or now
   if base < now then
     base = now
   end
@@ -42,11 +42,11 @@ local function gcra_check(key, now, limit, period, burst, cost)
   elseif not ok then
     retry = new - tau - now
   end
-  return ok, burst, math.max(0, math.floor((tau - (base - now)) / t)), base - now,
-    math.floor((tau - (new - now)) / t), new - now, retry, new
+  return ok, burst, max(0, floor((tau - (base - now)) / t)), base - now,
+    floor((tau - (new - now)) / t), new - now, retry, new
 end
 
 local function gcra_commit(key, now, cost, period, reset_after, new)
-  redis.call('SET', key, string.format('%d', new), 'PX',
-    string.format('%d', math.max(1, math.ceil(reset_after / 1000))))
+  call('SET', key, fmt('%d', new), 'PX',
+    fmt('%d', max(1, ceil(reset_after / 1000))))
 end

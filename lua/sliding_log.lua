@@ -29,37 +29,37 @@
 --       sliding_log_commit: nothing.
 
 local function sliding_log_check(key, now, limit, period, burst, cost)
-  local lo = '(' .. string.format('%d', now - period)
-  local count = redis.call('ZCOUNT', key, lo, '+inf')
+  local lo = '(' .. fmt('%d', now - period)
+  local count = call('ZCOUNT', key, lo, '+inf')
   local ok = count + cost <= limit
   local reset_now, reset_after = 0, period
   if count > 0 then
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    reset_now = math.max(0, tonumber(newest[2]) + period - now)
-    reset_after = math.max(period, reset_now)
+    local newest = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    reset_now = max(0, tonumber(newest[2]) + period - now)
+    reset_after = max(period, reset_now)
   end
   local retry = 0
   if cost > limit then
     retry = -1
   elseif not ok then
-    local e = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-    retry = math.max(1, tonumber(e[2]) + period - now)
+    local e = call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+    retry = max(1, tonumber(e[2]) + period - now)
   end
-  return ok, limit, math.max(0, limit - count), reset_now, limit - count - cost, reset_after, retry
+  return ok, limit, max(0, limit - count), reset_now, limit - count - cost, reset_after, retry
 end
 
 local function sliding_log_commit(key, now, cost, period, reset_after)
-  local at = string.format('%d', now)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
-  local seq = redis.call('ZCOUNT', key, at, at)
+  local at = fmt('%d', now)
+  call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now - period))
+  local seq = call('ZCOUNT', key, at, at)
   local args = {}
   for i = 1, cost do
     args[#args + 1] = at
-    args[#args + 1] = at .. ':' .. string.format('%d', seq + i)
+    args[#args + 1] = at .. ':' .. fmt('%d', seq + i)
     if #args >= 1000 or i == cost then
-      redis.call('ZADD', key, unpack(args))
+      call('ZADD', key, unpack(args))
       args = {}
     end
   end
-  redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil(reset_after / 1000))))
+  call('PEXPIRE', key, fmt('%d', max(1, ceil(reset_after / 1000))))
 end

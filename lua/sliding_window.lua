@@ -35,13 +35,13 @@ local function sliding_window_wait(cnt, need, period)
   if cnt <= need then
     return 0
   end
-  return math.floor(period - (need + 1) * period / cnt) + 1
+  return floor(period - (need + 1) * period / cnt) + 1
 end
 
 local function sliding_window_check(key, now, limit, period, burst, cost)
-  local h = redis.call('HMGET', key, 'w', 'c', 'p')
+  local h = call('HMGET', key, 'w', 'c', 'p')
   local sw = tonumber(h[1])
-  local w = math.floor(now / period)
+  local w = floor(now / period)
   local prev, cur = 0, 0
   if sw ~= nil and sw >= w then
     -- same window, or a stored window ahead of now (a clock that went back):
@@ -50,8 +50,8 @@ local function sliding_window_check(key, now, limit, period, burst, cost)
   elseif sw ~= nil and sw == w - 1 then
     prev = tonumber(h[2]) or 0
   end
-  local elapsed = math.max(0, now - w * period)
-  local est = math.floor(prev * (period - elapsed) / period) + cur
+  local elapsed = max(0, now - w * period)
+  local est = floor(prev * (period - elapsed) / period) + cur
   local ok = est + cost <= limit
   local reset_after = (w + 2) * period - now
   local reset_now = 0
@@ -70,14 +70,14 @@ local function sliding_window_check(key, now, limit, period, burst, cost)
       -- the current window must first become the previous one
       retry = (w + 1) * period - now + sliding_window_wait(cur, limit - cost, period)
     end
-    retry = math.max(1, retry)
+    retry = max(1, retry)
   end
-  return ok, limit, math.max(0, limit - est), reset_now, limit - est - cost, reset_after, retry,
+  return ok, limit, max(0, limit - est), reset_now, limit - est - cost, reset_after, retry,
     w, cur + cost, prev
 end
 
 local function sliding_window_commit(key, now, cost, period, reset_after, w, c, p)
-  redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c),
-    'p', string.format('%d', p))
-  redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil(reset_after / 1000))))
+  call('HSET', key, 'w', fmt('%d', w), 'c', fmt('%d', c),
+    'p', fmt('%d', p))
+  call('PEXPIRE', key, fmt('%d', max(1, ceil(reset_after / 1000))))
 end

@@ -26,12 +26,12 @@
 
 local function token_bucket_check(key, now, limit, period, burst, cost)
   local cap = burst * period
-  local h = redis.call('HMGET', key, 'tokens', 'ts')
+  local h = call('HMGET', key, 'tokens', 'ts')
   local tokens, ts = tonumber(h[1]), tonumber(h[2])
   if tokens == nil or ts == nil then
     tokens, ts = cap, now
   elseif now > ts then
-    tokens = math.min(cap, tokens + (now - ts) * limit)
+    tokens = min(cap, tokens + (now - ts) * limit)
     ts = now
   end
   local need = cost * period
@@ -40,13 +40,13 @@ local function token_bucket_check(key, now, limit, period, burst, cost)
   if need > cap then
     retry = -1
   elseif left < 0 then
-    retry = math.ceil(-left / limit)
+    retry = ceil(-left / limit)
   end
-  return left >= 0, burst, math.floor(tokens / period), math.ceil((cap - tokens) / limit),
-    math.floor(left / period), math.ceil((cap - left) / limit), retry, left, ts
+  return left >= 0, burst, floor(tokens / period), ceil((cap - tokens) / limit),
+    floor(left / period), ceil((cap - left) / limit), retry, left, ts
 end
 
 local function token_bucket_commit(key, now, cost, period, reset_after, tokens, ts)
-  redis.call('HSET', key, 'tokens', string.format('%d', tokens), 'ts', string.format('%d', ts))
-  redis.call('PEXPIRE', key, string.format('%d', math.max(1, math.ceil(reset_after / 1000))))
+  call('HSET', key, 'tokens', fmt('%d', tokens), 'ts', fmt('%d', ts))
+  call('PEXPIRE', key, fmt('%d', max(1, ceil(reset_after / 1000))))
 end
