@@ -84,16 +84,17 @@ type Admitter struct {
 
 	// Memoized per tenant and per policy, so the hot path neither matches
 	// regexps, formats keys nor boxes integers on every call.
-	tenants  memo[string, string]        // tenant → backlog key, "" if invalid
-	policies memo[Policy, encodedPolicy] // validation and ARGV values
-	stateKey memo[stateKeyOf, string]    // keys.Admission
+	tenants  memo[string, string]         // tenant → backlog key, "" if invalid
+	policies memo[Policy, *encodedPolicy] // validation and ARGV values
+	stateKey memo[stateKeyOf, string]     // keys.Admission
 }
 
 // maxMemo bounds each of the Admitter's memos.
 const maxMemo = 1 << 16
 
 // encodedPolicy is a validated policy's four ARGV values, or why it is
-// invalid.
+// invalid. Memoized, so requests under one policy share one pointer, which
+// is what a script call's policy table deduplicates by.
 type encodedPolicy struct {
 	err  error
 	args [4]any
@@ -102,12 +103,76 @@ type encodedPolicy struct {
 // stateKeyOf names one policy's state key of one tenant.
 type stateKeyOf struct{ tenant, algorithm, policy string }
 
-func encodePolicy(p Policy) encodedPolicy {
-	e := encodedPolicy{err: p.Validate()}
+func encodePolicy(p Policy) *encodedPolicy {
+	e := &encodedPolicy{err: p.Validate()}
 	if e.err == nil {
 		e.args = [4]any{string(p.Algorithm), p.Limit, p.Period.Microseconds(), p.burst()}
 	}
 	return e
+}
+
+// polRef is one of a request's policies as sent: its definition and the
+// cost charged to it.
+type polRef struct {
+	def  *encodedPolicy
+	cost int64
+}
+
+// encoded is one request's share of an admission script call (see the
+// layout in lua/admit.lua).
+type encoded struct {
+	now        int64    // unix µs; 0: Redis TIME
+	keys       []string // the backlog key when gated, then one per policy
+	cost       int64
+	maxBacklog int64
+	dry        bool
+	pols       []polRef
+}
+
+// callArgs builds the KEYS and ARGV of one script call deciding ds, which
+// share now: the distinct policies once, in order of first use, then each
+// request's part.
+func callArgs(ds []*encoded) ([]string, []any) {
+	var defs []*encodedPolicy
+	nk, na := 0, 3
+	for _, d := range ds {
+		nk += len(d.keys)
+		na += 4 + 2*len(d.pols)
+		for _, r := range d.pols {
+			if indexOf(defs, r.def) < 0 {
+				defs = append(defs, r.def)
+			}
+		}
+	}
+	keyList := make([]string, 0, nk)
+	args := make([]any, 0, na+4*len(defs))
+	args = append(args, ds[0].now, len(ds), len(defs))
+	for _, e := range defs {
+		args = append(args, e.args[0], e.args[1], e.args[2], e.args[3])
+	}
+	for _, d := range ds {
+		keyList = append(keyList, d.keys...)
+		dry := 0
+		if d.dry {
+			dry = 1
+		}
+		args = append(args, d.cost, d.maxBacklog, dry, len(d.pols))
+		for _, r := range d.pols {
+			args = append(args, indexOf(defs, r.def)+1, r.cost)
+		}
+	}
+	return keyList, args
+}
+
+// indexOf is the index of e in defs, or -1. A call's distinct policies are
+// few (one per plan among its tenants), so a scan beats a map.
+func indexOf(defs []*encodedPolicy, e *encodedPolicy) int {
+	for i, d := range defs {
+		if d == e {
+			return i
+		}
+	}
+	return -1
 }
 
 func backlogKey(tenant string) string {
@@ -209,17 +274,43 @@ func (a *Admitter) scriptFor(r Request) *lua.Script {
 	return a.script
 }
 
-// run is one EVALSHA in its own round trip. NOSCRIPT is answered by
-// loading the script again (on every master) and retrying once.
-func (a *Admitter) run(ctx context.Context, s *lua.Script, keys []string, args []any) (any, error) {
-	reply, err := a.rdb.EvalSha(ctx, s.SHA(), keys, args...).Result()
+// run decides d in one EVALSHA of its own, in its own round trip, and
+// returns d's reply. NOSCRIPT is answered by loading the script again (on
+// every master) and retrying once.
+func (a *Admitter) run(ctx context.Context, s *lua.Script, d *encoded) (any, error) {
+	keyList, args := callArgs([]*encoded{d})
+	reply, err := a.rdb.EvalSha(ctx, s.SHA(), keyList, args...).Result()
 	if err != nil && lua.IsNoScript(err) {
 		if err := a.reload(ctx); err != nil {
 			return nil, err
 		}
-		reply, err = a.rdb.EvalSha(ctx, s.SHA(), keys, args...).Result()
+		reply, err = a.rdb.EvalSha(ctx, s.SHA(), keyList, args...).Result()
 	}
-	return reply, err
+	if err != nil {
+		return nil, err
+	}
+	replies, err := splitReply(reply, 1)
+	if err != nil {
+		return nil, err
+	}
+	return replies[0], replyErr(replies[0])
+}
+
+// splitReply checks that a call's reply holds one element per decision.
+func splitReply(reply any, m int) ([]any, error) {
+	arr, ok := reply.([]any)
+	if !ok || len(arr) != m {
+		return nil, fmt.Errorf("%w: %T of %d elements for %d decisions", ErrReply, reply, len(arr), m)
+	}
+	return arr, nil
+}
+
+// replyErr is the decision's own error when its reply element is one.
+func replyErr(elem any) error {
+	if err, ok := elem.(error); ok {
+		return err
+	}
+	return nil
 }
 
 // reload answers NOSCRIPT (Redis restarted, flushed or failed over).
@@ -234,16 +325,19 @@ func (a *Admitter) reload(ctx context.Context) error {
 // A Redis error is returned wrapped (the caller then fails open or closed);
 // NOSCRIPT is never returned, the script is reloaded instead.
 func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
-	keyList, args, err := a.encode(r)
-	if err != nil {
+	var e encoded
+	if err := a.encode(r, &e); err != nil {
 		return Decision{}, err
 	}
 	s := a.scriptFor(r)
-	var reply any
+	var (
+		reply any
+		err   error
+	)
 	if a.batch != nil {
-		reply, err = a.batch.do(ctx, s, r.Tenant, keyList, args)
+		reply, err = a.batch.do(ctx, s, r.Tenant, &e)
 	} else {
-		reply, err = a.run(ctx, s, keyList, args)
+		reply, err = a.run(ctx, s, &e)
 	}
 	if err != nil {
 		return Decision{}, fmt.Errorf("limits: admit %s: %w", r.Tenant, err)
@@ -251,56 +345,54 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
 	return decode(s.Name(), r, reply)
 }
 
-// encode builds the script's KEYS and ARGV for r (see lua/admit.lua).
-func (a *Admitter) encode(r Request) ([]string, []any, error) {
+// encode fills e with r's share of a script call (see lua/admit.lua).
+func (a *Admitter) encode(r Request, e *encoded) error {
 	backlog := a.tenants.get(r.Tenant, backlogKey)
 	if backlog == "" {
-		return nil, nil, fmt.Errorf("limits: admit: invalid tenant %q", r.Tenant)
+		return fmt.Errorf("limits: admit: invalid tenant %q", r.Tenant)
 	}
 	cost := r.Cost
 	if cost == 0 {
 		cost = 1
 	}
 	if cost < 0 || r.MaxBacklog < 0 {
-		return nil, nil, fmt.Errorf("limits: admit %s: cost %d and max backlog %d must be >= 0", r.Tenant, r.Cost, r.MaxBacklog)
+		return fmt.Errorf("limits: admit %s: cost %d and max backlog %d must be >= 0", r.Tenant, r.Cost, r.MaxBacklog)
 	}
-	var now int64
 	if !r.Now.IsZero() {
-		if now = r.Now.UnixMicro(); now <= 0 {
-			return nil, nil, fmt.Errorf("limits: admit %s: now %v is not after the unix epoch", r.Tenant, r.Now)
+		if e.now = r.Now.UnixMicro(); e.now <= 0 {
+			return fmt.Errorf("limits: admit %s: now %v is not after the unix epoch", r.Tenant, r.Now)
 		}
 	}
-	keyList := make([]string, 1, 1+len(r.Policies))
-	keyList[0] = backlog
 	if len(r.Costs) != 0 && len(r.Costs) != len(r.Policies) {
-		return nil, nil, fmt.Errorf("limits: admit %s: %d costs for %d policies", r.Tenant, len(r.Costs), len(r.Policies))
+		return fmt.Errorf("limits: admit %s: %d costs for %d policies", r.Tenant, len(r.Costs), len(r.Policies))
 	}
-	args := make([]any, 4, 4+5*len(r.Policies))
-	args[0], args[1], args[2], args[3] = now, cost, r.MaxBacklog, 0
-	if r.DryRun {
-		args[3] = 1
+	e.cost, e.maxBacklog, e.dry = cost, r.MaxBacklog, r.DryRun
+	e.keys = make([]string, 0, 1+len(r.Policies))
+	if r.MaxBacklog > 0 {
+		e.keys = append(e.keys, backlog)
 	}
+	e.pols = make([]polRef, 0, len(r.Policies))
 	for i, p := range r.Policies {
-		e := a.policies.get(p, encodePolicy)
-		if e.err != nil {
-			return nil, nil, fmt.Errorf("limits: admit %s: %w", r.Tenant, e.err)
+		def := a.policies.get(p, encodePolicy)
+		if def.err != nil {
+			return fmt.Errorf("limits: admit %s: %w", r.Tenant, def.err)
 		}
 		for _, q := range r.Policies[:i] {
 			if q.Name == p.Name {
-				return nil, nil, fmt.Errorf("limits: admit %s: policy name %q used twice", r.Tenant, p.Name)
+				return fmt.Errorf("limits: admit %s: policy name %q used twice", r.Tenant, p.Name)
 			}
 		}
-		keyList = append(keyList, a.stateKey.get(stateKeyOf{r.Tenant, string(p.Algorithm), p.Name}, stateKey))
+		e.keys = append(e.keys, a.stateKey.get(stateKeyOf{r.Tenant, string(p.Algorithm), p.Name}, stateKey))
 		pcost := cost
 		if len(r.Costs) != 0 && r.Costs[i] != 0 {
 			pcost = r.Costs[i]
 		}
 		if pcost < 0 {
-			return nil, nil, fmt.Errorf("limits: admit %s: cost %d of policy %q must be >= 0", r.Tenant, pcost, p.Name)
+			return fmt.Errorf("limits: admit %s: cost %d of policy %q must be >= 0", r.Tenant, pcost, p.Name)
 		}
-		args = append(args, e.args[0], e.args[1], e.args[2], e.args[3], pcost)
+		e.pols = append(e.pols, polRef{def, pcost})
 	}
-	return keyList, args, nil
+	return nil
 }
 
 // decode checks every element of the script's reply and builds a Decision.

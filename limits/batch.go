@@ -2,7 +2,6 @@ package limits
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -17,8 +16,7 @@ type call struct {
 	ctx    context.Context
 	script *lua.Script // nil: the Admitter's composite script
 	tenant string
-	keys   []string
-	args   []any
+	enc    *encoded
 	reply  any
 	err    error
 	done   chan struct{} // one value per use, sent when reply and err are set
@@ -31,8 +29,7 @@ var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}
 // becomes a flusher: it takes up to maxBatch queued decisions and sends them
 // in one round trip: one EVALSHA per group of decisions that may share a
 // script call (those of one script, and on a cluster or ring of one tenant,
-// whose keys share a slot), in the "many" layout of lua/admit.lua when a
-// group holds several, all in one pipeline. Decisions arriving meanwhile queue up and go
+// whose keys share a slot; see lua/admit.lua), all in one pipeline. Decisions arriving meanwhile queue up and go
 // together in the next pipeline, sent by a goroutine the flusher starts
 // before returning, which runs until the queue is empty. So a lone caller
 // pays no hand-off, and under load each round trip carries as many decisions
@@ -52,9 +49,9 @@ type batcher struct {
 
 // do runs one EVALSHA of the admission script within a batch and returns its
 // reply.
-func (b *batcher) do(ctx context.Context, s *lua.Script, tenant string, keys []string, args []any) (any, error) {
+func (b *batcher) do(ctx context.Context, s *lua.Script, tenant string, e *encoded) (any, error) {
 	c := callPool.Get().(*call)
-	c.ctx, c.script, c.tenant, c.keys, c.args = ctx, s, tenant, keys, args
+	c.ctx, c.script, c.tenant, c.enc = ctx, s, tenant, e
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := b.pipes < b.maxPipes
@@ -138,7 +135,7 @@ func (b *batcher) exec(batch []*call) {
 		// A lone decision needs no pipeline: one EVALSHA under its caller's
 		// ctx, as unbatched.
 		c := batch[0]
-		c.reply, c.err = b.a.run(c.ctx, b.scriptOf(c), c.keys, c.args)
+		c.reply, c.err = b.a.run(c.ctx, b.scriptOf(c), c.enc)
 		c.done <- struct{}{}
 		return
 	}
@@ -168,14 +165,14 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 	groups := b.group(batch)
 	pipe := b.a.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(groups))
+	encs := make([]*encoded, 0, len(batch))
 	for i, g := range groups {
-		sha := b.scriptOf(g[0]).SHA()
-		if len(g) == 1 {
-			cmds[i] = pipe.EvalSha(ctx, sha, g[0].keys, g[0].args...)
-			continue
+		encs = encs[:0]
+		for _, c := range g {
+			encs = append(encs, c.enc)
 		}
-		keys, args := many(g)
-		cmds[i] = pipe.EvalSha(ctx, sha, keys, args...)
+		keyList, args := callArgs(encs)
+		cmds[i] = pipe.EvalSha(ctx, b.scriptOf(g[0]).SHA(), keyList, args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var noscript []*call
@@ -184,41 +181,34 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 		if err != nil && lua.IsNoScript(err) {
 			noscript = append(noscript, g...)
 		}
-		if len(g) == 1 {
-			g[0].reply, g[0].err = reply, err
-			continue
-		}
-		arr, ok := reply.([]any)
-		if err == nil && (!ok || len(arr) != len(g)) {
-			err = fmt.Errorf("%w: %d decisions answered by %T of %d", ErrReply, len(g), reply, len(arr))
+		var replies []any
+		if err == nil {
+			replies, err = splitReply(reply, len(g))
 		}
 		for j, c := range g {
 			c.reply, c.err = nil, err
-			if err != nil {
-				continue
+			if err == nil {
+				c.reply, c.err = replies[j], replyErr(replies[j])
 			}
-			if e, ok := arr[j].(error); ok {
-				c.err = e
-				continue
-			}
-			c.reply = arr[j]
 		}
 	}
 	return noscript
 }
 
 // group splits batch, in order, into the calls that may share one script
-// call: those running the same script and, unless anyTenant, of the same
-// tenant. A tenant's calls so stay in their order within one group.
+// call: those running the same script at the same explicit instant (or
+// Redis TIME) and, unless anyTenant, of the same tenant. A tenant's calls so
+// stay in their order within one group.
 func (b *batcher) group(batch []*call) [][]*call {
 	type key struct {
 		s      *lua.Script
 		tenant string
+		now    int64
 	}
 	index := make(map[key]int, 4)
 	var groups [][]*call
 	for _, c := range batch {
-		k := key{b.scriptOf(c), c.tenant}
+		k := key{b.scriptOf(c), c.tenant, c.enc.now}
 		if b.anyTenant {
 			k.tenant = ""
 		}
@@ -231,26 +221,6 @@ func (b *batcher) group(batch []*call) [][]*call {
 		groups[i] = append(groups[i], c)
 	}
 	return groups
-}
-
-// many builds the KEYS and ARGV of several decisions in one call of the
-// admission script: "many", their count, then per call its policy count and
-// its own ARGV; KEYS are every call's keys in turn (see lua/admit.lua).
-func many(g []*call) ([]string, []any) {
-	nk, na := 0, 2
-	for _, c := range g {
-		nk += len(c.keys)
-		na += 1 + len(c.args)
-	}
-	keys := make([]string, 0, nk)
-	args := make([]any, 0, na)
-	args = append(args, "many", len(g))
-	for _, c := range g {
-		keys = append(keys, c.keys...)
-		args = append(args, len(c.keys)-1)
-		args = append(args, c.args...)
-	}
-	return keys, args
 }
 
 // scriptOf is the script a call runs.

@@ -73,11 +73,11 @@ func TestNoScriptInPipeline(t *testing.T) {
 			p := Policy{Name: "tenant", Algorithm: AlgTokenBucket, Limit: 1000, Period: time.Second}
 			var batch []*call
 			for _, tenant := range tenants {
-				keyList, args, err := a.encode(Request{Tenant: tenant, Policies: []Policy{p}})
-				if err != nil {
+				var e encoded
+				if err := a.encode(Request{Tenant: tenant, Policies: []Policy{p}}, &e); err != nil {
 					t.Fatal(err)
 				}
-				batch = append(batch, &call{ctx: context.Background(), tenant: tenant, keys: keyList, args: args, done: make(chan struct{}, 1)})
+				batch = append(batch, &call{ctx: context.Background(), tenant: tenant, enc: &e, done: make(chan struct{}, 1)})
 			}
 			a.batch.exec(batch)
 			for i, cl := range batch {

@@ -1,26 +1,44 @@
--- admit.lua: the admission driver. lua.Admit() runs it concatenated after the
--- algorithm modules fixed_window.lua, sliding_window.lua, gcra.lua,
--- token_bucket.lua and sliding_log.lua, so one EVALSHA decides a request
--- against the tenant's backlog gate and every policy at once, all or
--- nothing: the policies' new state is written only when the gate and every
--- policy admit; a refusal writes nothing at all.
+-- admit.lua: the admission driver. lua.Admit() runs it concatenated after
+-- the prelude admit_prelude.lua and the algorithm modules fixed_window.lua,
+-- sliding_window.lua, gcra.lua, token_bucket.lua and sliding_log.lua (and
+-- lua.AdmitFor after one module), so one EVALSHA decides one or many
+-- requests, each against its tenant's backlog gate and every one of its
+-- policies at once, all or nothing: a request's policies' new state is
+-- written only when its gate and every policy admit; a refusal writes
+-- nothing at all.
 --
--- KEYS[1]    the tenant's backlog counter (keys.Backlog), read only
--- KEYS[1+i]  the state key of policy i (keys.Admission), i = 1..n; every key
---            carries the tenant's hash tag, so all are in one cluster slot
--- ARGV[1]    now, unix µs; 0 reads Redis TIME (TIME[1]*1000000 + TIME[2])
--- ARGV[2]    cost, integer units >= 1: what the backlog gate counts
--- ARGV[3]    max_backlog, integer units; 0 = no gate. The gate refuses when
---            backlog + cost > max_backlog (admits while it stays <= max)
--- ARGV[4]    dry_run: 1 decides and reports but writes nothing (the state
---            headers of an answer that was not admitted), else 0
--- ARGV[5i .. 5i+4]  policy i: algorithm (fixed_window, sliding_window,
---            gcra, token_bucket or sliding_log), limit (units per period),
---            period (µs), burst (units; used by gcra and token_bucket), and
---            the cost charged to this policy (>= 1; a batch mixing job types
---            charges each type's policy only its own jobs)
+-- One call carries m decisions (a lone request is m = 1; the Admitter's
+-- batches put every concurrent request of a standalone Redis, or of one
+-- tenant on a cluster, in one call). The distinct policies of the call are
+-- listed once and every decision refers to them by number, so a batch of
+-- tenants on one plan sends and parses each policy once.
 --
--- Returns an array of integers:
+-- ARGV[1]    now, unix µs, for every decision; 0 reads Redis TIME once
+--            (TIME[1]*1000000 + TIME[2])
+-- ARGV[2]    m, the number of decisions, >= 1
+-- ARGV[3]    P, the number of distinct policies, >= 0
+-- ARGV[4p .. 4p+3]  policy p = 1..P: algorithm (fixed_window,
+--            sliding_window, gcra, token_bucket or sliding_log), limit
+--            (units per period), period (µs), burst (units; used by gcra
+--            and token_bucket)
+-- then per decision, in turn:
+--            cost, integer units >= 1: what the backlog gate counts
+--            max_backlog, integer units; 0 = no gate. The gate refuses when
+--              backlog + cost > max_backlog (admits while it stays <= max)
+--            dry_run: 1 decides and reports but writes nothing (the state
+--              headers of an answer that was not admitted), else 0
+--            n, the decision's number of policies
+--            n pairs: policy number p (1..P), and the cost charged to it
+--              (>= 1; a batch mixing job types charges each type's policy
+--              only its own jobs)
+-- KEYS       per decision, in turn: the tenant's backlog counter
+--            (keys.Backlog, read only), only when its max_backlog > 0; then
+--            the state key of each of its n policies (keys.Admission). A
+--            decision's keys carry its tenant's hash tag (one cluster slot).
+--
+-- Returns an array of m elements, decision j's own error reply (it names a
+-- bad policy by the decision's policy index; the others stand) or its array
+-- of integers:
 --   [1] 1 when admitted, else 0
 --   [2] 0 when admitted; -1 when the backlog gate refused (checked first);
 --       else i, the first refusing policy
@@ -32,22 +50,14 @@
 --       retry_after µs (0 when this policy admits, -1 never: cost exceeds
 --       what the policy can ever admit), reset_after µs (until the policy's
 --       state is back to empty)
---
--- Many decisions in one call (the Admitter's batches, on a standalone
--- Redis, or of one tenant on a cluster): ARGV[1] is the word many, ARGV[2]
--- the count m, then per decision j its policy count n_j, followed by its
--- now, cost, max_backlog, dry_run and n_j policies exactly as above; KEYS
--- are each decision's 1 + n_j keys in turn. The decisions are evaluated in
--- order, each exactly as its own call would be (one later in the call sees
--- what an earlier one wrote; Redis TIME is read once and shared), and the
--- reply is an array of m elements: decision j's array as above, or its own
--- error reply (a bad policy), which leaves the others standing. A call
--- whose layout does not add up is refused whole, before any write.
+-- The decisions are evaluated in order, each exactly as its own call would
+-- be: a later one sees what an earlier one wrote. A call whose layout does
+-- not add up is refused whole with an error, before any write.
 --
 -- The script's top level runs on every call, so it builds no table it can
--- avoid: modules are plain functions, dispatched by name; one policy (the
--- common case) is answered straight from locals, several through two arrays
--- presized for two policies.
+-- avoid: modules are plain functions, dispatched by name; a one-policy
+-- decision (the common case) is answered straight from locals, several
+-- through one array.
 
 local function check(alg, key, now, limit, period, burst, cost)
   if alg == 'gcra' then
@@ -77,52 +87,79 @@ local function commit(alg, key, now, cost, period, reset_after, x, y, z)
   return sliding_log_commit(key, now, cost, period, reset_after)
 end
 
--- bad_policy is the error reply for policy i; every policy is checked
--- (limit, period and burst numbers >= 1, algorithm known) before any write.
+-- bad_policy is decision-level error reply for its policy i.
 local function bad_policy(i)
   return redis.error_reply('ERR admit: bad policy ' .. i)
 end
 
--- decide answers one decision whose backlog key is KEYS[k0], whose policy
--- keys follow it, whose now, cost, max_backlog and dry_run are ARGV[a0] to
--- ARGV[a0 + 3] and whose npol policies follow those (5 values each). It
--- returns the decision's reply array, or an error reply before any write.
-local clock -- Redis TIME in µs, read at most once per call
-local function decide(k0, a0, npol)
-  local dry = ARGV[a0 + 3] == '1'
-  local now = tonumber(ARGV[a0])
-  if now == nil or now <= 0 then
-    if clock == nil then
-      local t = call('TIME')
-      clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    now = clock
+local now = tonumber(ARGV[1])
+local m, np = tonumber(ARGV[2]), tonumber(ARGV[3])
+if now == nil or now < 0 or m == nil or m < 1 or np == nil or np < 0 then
+  return redis.error_reply('ERR admit: want now >= 0, m >= 1 decisions and P >= 0 policies')
+end
+if now == 0 then
+  local t = call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- The policy table: alg[p] is false for a policy that is not valid (an
+-- unknown algorithm, or limit, period or burst not a number >= 1).
+local alg, lim, per, bur = {}, {}, {}, {}
+for p = 1, np do
+  local a = 4 * p
+  local l, d, b = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local name = ARGV[a]
+  if l and d and b and l >= 1 and d >= 1 and b >= 1 and (name == 'gcra' or name == 'token_bucket' or
+      name == 'fixed_window' or name == 'sliding_window' or name == 'sliding_log') then
+    alg[p], lim[p], per[p], bur[p] = name, l, d, b
+  else
+    alg[p] = false
   end
-  local cost = tonumber(ARGV[a0 + 1])
-  local max_backlog = tonumber(ARGV[a0 + 2])
-  if cost == nil or cost < 1 or max_backlog == nil or max_backlog < 0 then
+end
+
+-- The layout is checked whole first, so a malformed call writes nothing.
+local k, a = 1, 4 + 4 * np
+for j = 1, m do
+  local cost, maxb, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
+  if cost == nil or maxb == nil or n == nil or n < 0 or n ~= floor(n) then
+    return redis.error_reply('ERR admit: decision ' .. j .. ' has no cost, max_backlog or policy count')
+  end
+  if maxb > 0 then
+    k = k + 1
+  end
+  k, a = k + n, a + 4 + 2 * n
+end
+if k ~= #KEYS + 1 or a ~= #ARGV + 1 then
+  return redis.error_reply('ERR admit: want ' .. (k - 1) .. ' keys and ' .. (a - 1) ..
+    ' args for ' .. m .. ' decisions, got ' .. #KEYS .. ' and ' .. #ARGV)
+end
+
+-- decide answers the decision whose cost, max_backlog, dry_run and n are at
+-- ARGV[a0] and whose keys start at KEYS[k0]. It returns the decision's reply
+-- array, or an error reply before any write.
+local st = {} -- 10 values per policy when n > 1, reused by every decision
+local function decide(k0, a0)
+  local cost, max_backlog, dry, n = tonumber(ARGV[a0]), tonumber(ARGV[a0 + 1]), ARGV[a0 + 2] == '1', tonumber(ARGV[a0 + 3])
+  if cost < 1 or max_backlog < 0 then
     return redis.error_reply('ERR admit: cost must be >= 1 and max_backlog >= 0')
   end
-
   local admitted, violated, backlog = 1, 0, 0
   if max_backlog > 0 then
     backlog = tonumber(call('GET', KEYS[k0])) or 0
+    k0 = k0 + 1
     if backlog + cost > max_backlog then
       admitted, violated = 0, -1
     end
   end
-
-  if npol == 1 then
-    local a = a0 + 4
-    local alg, limit, period, burst, pcost = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-    if not (limit and period and burst and pcost) or limit < 1 or period < 1 or burst < 1 or pcost < 1 then
+  if n == 1 then
+    local p, pcost = tonumber(ARGV[a0 + 4]), tonumber(ARGV[a0 + 5])
+    if not (p and pcost and alg[p]) or pcost < 1 then
       return bad_policy(1)
     end
+    local name, period = alg[p], per[p]
     local ok, cap, rem_now, reset_now, rem_after, reset_after, retry, x, y, z =
-      check(alg, KEYS[k0 + 1], now, limit, period, burst, pcost)
-    if ok == nil then
-      return bad_policy(1)
-    elseif not ok then
+      check(name, KEYS[k0], now, lim[p], period, bur[p], pcost)
+    if not ok then
       if admitted == 1 then
         violated = 1
       end
@@ -131,39 +168,35 @@ local function decide(k0, a0, npol)
     if admitted == 0 or dry then
       return { admitted, violated, backlog, 1, cap, rem_now, 0, reset_now }
     end
-    commit(alg, KEYS[k0 + 1], now, pcost, period, reset_after, x, y, z)
+    commit(name, KEYS[k0], now, pcost, period, reset_after, x, y, z)
     return { 1, 0, backlog, 1, cap, rem_after, 0, reset_after }
   end
 
-  -- st holds 10 values per policy: ok, cap, rem_now, reset_now, rem_after,
-  -- reset_after, retry and the commit's x, y, z.
-  local st = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
-  for i = 1, npol do
+  -- Every policy is checked before any is read.
+  for i = 1, n do
+    local p, pcost = tonumber(ARGV[a0 + 2 + 2 * i]), tonumber(ARGV[a0 + 3 + 2 * i])
+    if not (p and pcost and alg[p]) or pcost < 1 then
+      return bad_policy(i)
+    end
+  end
+  for i = 1, n do
     local b = 10 * (i - 1)
-    local a = a0 + 4 + 5 * (i - 1)
-    local limit, period, burst, pcost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-    if not (limit and period and burst and pcost) or limit < 1 or period < 1 or burst < 1 or pcost < 1 then
-      return bad_policy(i)
-    end
+    local p, pcost = tonumber(ARGV[a0 + 2 + 2 * i]), tonumber(ARGV[a0 + 3 + 2 * i])
     st[b + 1], st[b + 2], st[b + 3], st[b + 4], st[b + 5], st[b + 6], st[b + 7], st[b + 8], st[b + 9], st[b + 10] =
-      check(ARGV[a], KEYS[k0 + i], now, limit, period, burst, pcost)
-    if st[b + 1] == nil then
-      return bad_policy(i)
-    end
+      check(alg[p], KEYS[k0 + i - 1], now, lim[p], per[p], bur[p], pcost)
     if admitted == 1 and not st[b + 1] then
       admitted, violated = 0, i
     end
   end
-
   local out = { admitted, violated, backlog }
-  for i = 1, npol do
+  for i = 1, n do
     local b, o = 10 * (i - 1), 5 * (i - 1) + 3
     local ok = st[b + 1]
     out[o + 1] = ok and 1 or 0
     out[o + 2] = st[b + 2]
     if admitted == 1 and not dry then
-      local a = a0 + 4 + 5 * (i - 1)
-      commit(ARGV[a], KEYS[k0 + i], now, tonumber(ARGV[a + 4]), tonumber(ARGV[a + 2]), st[b + 6], st[b + 8], st[b + 9], st[b + 10])
+      local p, pcost = tonumber(ARGV[a0 + 2 + 2 * i]), tonumber(ARGV[a0 + 3 + 2 * i])
+      commit(alg[p], KEYS[k0 + i - 1], now, pcost, per[p], st[b + 6], st[b + 8], st[b + 9], st[b + 10])
       out[o + 3], out[o + 4], out[o + 5] = st[b + 5], 0, st[b + 6]
     else
       local retry = st[b + 7]
@@ -176,44 +209,21 @@ local function decide(k0, a0, npol)
   return out
 end
 
-if ARGV[1] ~= 'many' then
-  local npol = (#ARGV - 4) / 5
-  if npol ~= floor(npol) or #KEYS ~= npol + 1 then
-    return redis.error_reply('ERR admit: want 1 + n keys and 4 + 5n args')
-  end
-  return decide(1, 1, npol)
-end
-
--- Many decisions: each is evaluated in turn, exactly as if it were its own
--- call (a later one sees what an earlier one wrote), under pcall so that one
--- decision's error is its own reply element and the others stand.
-local m = tonumber(ARGV[2])
-if m == nil or m < 1 then
-  return redis.error_reply('ERR admit: many: want a decision count >= 1')
-end
--- The layout is checked whole first, so a malformed call writes nothing.
-local k, a = 1, 3
-for j = 1, m do
-  local npol = tonumber(ARGV[a])
-  if npol == nil or npol < 0 or npol ~= floor(npol) then
-    return redis.error_reply('ERR admit: many: decision ' .. j .. ' has no policy count')
-  end
-  k, a = k + 1 + npol, a + 5 + 5 * npol
-end
-if k ~= #KEYS + 1 or a ~= #ARGV + 1 then
-  return redis.error_reply('ERR admit: many: want ' .. (k - 1) .. ' keys and ' .. (a - 1) ..
-    ' args for ' .. m .. ' decisions, got ' .. #KEYS .. ' and ' .. #ARGV)
-end
+-- Each decision runs under pcall, so a Redis error on one (a key of the
+-- wrong type) is its own reply element and the others stand.
 local res = {}
-k, a = 1, 3
+k, a = 1, 4 + 4 * np
 for j = 1, m do
-  local npol = tonumber(ARGV[a])
-  local ok, r = pcall(decide, k, a + 1, npol)
+  local ok, r = pcall(decide, k, a)
   if ok or (type(r) == 'table' and r.err) then
     res[j] = r
   else
     res[j] = redis.error_reply('ERR admit: ' .. tostring(r))
   end
-  k, a = k + 1 + npol, a + 5 + 5 * npol
+  if tonumber(ARGV[a + 1]) > 0 then
+    k = k + 1
+  end
+  local n = tonumber(ARGV[a + 3])
+  k, a = k + n, a + 4 + 2 * n
 end
 return res

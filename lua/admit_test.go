@@ -85,32 +85,64 @@ func TestAdmitFilesLoad(t *testing.T) {
 	}
 }
 
-// TestAdmitRefusesBadArguments: malformed calls get an error reply and
-// write nothing.
+// TestAdmitRefusesBadArguments: a call whose layout does not add up is
+// refused whole; a decision with a bad policy or cost gets its own error
+// element. Neither writes anything.
 func TestAdmitRefusesBadArguments(t *testing.T) {
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "luaadm")
 	backlog := keys.Backlog(tenant)
 	state := keys.Admission(tenant, "gcra", "tenant")
-	cases := []struct {
+	gcra := []any{"gcra", 10, 1000000, 10}
+	call := func(pol []any, decision ...any) []any {
+		return append(append([]any{0, 1, 1}, pol...), decision...)
+	}
+	whole := []struct {
 		name string
 		keys []string
 		args []any
 		want string
 	}{
-		{"missing policy args", []string{backlog, state}, []any{0, 1, 0, 0, "gcra", 10}, "want 1 + n keys"},
-		{"keys do not match", []string{backlog}, []any{0, 1, 0, 0, "gcra", 10, 1000000, 10, 1}, "want 1 + n keys"},
-		{"unknown algorithm", []string{backlog, state}, []any{0, 1, 0, 0, "leaky", 10, 1000000, 10, 1}, "bad policy 1"},
-		{"zero limit", []string{backlog, state}, []any{0, 1, 0, 0, "gcra", 0, 1000000, 10, 1}, "bad policy 1"},
-		{"zero policy cost", []string{backlog, state}, []any{0, 1, 0, 0, "gcra", 10, 1000000, 10, 0}, "bad policy 1"},
-		{"zero cost", []string{backlog, state}, []any{0, 0, 0, 0, "gcra", 10, 1000000, 10, 1}, "cost must be >= 1"},
+		{"no decisions", nil, []any{0, 0, 0}, "m >= 1 decisions"},
+		{"negative now", []string{state}, []any{-1, 1, 0, 1, 0, 0, 0}, "want now"},
+		{"no policy count", []string{state}, call(gcra, 1, 0, 0), "decision 1 has no cost"},
+		{"keys short", []string{state}, call(gcra, 1, 5, 0, 1, 1, 1), "want 2 keys"},
+		{"args left over", []string{state}, call(gcra, 1, 0, 0, 1, 1, 1, 7), "args for 1 decisions"},
+		{"policy table short", []string{state}, []any{0, 1, 2, "gcra", 10, 1000000, 10, 1, 0, 0, 1, 1, 1}, "decision 1 has no"},
 	}
-	for _, c := range cases {
+	for _, c := range whole {
 		t.Run(c.name, func(t *testing.T) {
 			err := Admit().Run(ctx, rdb, c.keys, c.args...).Err()
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+	own := []struct {
+		name string
+		keys []string
+		args []any
+		want string
+	}{
+		{"unknown algorithm", []string{state}, call([]any{"leaky", 10, 1000000, 10}, 1, 0, 0, 1, 1, 1), "bad policy 1"},
+		{"zero limit", []string{state}, call([]any{"gcra", 0, 1000000, 10}, 1, 0, 0, 1, 1, 1), "bad policy 1"},
+		{"zero policy cost", []string{state}, call(gcra, 1, 0, 0, 1, 1, 0), "bad policy 1"},
+		{"no such policy", []string{state}, call(gcra, 1, 0, 0, 1, 2, 1), "bad policy 1"},
+		{"zero cost", []string{backlog, state}, call(gcra, 0, 5, 0, 1, 1, 1), "cost must be >= 1"},
+	}
+	for _, c := range own {
+		t.Run(c.name, func(t *testing.T) {
+			reply, err := Admit().Run(ctx, rdb, c.keys, c.args...).Result()
+			if err != nil {
+				t.Fatalf("call error %v, want the decision's own error", err)
+			}
+			arr, _ := reply.([]any)
+			if len(arr) != 1 {
+				t.Fatalf("reply %#v, want one element", reply)
+			}
+			if e, ok := arr[0].(error); !ok || !strings.Contains(e.Error(), c.want) {
+				t.Errorf("element = %#v, want an error containing %q", arr[0], c.want)
 			}
 		})
 	}
@@ -154,11 +186,11 @@ func mustSource(t *testing.T, name string) string {
 	return src
 }
 
-// TestAdmitMany: the "many" layout decides several requests in one call,
-// each exactly as its own call would: in order (the second request on a
-// one-unit GCRA key is refused after the first took it), with its own
-// error reply for a bad policy while the others stand, and a layout that
-// does not add up is refused whole, before any write.
+// TestAdmitMany: one call decides several requests, each exactly as its
+// own call would: in order (the second request on a one-unit GCRA key is
+// refused after the first took it), a bad policy answered by that
+// decision's own error while the others stand, a dry run writing nothing,
+// and the policy table shared (two decisions name policy 1).
 func TestAdmitMany(t *testing.T) {
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
@@ -166,23 +198,20 @@ func TestAdmitMany(t *testing.T) {
 	backlog := keys.Backlog(tenant)
 	gcra := keys.Admission(tenant, "gcra", "tenant")
 	window := keys.Admission(tenant, "fixed_window", "tenant")
+	other := keys.Admission(tenant, "gcra", "other")
 	const now = 1_700_000_000_000_000
-	one := []any{"gcra", 1, 1_000_000, 1, 1}           // one unit per second, burst 1
-	fixed := []any{"fixed_window", 5, 1_000_000, 1, 1} // five per second
-	decision := func(dry int, pol ...[]any) []any {
-		out := []any{len(pol), now, 1, 0, dry}
-		for _, p := range pol {
-			out = append(out, p...)
-		}
-		return out
+	args := []any{now, 5, 4,
+		"gcra", 1, 1_000_000, 1, // 1: one unit per second, burst 1
+		"nope", 1, 1_000_000, 1, // 2: unknown
+		"fixed_window", 5, 1_000_000, 1, // 3: five per second
+		"gcra", 1000, 1_000_000, 10, // 4
+		1, 0, 0, 1, 1, 1, // takes policy 1's unit
+		1, 10, 0, 1, 1, 1, // gated (backlog 0 of 10); refused by policy 1
+		1, 0, 0, 1, 2, 1, // the unknown policy: its own error
+		1, 0, 1, 1, 3, 1, // dry run
+		1, 0, 0, 2, 3, 1, 4, 1, // two policies
 	}
-	args := []any{"many", 5}
-	args = append(args, decision(0, one)...)
-	args = append(args, decision(0, one)...)
-	args = append(args, decision(0, []any{"nope", 1, 1_000_000, 1, 1})...)
-	args = append(args, decision(1, fixed)...)
-	args = append(args, decision(0, fixed, []any{"gcra", 1000, 1_000_000, 10, 1})...)
-	ks := []string{backlog, gcra, backlog, gcra, backlog, gcra, backlog, window, backlog, window, keys.Admission(tenant, "gcra", "other")}
+	ks := []string{gcra, backlog, gcra, gcra, window, window, other}
 	reply, err := Admit().Run(ctx, rdb, ks, args...).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -192,10 +221,10 @@ func TestAdmitMany(t *testing.T) {
 		t.Fatalf("reply = %#v, want 5 elements", reply)
 	}
 	want := [][]int64{
-		{1, 0, 0, 1, 1, 0, 0, 1_000_000},         // takes the unit
-		{0, 1, 0, 0, 1, 0, 1_000_000, 1_000_000}, // refused: the first took it
-		nil,                                      // bad policy: an error
-		{1, 0, 0, 1, 5, 5, 0, 0},                 // dry run: writes nothing
+		{1, 0, 0, 1, 1, 0, 0, 1_000_000},
+		{0, 1, 0, 0, 1, 0, 1_000_000, 1_000_000},
+		nil,
+		{1, 0, 0, 1, 5, 5, 0, 0},
 		{1, 0, 0, 1, 5, 4, 0, 1_000_000, 1, 10, 9, 0, 1_000},
 	}
 	for j, w := range want {
@@ -216,24 +245,5 @@ func TestAdmitMany(t *testing.T) {
 				break
 			}
 		}
-	}
-
-	other := testenv.Name(t, "luamany")
-	bad := []struct {
-		name string
-		keys []string
-		args []any
-	}{
-		{"no count", []string{keys.Backlog(other), keys.Admission(other, "gcra", "tenant")}, append([]any{"many", "x"}, decision(0, one)...)},
-		{"keys short", []string{keys.Backlog(other), keys.Admission(other, "gcra", "tenant")}, append(append([]any{"many", 2}, decision(0, one)...), decision(0, one)...)},
-		{"args left over", []string{keys.Backlog(other), keys.Admission(other, "gcra", "tenant")}, append(append([]any{"many", 1}, decision(0, one)...), 7)},
-	}
-	for _, c := range bad {
-		if err := Admit().Run(ctx, rdb, c.keys, c.args...).Err(); err == nil || !strings.Contains(err.Error(), "admit: many") {
-			t.Errorf("%s: error = %v, want an admit: many error", c.name, err)
-		}
-	}
-	if n := rdb.Keys(ctx, "sluice:{"+other+"}*").Val(); len(n) != 0 {
-		t.Errorf("refused calls wrote keys %v", n)
 	}
 }
