@@ -3,7 +3,11 @@ package limits
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +113,88 @@ func BenchmarkRedisRate(b *testing.B) {
 		}
 		return err
 	})
+}
+
+// BenchmarkAdmitVsRedisRate is the comparison made robust to a
+// shared machine's drift: each iteration runs 5 paired rounds, sluice's
+// GCRA then redis_rate's, 400 ms each under the same 64 goroutines as
+// BenchmarkAdmit, and the benchmark reports the medians over all rounds:
+// decisions/s of each and the median of the rounds' ratios (x_redis_rate),
+// so both sides of a ratio saw the same minute of the machine.
+func BenchmarkAdmitVsRedisRate(b *testing.B) {
+	rdb := benchClient(b)
+	a := admNew(b, rdb)
+	limiter := redis_rate.NewLimiter(rdb)
+	tenants := benchTenants(b)
+	req := []Policy{benchPolicy(AlgGCRA)}
+	rrLimit := redis_rate.PerSecond(1_000_000)
+	sluice := func(ctx context.Context, tenant string) error {
+		d, err := a.Admit(ctx, Request{Tenant: tenant, Policies: req})
+		if err == nil && !d.Allowed {
+			b.Fatalf("sluice refused: %+v", d)
+		}
+		return err
+	}
+	peer := func(ctx context.Context, tenant string) error {
+		res, err := limiter.Allow(ctx, "sluice:{"+tenant+"}:redis_rate", rrLimit)
+		if err == nil && res.Allowed == 0 {
+			b.Fatalf("redis_rate refused: %+v", res)
+		}
+		return err
+	}
+	var ours, theirs, ratios []float64
+	for b.Loop() {
+		for range 5 {
+			o := benchRate(b, tenants, 400*time.Millisecond, sluice)
+			t := benchRate(b, tenants, 400*time.Millisecond, peer)
+			ours, theirs, ratios = append(ours, o), append(theirs, t), append(ratios, o/t)
+		}
+	}
+	b.ReportMetric(median(ours), "sluice_decisions/s")
+	b.ReportMetric(median(theirs), "redis_rate_decisions/s")
+	b.ReportMetric(median(ratios), "x_redis_rate")
+	b.ReportMetric(slices.Min(ratios), "x_min")
+	b.ReportMetric(slices.Max(ratios), "x_max")
+}
+
+// benchRate runs decide from 32 × GOMAXPROCS goroutines for d and returns
+// decisions/s.
+func benchRate(b *testing.B, tenants []string, d time.Duration, decide func(ctx context.Context, tenant string) error) float64 {
+	b.Helper()
+	ctx := context.Background()
+	var (
+		n    atomic.Int64
+		stop atomic.Bool
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	for g := range benchParallelism * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			i := g
+			for !stop.Load() {
+				i = (i + 1) % len(tenants)
+				if err := decide(ctx, tenants[i]); err != nil {
+					b.Error(err)
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	return float64(n.Load()) / time.Since(start).Seconds()
+}
+
+// median of xs (not empty); xs is sorted in place.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 // BenchmarkAdmitSerial is the latency of one decision with no concurrency,
