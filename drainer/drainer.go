@@ -103,7 +103,7 @@ func New(cfg Config) (*Drainer, error) {
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 		held:    heldSet{byTenant: map[string]map[*queue.Claimed]bool{}},
 		sent:    map[string]*atomic.Int64{},
-		starts:  &startGroup{rdb: cfg.Redis},
+		starts:  newStartGroup(cfg.Redis),
 		wake:    make(chan struct{}, 1),
 	}
 	d.SetTenants(cfg.Tenants)

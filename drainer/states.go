@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/groupcommit"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
@@ -49,16 +49,19 @@ func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) bool {
 const startPipelines = 2
 
 // startGroup sends the delivery-start records of concurrent dispatches in
-// shared pipelines (group commit, as the Redis producer does): a start
-// that finds a free slot is sent at once, the ones arriving while all
-// slots are busy wait and leave together. Under load many deliveries
-// cost one round trip; alone, one costs one.
+// shared pipelines (group commit, internal/groupcommit, as the Redis
+// producer does): a start that finds a free slot is sent at once, the ones
+// arriving while all slots are busy wait and leave together. Under load
+// many deliveries cost one round trip; alone, one costs one.
 type startGroup struct {
-	rdb redis.UniversalClient
+	rdb   redis.UniversalClient
+	group groupcommit.Group[*startReq]
+}
 
-	mu       sync.Mutex
-	pending  []*startReq
-	inflight int
+func newStartGroup(rdb redis.UniversalClient) *startGroup {
+	g := &startGroup{rdb: rdb}
+	g.group = groupcommit.Group[*startReq]{Slots: startPipelines, Timeout: startTimeout, Flush: g.run}
+	return g
 }
 
 // startReq is one delivery start; ok and err are written before done is
@@ -74,55 +77,17 @@ type startReq struct {
 // was cancelled), or true and an error when Redis failed or ctx ended.
 func (g *startGroup) do(ctx context.Context, d jobstate.Dispatch) (bool, error) {
 	r := &startReq{call: d.Call(), done: make(chan struct{})}
-	g.mu.Lock()
-	if g.inflight < startPipelines {
-		g.inflight++
-		g.mu.Unlock()
-		g.run(ctx, []*startReq{r})
-		g.release()
-	} else {
-		g.pending = append(g.pending, r)
-		g.mu.Unlock()
-	}
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, ctx.Err())
+	if !g.group.Do(ctx, r) {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, ctx.Err())
+		}
 	}
 	if r.err != nil {
 		return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, r.err)
 	}
 	return r.ok, nil
-}
-
-// release gives up a pipeline slot, or keeps it to send what waits.
-func (g *startGroup) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.pending) == 0 {
-		g.inflight--
-		return
-	}
-	go g.drain()
-}
-
-// drain sends everything pending, again while more arrives, then gives up
-// its slot.
-func (g *startGroup) drain() {
-	for {
-		g.mu.Lock()
-		reqs := g.pending
-		g.pending = nil
-		if len(reqs) == 0 {
-			g.inflight--
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		g.run(ctx, reqs)
-		cancel()
-	}
 }
 
 // run sends reqs in one pipeline (a call whose script the node lost is run

@@ -236,7 +236,7 @@ func NewAdmitter(rdb redis.UniversalClient, opts ...Option) *Admitter {
 	a.tenants.max, a.policies.max, a.stateKey.max = maxMemo, maxMemo, maxMemo
 	if c.batching {
 		_, standalone := rdb.(*redis.Client)
-		a.batch = &batcher{a: a, maxBatch: max(1, c.maxBatch), maxPipes: max(1, c.pipelines), anyTenant: standalone}
+		a.batch = newBatcher(a, c.maxBatch, c.pipelines, standalone)
 	}
 	return a
 }

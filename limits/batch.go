@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/groupcommit"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -24,53 +25,39 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-// batcher shares round trips between concurrent decisions. A decision joins
-// a queue; when fewer than maxPipes pipelines are in flight, its caller
-// becomes a flusher: it takes up to maxBatch queued decisions and sends them
-// in one round trip: one EVALSHA per group of decisions that may share a
-// script call (those of one script, and on a cluster or ring of one tenant,
-// whose keys share a slot; see lua/admit.lua), all in one pipeline. Decisions arriving meanwhile queue up and go
-// together in the next pipeline, sent by a goroutine the flusher starts
-// before returning, which runs until the queue is empty. So a lone caller
-// pays no hand-off, and under load each round trip carries as many decisions
-// as arrived during the previous one. No goroutine outlives the queued work.
+// batcher shares round trips between concurrent decisions (group commit,
+// internal/groupcommit): a decision that finds fewer than maxPipes round
+// trips in flight is sent at once by its own caller, as a one-decision
+// EVALSHA; decisions arriving while all are busy queue, and the next round
+// trip carries up to maxBatch of them: one EVALSHA per group of decisions
+// that may share a script call (those of one script, and on a cluster or
+// ring of one tenant, whose keys share a slot; see lua/admit.lua), all in
+// one pipeline. So a lone caller pays no hand-off, and under load each round
+// trip carries as many decisions as arrived during the previous one. No
+// goroutine outlives the queued work.
 type batcher struct {
-	a        *Admitter
-	maxBatch int
-	maxPipes int
+	a *Admitter
 	// anyTenant: decisions of different tenants may share a script call
 	// (a standalone Redis, where keys need not share a slot).
 	anyTenant bool
-
-	mu    sync.Mutex
-	queue []*call
-	pipes int // flushers running (caller or goroutine)
+	queue     groupcommit.Group[*call]
 }
 
-// do runs one EVALSHA of the admission script within a batch and returns its
-// reply.
+func newBatcher(a *Admitter, maxBatch, maxPipes int, anyTenant bool) *batcher {
+	b := &batcher{a: a, anyTenant: anyTenant}
+	// No Timeout: the client's read and write timeouts bound a round trip.
+	b.queue = groupcommit.Group[*call]{Slots: max(1, maxPipes), MaxBatch: max(1, maxBatch), Flush: b.flush}
+	return b
+}
+
+// do decides one request within a batch and returns its reply element.
 func (b *batcher) do(ctx context.Context, s *lua.Script, tenant string, e *encoded) (any, error) {
 	c := callPool.Get().(*call)
 	c.ctx, c.script, c.tenant, c.enc = ctx, s, tenant, e
-	b.mu.Lock()
-	b.queue = append(b.queue, c)
-	lead := b.pipes < b.maxPipes
-	if lead {
-		b.pipes++
-	}
-	b.mu.Unlock()
-	if lead {
-		// The caller flushes inline and so waits for this round trip even if
-		// its ctx ends meanwhile (bounded by the client's timeouts).
-		b.exec(b.take())
-		b.mu.Lock()
-		if len(b.queue) > 0 {
-			go b.flush() // hands its pipeline slot on
-		} else {
-			b.pipes--
-		}
-		b.mu.Unlock()
-	}
+	// Sent inline, the caller waits for its round trip even if its ctx ends
+	// meanwhile (bounded by the client's timeouts); done then holds the
+	// answer already.
+	b.queue.Do(ctx, c)
 	select {
 	case <-c.done:
 		reply, err := c.reply, c.err
@@ -82,46 +69,19 @@ func (b *batcher) do(ctx context.Context, s *lua.Script, tenant string, e *encod
 	}
 }
 
-// flush sends batches until the queue is empty, then frees its slot.
-func (b *batcher) flush() {
-	for {
-		batch := b.take()
-		if batch == nil {
-			b.mu.Lock()
-			if len(b.queue) == 0 {
-				b.pipes--
-				b.mu.Unlock()
-				return
-			}
-			b.mu.Unlock()
-			continue
-		}
-		b.exec(batch)
-	}
-}
-
-// take removes up to maxBatch calls from the queue, answering at once those
-// whose caller has already given up.
-func (b *batcher) take() []*call {
-	b.mu.Lock()
-	n := min(len(b.queue), b.maxBatch)
-	batch := make([]*call, 0, n)
-	for _, c := range b.queue[:n] {
+// flush answers at once the calls whose caller has already given up, and
+// sends the others in one round trip.
+func (b *batcher) flush(_ context.Context, calls []*call) {
+	live := calls[:0] // calls is this flush's own slice
+	for _, c := range calls {
 		if err := c.ctx.Err(); err != nil {
 			c.err = err
 			c.done <- struct{}{}
 			continue
 		}
-		batch = append(batch, c)
+		live = append(live, c)
 	}
-	rest := copy(b.queue, b.queue[n:])
-	clear(b.queue[rest:])
-	b.queue = b.queue[:rest]
-	b.mu.Unlock()
-	if len(batch) == 0 {
-		return nil
-	}
-	return batch
+	b.exec(live)
 }
 
 // exec sends batch as one pipeline; calls answered NOSCRIPT are sent again

@@ -57,7 +57,7 @@ func NewRedisProducer(rdb redis.UniversalClient, reg prometheus.Registerer) (*Re
 		return nil, err
 	}
 	return &RedisProducer{
-		rdb: rdb, group: &redisGroup{rdb: rdb, timeout: DefaultRedisEnqueueTimeout},
+		rdb: rdb, group: newRedisGroup(rdb, DefaultRedisEnqueueTimeout),
 		timeout: DefaultRedisEnqueueTimeout, m: m, now: time.Now,
 	}, nil
 }
