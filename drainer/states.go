@@ -77,12 +77,9 @@ type startReq struct {
 // was cancelled), or true and an error when Redis failed or ctx ended.
 func (g *startGroup) do(ctx context.Context, d jobstate.Dispatch) (bool, error) {
 	r := &startReq{call: d.Call(), done: make(chan struct{})}
-	if !g.group.Do(ctx, r) {
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, ctx.Err())
-		}
+	g.group.Do(ctx, r)
+	if err := groupcommit.Wait(ctx, r.done); err != nil {
+		return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, err)
 	}
 	if r.err != nil {
 		return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, r.err)

@@ -58,15 +58,13 @@ func (b *batcher) do(ctx context.Context, s *lua.Script, tenant string, e *encod
 	// meanwhile (bounded by the client's timeouts); done then holds the
 	// answer already.
 	b.queue.Do(ctx, c)
-	select {
-	case <-c.done:
-		reply, err := c.reply, c.err
-		*c = call{done: c.done}
-		callPool.Put(c)
-		return reply, err
-	case <-ctx.Done():
-		return nil, ctx.Err() // c is answered later and left to the GC
+	if err := groupcommit.Wait(ctx, c.done); err != nil {
+		return nil, err // c is answered later and left to the GC
 	}
+	reply, err := c.reply, c.err
+	*c = call{done: c.done}
+	callPool.Put(c)
+	return reply, err
 }
 
 // flush answers at once the calls whose caller has already given up, and

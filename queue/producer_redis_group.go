@@ -52,12 +52,9 @@ type redisCall struct {
 // scripts may still run then.
 func (g *redisGroup) do(ctx context.Context, batches []tenantBatch) error {
 	call := &redisCall{batches: batches, done: make(chan struct{})}
-	if !g.group.Do(ctx, call) {
-		select {
-		case <-call.done:
-		case <-ctx.Done():
-			return wrapUnavailable("redis enqueue", ctx.Err())
-		}
+	g.group.Do(ctx, call)
+	if err := groupcommit.Wait(ctx, call.done); err != nil {
+		return wrapUnavailable("redis enqueue", err)
 	}
 	return joinFailures(call.batches, call.errs)
 }

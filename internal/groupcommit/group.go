@@ -36,22 +36,47 @@ type Group[T any] struct {
 	inflight int
 }
 
-// Do flushes item at once under ctx when a slot is free, and returns true
-// once Flush has returned. Otherwise it queues item for the next shared
-// flush and returns false at once: the caller then waits for Flush to
-// answer item (or for ctx to end, leaving item to be answered unheard).
-func (g *Group[T]) Do(ctx context.Context, item T) bool {
+// Do flushes item at once when a slot is free: from the caller's
+// goroutine, together with any items that queued while it took the slot,
+// and under ctx when item goes alone. Otherwise it queues item for the next
+// shared flush and returns at once. Either way the caller then waits for
+// Flush to answer item (Wait), which, when item left inline, it has already
+// done (or another slot's flush took item along and answers it).
+func (g *Group[T]) Do(ctx context.Context, item T) {
 	g.mu.Lock()
-	if g.inflight < max(1, g.Slots) {
-		g.inflight++
+	if g.inflight >= max(1, g.Slots) {
+		g.pending = append(g.pending, item)
 		g.mu.Unlock()
-		g.Flush(ctx, []T{item})
-		g.release()
-		return true
+		return
 	}
+	g.inflight++
 	g.pending = append(g.pending, item)
 	g.mu.Unlock()
-	return false
+	switch items := g.take(); len(items) {
+	case 0: // a running flush took item along
+	case 1:
+		g.Flush(ctx, items)
+	default:
+		g.flush(items)
+	}
+	g.release()
+}
+
+// Wait waits until done yields (an item's answer) or ctx ends, and returns
+// ctx's error in the second case. An answer already there wins over an
+// ended ctx.
+func Wait(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // release gives up a slot, or hands it to a goroutine that flushes what
@@ -70,28 +95,46 @@ func (g *Group[T]) release() {
 // then gives up its slot. No goroutine outlives the queued work.
 func (g *Group[T]) drain() {
 	for {
-		g.mu.Lock()
-		n := len(g.pending)
-		if n == 0 {
-			g.inflight--
+		items := g.take()
+		if items == nil {
+			g.mu.Lock()
+			if len(g.pending) == 0 {
+				g.inflight--
+				g.mu.Unlock()
+				return
+			}
 			g.mu.Unlock()
-			return
+			continue
 		}
-		if g.MaxBatch > 0 {
-			n = min(n, g.MaxBatch)
-		}
-		items := make([]T, n)
-		copy(items, g.pending)
-		rest := copy(g.pending, g.pending[n:])
-		clear(g.pending[rest:])
-		g.pending = g.pending[:rest]
-		g.mu.Unlock()
-
-		ctx, cancel := context.Background(), context.CancelFunc(func() {})
-		if g.Timeout > 0 {
-			ctx, cancel = context.WithTimeout(ctx, g.Timeout)
-		}
-		g.Flush(ctx, items)
-		cancel()
+		g.flush(items)
 	}
+}
+
+// take removes up to MaxBatch items from the queue, nil when it is empty.
+func (g *Group[T]) take() []T {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := len(g.pending)
+	if n == 0 {
+		return nil
+	}
+	if g.MaxBatch > 0 {
+		n = min(n, g.MaxBatch)
+	}
+	items := make([]T, n)
+	copy(items, g.pending)
+	rest := copy(g.pending, g.pending[n:])
+	clear(g.pending[rest:])
+	g.pending = g.pending[:rest]
+	return items
+}
+
+// flush runs Flush on shared items under a ctx of their own.
+func (g *Group[T]) flush(items []T) {
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if g.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, g.Timeout)
+	}
+	defer cancel()
+	g.Flush(ctx, items)
 }

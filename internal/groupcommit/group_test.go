@@ -62,9 +62,7 @@ func TestLoneItemFlushedInline(t *testing.T) {
 	g := &Group[*item]{Slots: 2, Flush: r.flush}
 	type key struct{}
 	it := &item{id: 1, done: make(chan struct{})}
-	if !g.Do(context.WithValue(context.Background(), key{}, 1), it) {
-		t.Fatal("Do = false, want the item flushed inline")
-	}
+	g.Do(context.WithValue(context.Background(), key{}, 1), it)
 	select {
 	case <-it.done:
 	default:
@@ -90,7 +88,9 @@ func TestConcurrentItemsShareFlushes(t *testing.T) {
 		items[i] = &item{id: i, done: make(chan struct{})}
 		wg.Go(func() {
 			g.Do(ctx, items[i])
-			<-items[i].done
+			if err := Wait(ctx, items[i].done); err != nil {
+				t.Errorf("item %d: %v", i, err)
+			}
 		})
 	}
 	wg.Wait()
@@ -130,5 +130,22 @@ func TestConcurrentItemsShareFlushes(t *testing.T) {
 	defer g.mu.Unlock()
 	if g.inflight != 0 || len(g.pending) != 0 {
 		t.Errorf("after the work: %d in flight, %d pending, want 0 and 0", g.inflight, len(g.pending))
+	}
+}
+
+// TestWaitPrefersAnAnswer: an answer already there wins over an ended ctx;
+// without one, Wait returns the ctx's error.
+func TestWaitPrefersAnAnswer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan struct{})
+	close(done)
+	for range 100 {
+		if err := Wait(ctx, done); err != nil {
+			t.Fatalf("Wait with an answer = %v, want nil", err)
+		}
+	}
+	if err := Wait(ctx, make(chan struct{})); err != context.Canceled {
+		t.Errorf("Wait without an answer = %v, want context.Canceled", err)
 	}
 }
