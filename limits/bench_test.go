@@ -116,9 +116,9 @@ func BenchmarkRedisRate(b *testing.B) {
 }
 
 // BenchmarkAdmitVsRedisRate is the comparison made robust to a
-// shared machine's drift: each iteration runs 5 paired rounds, sluice's
-// GCRA then redis_rate's, 400 ms each under the same 64 goroutines as
-// BenchmarkAdmit, and the benchmark reports the medians over all rounds:
+// shared machine's drift: each iteration runs 5 paired rounds of sluice's
+// GCRA and redis_rate's (which goes first alternates), 400 ms each under the
+// same 64 goroutines as BenchmarkAdmit, each after a GC, and the benchmark reports the medians over all rounds:
 // decisions/s of each and the median of the rounds' ratios (x_redis_rate),
 // so both sides of a ratio saw the same minute of the machine.
 func BenchmarkAdmitVsRedisRate(b *testing.B) {
@@ -144,9 +144,15 @@ func BenchmarkAdmitVsRedisRate(b *testing.B) {
 	}
 	var ours, theirs, ratios []float64
 	for b.Loop() {
-		for range 5 {
-			o := benchRate(b, tenants, 400*time.Millisecond, sluice)
-			t := benchRate(b, tenants, 400*time.Millisecond, peer)
+		for r := range 5 {
+			var o, t float64
+			if r%2 == 0 { // alternate which side goes first
+				o = benchRate(b, tenants, 400*time.Millisecond, sluice)
+				t = benchRate(b, tenants, 400*time.Millisecond, peer)
+			} else {
+				t = benchRate(b, tenants, 400*time.Millisecond, peer)
+				o = benchRate(b, tenants, 400*time.Millisecond, sluice)
+			}
 			ours, theirs, ratios = append(ours, o), append(theirs, t), append(ratios, o/t)
 		}
 	}
@@ -167,6 +173,7 @@ func benchRate(b *testing.B, tenants []string, d time.Duration, decide func(ctx 
 		stop atomic.Bool
 		wg   sync.WaitGroup
 	)
+	runtime.GC() // the previous round's garbage is not this round's cost
 	start := time.Now()
 	for g := range benchParallelism * runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
