@@ -289,26 +289,45 @@ func (a *Admitter) run(ctx context.Context, s *lua.Script, d *encoded) (any, err
 	if err != nil {
 		return nil, err
 	}
-	replies, err := splitReply(reply, 1)
-	if err != nil {
+	var out [1]answer
+	if err := splitReply(reply, []*encoded{d}, out[:]); err != nil {
 		return nil, err
 	}
-	return replies[0], replyErr(replies[0])
+	return out[0].reply, out[0].err
 }
 
-// splitReply checks that a call's reply holds one element per decision.
-func splitReply(reply any, m int) ([]any, error) {
+// answer is one decision's share of a call's reply: its 3 + 5n integers
+// (for decode) or its own error.
+type answer struct {
+	reply any
+	err   error
+}
+
+// splitReply cuts a call's flat reply (see lua/admit.lua) into the answers
+// of ds, in order, and checks that nothing is missing or left over.
+func splitReply(reply any, ds []*encoded, out []answer) error {
 	arr, ok := reply.([]any)
-	if !ok || len(arr) != m {
-		return nil, fmt.Errorf("%w: %T of %d elements for %d decisions", ErrReply, reply, len(arr), m)
+	if !ok {
+		return fmt.Errorf("%w: %T for %d decisions, want an array", ErrReply, reply, len(ds))
 	}
-	return arr, nil
-}
-
-// replyErr is the decision's own error when its reply element is one.
-func replyErr(elem any) error {
-	if err, ok := elem.(error); ok {
-		return err
+	i := 0
+	for j, d := range ds {
+		if i < len(arr) {
+			if err, ok := arr[i].(error); ok {
+				out[j] = answer{err: err}
+				i++
+				continue
+			}
+		}
+		n := 3 + 5*len(d.pols)
+		if i+n > len(arr) {
+			return fmt.Errorf("%w: %d elements for %d decisions, short at decision %d", ErrReply, len(arr), len(ds), j+1)
+		}
+		out[j] = answer{reply: arr[i : i+n : i+n]}
+		i += n
+	}
+	if i != len(arr) {
+		return fmt.Errorf("%w: %d elements for %d decisions, %d left over", ErrReply, len(arr), len(ds), len(arr)-i)
 	}
 	return nil
 }

@@ -134,19 +134,23 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var noscript []*call
+	answers := make([]answer, len(batch))
 	for i, g := range groups {
 		reply, err := cmds[i].Result()
 		if err != nil && lua.IsNoScript(err) {
 			noscript = append(noscript, g...)
 		}
-		var replies []any
 		if err == nil {
-			replies, err = splitReply(reply, len(g))
+			encs = encs[:0]
+			for _, c := range g {
+				encs = append(encs, c.enc)
+			}
+			err = splitReply(reply, encs, answers[:len(g)])
 		}
 		for j, c := range g {
 			c.reply, c.err = nil, err
 			if err == nil {
-				c.reply, c.err = replies[j], replyErr(replies[j])
+				c.reply, c.err = answers[j].reply, answers[j].err
 			}
 		}
 	}

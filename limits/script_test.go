@@ -145,6 +145,50 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 	}
 }
 
+// TestSplitReplyCutsTheFlatReply: a call's flat reply is cut into each
+// decision's integers or its own error, and one that is short, too long or
+// not an array is refused whole with ErrReply.
+func TestSplitReplyCutsTheFlatReply(t *testing.T) {
+	one := &encoded{pols: []polRef{{}}} // 3 + 5 integers
+	none := &encoded{}                  // 3 integers
+	ints := func(n int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = int64(i)
+		}
+		return out
+	}
+	ds := []*encoded{one, none, one}
+	// As go-redis hands it over: an error element is a value of an error type.
+	reply := append(append(append([]any{}, ints(8)...), ints(3)...), errors.New("ERR admit: bad policy 1"))
+	out := make([]answer, 3)
+	if err := splitReply(reply, ds, out); err != nil {
+		t.Fatalf("splitReply: %v", err)
+	}
+	if r, _ := out[0].reply.([]any); len(r) != 8 || out[0].err != nil {
+		t.Errorf("decision 1 = %+v, want 8 integers", out[0])
+	}
+	if r, _ := out[1].reply.([]any); len(r) != 3 || out[1].err != nil {
+		t.Errorf("decision 2 = %+v, want 3 integers", out[1])
+	}
+	if out[2].err == nil || !strings.Contains(out[2].err.Error(), "bad policy 1") {
+		t.Errorf("decision 3 = %+v, want its own error", out[2])
+	}
+	for _, c := range []struct {
+		name  string
+		reply any
+		want  string
+	}{
+		{"not an array", "OK", "want an array"},
+		{"short", reply[:9], "short at decision 2"},
+		{"left over", append(append([]any{}, reply...), int64(1)), "1 left over"},
+	} {
+		if err := splitReply(c.reply, ds, out); !errors.Is(err, ErrReply) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error = %v, want ErrReply with %q", c.name, err, c.want)
+		}
+	}
+}
+
 // TestAdmitRejectsBadRequests: invalid requests fail before any round trip,
 // with an error naming what is wrong.
 func TestAdmitRejectsBadRequests(t *testing.T) {

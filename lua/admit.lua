@@ -36,9 +36,11 @@
 --            the state key of each of its n policies (keys.Admission). A
 --            decision's keys carry its tenant's hash tag (one cluster slot).
 --
--- Returns an array of m elements, decision j's own error reply (it names a
--- bad policy by the decision's policy index; the others stand) or its array
--- of integers:
+-- Returns one flat array: for each decision in turn either its own error
+-- reply, one element (it names a bad policy by the decision's policy index;
+-- the others stand), or its 3 + 5n integers (one array for the whole call:
+-- Redis converts each nested table of a reply at a cost larger than a
+-- decision's own work):
 --   [1] 1 when admitted, else 0
 --   [2] 0 when admitted; -1 when the backlog gate refused (checked first);
 --       else i, the first refusing policy
@@ -135,8 +137,13 @@ if k ~= #KEYS + 1 or a ~= #ARGV + 1 then
 end
 
 -- decide answers the decision whose cost, max_backlog, dry_run and n are at
--- ARGV[a0] and whose keys start at KEYS[k0]. It returns the decision's reply
--- array, or an error reply before any write.
+-- ARGV[a0] and whose keys start at KEYS[k0]: it writes its 3 + 5n integers
+-- to res from res[pos] and returns the next free position, or returns an
+-- error reply before any write.
+-- res is the reply: every decision's integers in turn, written in place
+-- from res[pos] (a table per decision would cost Redis more to convert
+-- than the decision itself).
+local res, pos = {}, 1
 local st = {} -- 10 values per policy when n > 1, reused by every decision
 local function decide(k0, a0)
   local cost, max_backlog, dry, n = tonumber(ARGV[a0]), tonumber(ARGV[a0 + 1]), ARGV[a0 + 2] == '1', tonumber(ARGV[a0 + 3])
@@ -163,13 +170,19 @@ local function decide(k0, a0)
       if admitted == 1 then
         violated = 1
       end
-      return { 0, violated, backlog, 0, cap, rem_now, retry, reset_now }
+      res[pos], res[pos + 1], res[pos + 2], res[pos + 3], res[pos + 4], res[pos + 5], res[pos + 6], res[pos + 7] =
+        0, violated, backlog, 0, cap, rem_now, retry, reset_now
+      return pos + 8
     end
     if admitted == 0 or dry then
-      return { admitted, violated, backlog, 1, cap, rem_now, 0, reset_now }
+      res[pos], res[pos + 1], res[pos + 2], res[pos + 3], res[pos + 4], res[pos + 5], res[pos + 6], res[pos + 7] =
+        admitted, violated, backlog, 1, cap, rem_now, 0, reset_now
+      return pos + 8
     end
     commit(name, KEYS[k0], now, pcost, period, reset_after, x, y, z)
-    return { 1, 0, backlog, 1, cap, rem_after, 0, reset_after }
+    res[pos], res[pos + 1], res[pos + 2], res[pos + 3], res[pos + 4], res[pos + 5], res[pos + 6], res[pos + 7] =
+      1, 0, backlog, 1, cap, rem_after, 0, reset_after
+    return pos + 8
   end
 
   -- Every policy is checked before any is read.
@@ -188,37 +201,45 @@ local function decide(k0, a0)
       admitted, violated = 0, i
     end
   end
-  local out = { admitted, violated, backlog }
+  res[pos], res[pos + 1], res[pos + 2] = admitted, violated, backlog
   for i = 1, n do
-    local b, o = 10 * (i - 1), 5 * (i - 1) + 3
+    local b, o = 10 * (i - 1), pos + 5 * (i - 1) + 2
     local ok = st[b + 1]
-    out[o + 1] = ok and 1 or 0
-    out[o + 2] = st[b + 2]
+    res[o + 1] = ok and 1 or 0
+    res[o + 2] = st[b + 2]
     if admitted == 1 and not dry then
       local p, pcost = tonumber(ARGV[a0 + 2 + 2 * i]), tonumber(ARGV[a0 + 3 + 2 * i])
       commit(alg[p], KEYS[k0 + i - 1], now, pcost, per[p], st[b + 6], st[b + 8], st[b + 9], st[b + 10])
-      out[o + 3], out[o + 4], out[o + 5] = st[b + 5], 0, st[b + 6]
+      res[o + 3], res[o + 4], res[o + 5] = st[b + 5], 0, st[b + 6]
     else
       local retry = st[b + 7]
       if ok then
         retry = 0
       end
-      out[o + 3], out[o + 4], out[o + 5] = st[b + 3], retry, st[b + 4]
+      res[o + 3], res[o + 4], res[o + 5] = st[b + 3], retry, st[b + 4]
     end
   end
-  return out
+  return pos + 3 + 5 * n
 end
 
 -- Each decision runs under pcall, so a Redis error on one (a key of the
--- wrong type) is its own reply element and the others stand.
-local res = {}
+-- wrong type) is its own reply element and the others stand; whatever it
+-- had written to res is dropped first.
+pos = 1
 k, a = 1, 4 + 4 * np
 for j = 1, m do
   local ok, r = pcall(decide, k, a)
-  if ok or (type(r) == 'table' and r.err) then
-    res[j] = r
+  if ok and type(r) == 'number' then
+    pos = r
   else
-    res[j] = redis.error_reply('ERR admit: ' .. tostring(r))
+    for x = #res, pos, -1 do
+      res[x] = nil
+    end
+    if not (type(r) == 'table' and r.err) then
+      r = redis.error_reply('ERR admit: ' .. tostring(r))
+    end
+    res[pos] = r
+    pos = pos + 1
   end
   if tonumber(ARGV[a + 1]) > 0 then
     k = k + 1

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -187,7 +188,7 @@ func mustSource(t *testing.T, name string) string {
 }
 
 // TestAdmitMany: one call decides several requests, each exactly as its
-// own call would: in order (the second request on a one-unit GCRA key is
+// own call would, their integers in one flat reply: in order (the second request on a one-unit GCRA key is
 // refused after the first took it), a bad policy answered by that
 // decision's own error while the others stand, a dry run writing nothing,
 // and the policy table shared (two decisions name policy 1).
@@ -217,8 +218,8 @@ func TestAdmitMany(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, ok := reply.([]any)
-	if !ok || len(res) != 5 {
-		t.Fatalf("reply = %#v, want 5 elements", reply)
+	if !ok {
+		t.Fatalf("reply = %#v, want an array", reply)
 	}
 	want := [][]int64{
 		{1, 0, 0, 1, 1, 0, 0, 1_000_000},
@@ -227,23 +228,68 @@ func TestAdmitMany(t *testing.T) {
 		{1, 0, 0, 1, 5, 5, 0, 0},
 		{1, 0, 0, 1, 5, 4, 0, 1_000_000, 1, 10, 9, 0, 1_000},
 	}
+	i := 0
 	for j, w := range want {
 		if w == nil {
-			if e, ok := res[j].(error); !ok || !strings.Contains(e.Error(), "bad policy 1") {
-				t.Errorf("decision %d = %#v, want the error bad policy 1", j+1, res[j])
+			if e, ok := res[i].(error); !ok || !strings.Contains(e.Error(), "bad policy 1") {
+				t.Errorf("decision %d = %#v, want the error bad policy 1", j+1, res[i])
 			}
+			i++
 			continue
 		}
-		got, ok := res[j].([]any)
-		if !ok || len(got) != len(w) {
-			t.Errorf("decision %d = %#v, want %v", j+1, res[j], w)
-			continue
+		if i+len(w) > len(res) {
+			t.Fatalf("reply %v ends before decision %d", res, j+1)
 		}
-		for i := range w {
-			if got[i] != w[i] {
-				t.Errorf("decision %d = %v, want %v", j+1, got, w)
+		for x := range w {
+			if res[i+x] != w[x] {
+				t.Errorf("decision %d = %v, want %v", j+1, res[i:i+len(w)], w)
 				break
 			}
 		}
+		i += len(w)
+	}
+	if i != len(res) {
+		t.Errorf("reply has %d elements, want %d", len(res), i)
+	}
+}
+
+// TestAdmitManyRedisError: a Redis error inside one decision (its GCRA key
+// holds a hash: WRONGTYPE) is that decision's own element, multi-policy
+// decisions around it answer in full, and the reply has no hole.
+func TestAdmitManyRedisError(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "luamany")
+	good := keys.Admission(tenant, "gcra", "good")
+	window := keys.Admission(tenant, "fixed_window", "w")
+	bad := keys.Admission(tenant, "gcra", "bad")
+	if err := rdb.HSet(ctx, bad, "x", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.PExpire(ctx, bad, time.Minute)
+	const now = 1_700_000_000_000_000
+	args := []any{now, 3, 2,
+		"gcra", 10, 1_000_000, 10,
+		"fixed_window", 5, 1_000_000, 1,
+		1, 0, 0, 2, 1, 1, 2, 1, // gcra good + window
+		1, 0, 0, 2, 2, 1, 1, 1, // window + gcra bad: WRONGTYPE
+		1, 0, 0, 1, 1, 1, // gcra good again
+	}
+	reply, err := Admit().Run(ctx, rdb, []string{good, window, window, bad, good}, args...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := reply.([]any)
+	if len(res) != 13+1+8 {
+		t.Fatalf("reply = %v, want 13 + 1 + 8 elements", res)
+	}
+	if res[0] != int64(1) || res[13+1] != int64(1) {
+		t.Errorf("the decisions around the failing one: %v and %v, want both admitted", res[:13], res[14:])
+	}
+	if e, ok := res[13].(error); !ok || !strings.Contains(e.Error(), "WRONGTYPE") {
+		t.Errorf("decision 2 = %#v, want its WRONGTYPE error", res[13])
+	}
+	if n := rdb.Get(ctx, window+":1700000000").Val(); n != "1" {
+		t.Errorf("window count = %q, want 1: the failing decision wrote nothing to it", n)
 	}
 }
