@@ -120,12 +120,16 @@ for p = 1, np do
 end
 
 -- The layout is checked whole first, so a malformed call writes nothing.
+-- Decision j's keys start at KEYS[dk[j]], its part of ARGV at ARGV[da[j]];
+-- its cost, max_backlog and policy count are parsed here once.
+local dk, da, dc, dm, dn = {}, {}, {}, {}, {}
 local k, a = 1, 4 + 4 * np
 for j = 1, m do
   local cost, maxb, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
   if cost == nil or maxb == nil or n == nil or n < 0 or n ~= floor(n) then
     return redis.error_reply('ERR admit: decision ' .. j .. ' has no cost, max_backlog or policy count')
   end
+  dk[j], da[j], dc[j], dm[j], dn[j] = k, a, cost, maxb, n
   if maxb > 0 then
     k = k + 1
   end
@@ -136,17 +140,18 @@ if k ~= #KEYS + 1 or a ~= #ARGV + 1 then
     ' args for ' .. m .. ' decisions, got ' .. #KEYS .. ' and ' .. #ARGV)
 end
 
--- decide answers the decision whose cost, max_backlog, dry_run and n are at
--- ARGV[a0] and whose keys start at KEYS[k0]: it writes its 3 + 5n integers
--- to res from res[pos] and returns the next free position, or returns an
--- error reply before any write.
 -- res is the reply: every decision's integers in turn, written in place
 -- from res[pos] (a table per decision would cost Redis more to convert
 -- than the decision itself).
 local res, pos = {}, 1
 local st = {} -- 10 values per policy when n > 1, reused by every decision
-local function decide(k0, a0)
-  local cost, max_backlog, dry, n = tonumber(ARGV[a0]), tonumber(ARGV[a0 + 1]), ARGV[a0 + 2] == '1', tonumber(ARGV[a0 + 3])
+
+-- decide answers decision j: it writes its 3 + 5n integers to res from
+-- res[pos] and returns the next free position, or returns an error reply
+-- before any write.
+local function decide(j)
+  local k0, a0, cost, max_backlog, n = dk[j], da[j], dc[j], dm[j], dn[j]
+  local dry = ARGV[a0 + 2] == '1'
   if cost < 1 or max_backlog < 0 then
     return redis.error_reply('ERR admit: cost must be >= 1 and max_backlog >= 0')
   end
@@ -222,29 +227,35 @@ local function decide(k0, a0)
   return pos + 3 + 5 * n
 end
 
--- Each decision runs under pcall, so a Redis error on one (a key of the
--- wrong type) is its own reply element and the others stand; whatever it
--- had written to res is dropped first.
-pos = 1
-k, a = 1, 4 + 4 * np
-for j = 1, m do
-  local ok, r = pcall(decide, k, a)
-  if ok and type(r) == 'number' then
-    pos = r
-  else
-    for x = #res, pos, -1 do
-      res[x] = nil
+-- The decisions run under one pcall, so a Redis error in one (a key of the
+-- wrong type) is its own reply element and the others stand: what it had
+-- written to res is dropped, its error takes its place, and the run goes on
+-- after it.
+local j = 1
+local function run()
+  while j <= m do
+    local r = decide(j)
+    if type(r) == 'number' then
+      pos = r
+    else
+      res[pos] = r -- a bad policy, refused before any write
+      pos = pos + 1
     end
-    if not (type(r) == 'table' and r.err) then
-      r = redis.error_reply('ERR admit: ' .. tostring(r))
-    end
-    res[pos] = r
-    pos = pos + 1
+    j = j + 1
   end
-  if tonumber(ARGV[a + 1]) > 0 then
-    k = k + 1
+end
+while true do
+  local ok, err = pcall(run)
+  if ok then
+    break
   end
-  local n = tonumber(ARGV[a + 3])
-  k, a = k + n, a + 4 + 2 * n
+  for x = #res, pos, -1 do
+    res[x] = nil
+  end
+  if not (type(err) == 'table' and err.err) then
+    err = redis.error_reply('ERR admit: ' .. tostring(err))
+  end
+  res[pos] = err
+  pos, j = pos + 1, j + 1
 end
 return res
