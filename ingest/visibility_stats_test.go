@@ -95,7 +95,11 @@ func TestTenantStats(t *testing.T) {
 			rdb.HSet(ctx, keys.Override(tenant), "outflow_rate", 8, "outflow_capacity", 3)
 		}, with(func(w *want) { w.configured, w.effective, w.capacity, w.eta = 8, 8, 3, ptr(0.75) })},
 		{"in flight and dead letters", "", func(t *testing.T, tenant string) {
-			for i, at := range []time.Time{{}, time.Now().Add(-time.Hour)} { // the second one's deadline has passed
+			// The first is in flight (its lease ends in 30 s) and was started
+			// outside the measured window, which a start in this very second
+			// would enter as soon as the second ends; the second one's
+			// deadline has passed.
+			for i, at := range []time.Time{time.Now().Add(-30 * time.Second), time.Now().Add(-time.Hour)} {
 				d := jobstate.Dispatch{Tenant: tenant, JobID: fmt.Sprint(i), Member: fmt.Sprintf("%d|x", i), Attempt: 1, Cost: 1, Lease: time.Minute, Now: at}
 				if _, err := jobstate.Start(ctx, rdb, d); err != nil {
 					t.Fatal(err)
