@@ -65,8 +65,8 @@ type Drainer struct {
 	sentMu   sync.Mutex
 	sent     map[string]*atomic.Int64 // units dispatched per tenant, for the measured rate
 	stopping atomic.Bool
-	starts   *startGroup   // delivery-start records, in shared pipelines
-	wake     chan struct{} // SetTenants asks Run to start lanes at once
+	starts   *jobstate.CallGroup // delivery-start records, in shared pipelines
+	wake     chan struct{}       // SetTenants asks Run to start lanes at once
 }
 
 // New checks cfg, fills its defaults and returns a Drainer.
@@ -103,7 +103,7 @@ func New(cfg Config) (*Drainer, error) {
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 		held:    heldSet{byTenant: map[string]map[*queue.Claimed]bool{}},
 		sent:    map[string]*atomic.Int64{},
-		starts:  newStartGroup(cfg.Redis),
+		starts:  jobstate.NewCallGroup(cfg.Redis, startPipelines, startTimeout),
 		wake:    make(chan struct{}, 1),
 	}
 	d.SetTenants(cfg.Tenants)

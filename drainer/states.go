@@ -3,14 +3,12 @@ package drainer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/groupcommit"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
@@ -33,76 +31,23 @@ func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) bool {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	env := job.Envelope
-	ok, err := d.starts.do(ctx, jobstate.Dispatch{
+	v, err := d.starts.Do(ctx, jobstate.Dispatch{
 		Tenant: env.Tenant, JobID: env.ID, Member: job.Token(), Attempt: env.Attempt + 1,
 		Cost: env.Cost, Lease: d.cfg.Settings.Lease,
-	})
+	}.Call())
 	if err != nil {
 		d.m.errors.WithLabelValues("job_state").Inc()
 		d.log.Warn("drainer: record delivery start", "tenant", env.Tenant, "job_id", env.ID, "err", err)
+		return true
 	}
-	return ok
+	n, _ := v.(int64)
+	return n == 1 // else cancelled after its claim
 }
 
 // startPipelines is how many pipelines of delivery starts may be in
-// flight at once; starts that arrive meanwhile leave together in the next.
+// flight at once; starts that arrive meanwhile leave together in the next
+// (jobstate.CallGroup).
 const startPipelines = 2
-
-// startGroup sends the delivery-start records of concurrent dispatches in
-// shared pipelines (group commit, internal/groupcommit, as the Redis
-// producer does): a start that finds a free slot is sent at once, the ones
-// arriving while all slots are busy wait and leave together. Under load
-// many deliveries cost one round trip; alone, one costs one.
-type startGroup struct {
-	rdb   redis.UniversalClient
-	group groupcommit.Group[*startReq]
-}
-
-func newStartGroup(rdb redis.UniversalClient) *startGroup {
-	g := &startGroup{rdb: rdb}
-	g.group = groupcommit.Group[*startReq]{Slots: startPipelines, Timeout: startTimeout, Flush: g.run}
-	return g
-}
-
-// startReq is one delivery start; ok and err are written before done is
-// closed.
-type startReq struct {
-	call jobstate.Call
-	ok   bool
-	err  error
-	done chan struct{}
-}
-
-// do records d and returns whether the delivery may start (false: the job
-// was cancelled), or true and an error when Redis failed or ctx ended.
-func (g *startGroup) do(ctx context.Context, d jobstate.Dispatch) (bool, error) {
-	r := &startReq{call: d.Call(), done: make(chan struct{})}
-	g.group.Do(ctx, r)
-	if err := groupcommit.Wait(ctx, r.done); err != nil {
-		return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, err)
-	}
-	if r.err != nil {
-		return true, fmt.Errorf("drainer: record start of %s: %w", d.JobID, r.err)
-	}
-	return r.ok, nil
-}
-
-// run sends reqs in one pipeline (a call whose script the node lost is run
-// again on its own, which reloads it) and closes their done channels.
-func (g *startGroup) run(ctx context.Context, reqs []*startReq) {
-	cmds := make([]*redis.Cmd, len(reqs))
-	_, _ = g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, r := range reqs {
-			cmds[i] = r.call.Pipe(ctx, p)
-		}
-		return nil
-	})
-	for i, r := range reqs {
-		n, err := r.call.Retry(ctx, g.rdb, cmds[i]).Int64()
-		r.ok, r.err = err != nil || n == 1, err
-		close(r.done)
-	}
-}
 
 // extendDeliveries pushes the deadlines of jobs' deliveries in progress
 // (keys.Delivering) to now + Lease, as their leases, so a delivery longer

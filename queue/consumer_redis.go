@@ -54,11 +54,21 @@ type RedisConsumerConfig struct {
 // exactly one of queue, lease or delayed set until finished, so a drainer's
 // death loses nothing. Safe for concurrent use.
 type RedisConsumer struct {
-	rdb    redis.UniversalClient
-	cfg    RedisConsumerConfig
-	prefix string        // unique per consumer, part of every lease token
-	seq    atomic.Uint64 // lease token counter
+	rdb      redis.UniversalClient
+	cfg      RedisConsumerConfig
+	prefix   string        // unique per consumer, part of every lease token
+	seq      atomic.Uint64 // lease token counter
+	finishes *jobstate.CallGroup
 }
+
+// finishPipelines is how many pipelines of Finish calls may be in flight
+// at once; the Finishes that arrive meanwhile leave together in the next
+// (jobstate.CallGroup), each still its own ack.lua. A shared pipeline is
+// bounded by finishTimeout.
+const (
+	finishPipelines = 2
+	finishTimeout   = 5 * time.Second
+)
 
 // NewRedisConsumer returns a consumer of rdb's tenant lists.
 func NewRedisConsumer(rdb redis.UniversalClient, cfg RedisConsumerConfig) *RedisConsumer {
@@ -70,7 +80,8 @@ func NewRedisConsumer(rdb redis.UniversalClient, cfg RedisConsumerConfig) *Redis
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return &RedisConsumer{rdb: rdb, cfg: cfg, prefix: hex.EncodeToString(b)}
+	return &RedisConsumer{rdb: rdb, cfg: cfg, prefix: hex.EncodeToString(b),
+		finishes: jobstate.NewCallGroup(rdb, finishPipelines, finishTimeout)}
 }
 
 // Load loads the consumer's scripts (on every master of a cluster), so a
@@ -229,7 +240,8 @@ func (c *RedisConsumer) Extend(ctx context.Context, tenant string, jobs []*Claim
 // dead-letter list keys.DLQ, lowers the backlog by the job's cost and
 // records the job's state (dead, job.Dropped, or done; package jobstate), in
 // one script. It returns ErrLeaseLost when the lease had expired and the job
-// was returned to the queue.
+// was returned to the queue. Concurrent Finishes share round trips
+// (finishPipelines).
 func (c *RedisConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLetter) error {
 	t := job.Envelope.Tenant
 	rec := ""
@@ -247,16 +259,19 @@ func (c *RedisConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLett
 		rec = string(b)
 	}
 	state, lastErr, reason := finishState(job, dead)
-	n, err := ackScript.Run(ctx, c.rdb,
-		[]string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.DLQ(t),
+	v, err := c.finishes.Do(ctx, jobstate.Call{
+		Script: ackScript,
+		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.DLQ(t),
 			keys.JobState(t, job.Envelope.ID), keys.JobsDispatched(t), keys.Delivering(t)},
-		job.member, job.Envelope.Cost, keys.BacklogTTL.Milliseconds(), keys.QueueTTL.Milliseconds(), rec,
-		state, lastErr, reason, keys.JobStateTTL.Milliseconds(),
-	).Int64()
+		Args: []any{job.member, job.Envelope.Cost, keys.BacklogTTL.Milliseconds(), keys.QueueTTL.Milliseconds(), rec,
+			state, lastErr, reason, keys.JobStateTTL.Milliseconds()},
+	})
 	if err != nil {
 		return fmt.Errorf("queue: finish %s: %w: %w", job.Envelope.ID, ErrUnavailable, err)
 	}
-	if n == 0 {
+	if n, ok := v.(int64); !ok {
+		return fmt.Errorf("queue: finish %s: ack.lua answered %T, want an integer", job.Envelope.ID, v)
+	} else if n == 0 {
 		return fmt.Errorf("queue: finish %s: %w", job.Envelope.ID, ErrLeaseLost)
 	}
 	return nil
