@@ -15,7 +15,7 @@ import (
 var (
 	enqueueScript  = lua.MustLoad("job_state_enqueue.lua")
 	dispatchScript = lua.MustLoad("job_state_dispatch.lua")
-	settleScript   = lua.MustLoad("job_state_settle.lua")
+	settleScript   = lua.Include("job_state_settle.lua", "job_state_final.lua")
 	cancelScript   = lua.MustLoad("job_state_cancel.lua")
 )
 

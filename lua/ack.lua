@@ -7,12 +7,9 @@
 -- is written: the job will be delivered again and finished by whoever holds
 -- it then, so the backlog is lowered exactly once per job.
 --
--- The state record (package jobstate) is the job's hash KEYS[5]: state,
--- updated_at (Redis TIME, ms), last_error and reason when not empty, its TTL
--- refreshed. A job dropped at the head of its queue (cancelled, expired,
--- poison) also moves the tenant's dispatched sequence KEYS[6] up to its
--- seq; a delivered job did that when its delivery started. An older cancel
--- marker (a string under KEYS[5]) is left as it is.
+-- The state record (package jobstate) is record_final of
+-- job_state_final.lua (lua.Include puts it first) on the job's hash KEYS[5]
+-- and the tenant's dispatched sequence KEYS[6].
 --
 -- KEYS[1]  processing zset (keys.Processing)
 -- KEYS[2]  leased hash (keys.Leased)
@@ -57,20 +54,5 @@ if not record then
   return 1
 end
 
-local sk, state, ttl = KEYS[5], ARGV[6], ARGV[9]
-local t = redis.call('TIME')
-local f = {'state', state, 'updated_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
-if ARGV[7] ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = ARGV[7] end
-if ARGV[8] ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = ARGV[8] end
--- pcall: HSET fails (WRONGTYPE) only on the older string marker.
-if type(redis.pcall('HSET', sk, unpack(f))) == 'table' then
-  return 1
-end
-redis.call('PEXPIRE', sk, ttl)
-if state == 'cancelled' or state == 'expired' or ARGV[8] == 'poison' then
-  local seq = tonumber(redis.call('HGET', sk, 'seq'))
-  if seq and seq > (tonumber(redis.call('GET', KEYS[6])) or 0) then
-    redis.call('SET', KEYS[6], seq, 'PX', ttl)
-  end
-end
+record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
 return 1

@@ -34,8 +34,7 @@ var (
 // embedded file is missing, which any test catches.
 func Admit() *Script {
 	admitOnce.Do(func() {
-		names := append([]string{"admit_prelude.lua"}, AdmitModules...)
-		admitScript = New("admit.lua", concat(append(names, "admit.lua")))
+		admitScript = Include("admit.lua", append([]string{"admit_prelude.lua"}, AdmitModules...)...)
 	})
 	return admitScript
 }

@@ -1,15 +1,12 @@
 -- job_state_settle.lua: record how a delivery or a drop ended (Kafka queue
 -- backend; the Redis backend does this inside ack.lua and lease_defer.lua).
 --
--- The delivery leaves the tenant's deliveries in progress; the job's state
--- becomes ARGV[2] with updated_at (Redis TIME, ms), and its last error and
--- reason when not empty; a job dropped at the head of its lane (cancelled,
--- expired, poison) moves the tenant's dispatched sequence up to its seq (a
--- delivered job did that when its delivery started); a dead job raises the
--- tenant's DLQ counter. An older cancel marker (a string under KEYS[1]) is
--- left as it is. The hash is created when missing: on Kafka a job may
--- finish before the producer's post-ack write records it, which then keeps
--- this state (job_state_enqueue.lua).
+-- The delivery leaves the tenant's deliveries in progress; a dead job raises
+-- the tenant's DLQ counter; the job's state becomes ARGV[2] through
+-- record_final of job_state_final.lua (lua.Include puts it first), the
+-- write ack.lua makes on the Redis backend. The hash is created when
+-- missing: on Kafka a job may finish before the producer's post-ack write
+-- records it, which then keeps this state (job_state_enqueue.lua).
 --
 -- KEYS[1]  the job's state hash (keys.JobState)
 -- KEYS[2]  the tenant's dispatched sequence (keys.JobsDispatched)
@@ -30,20 +27,5 @@ if ARGV[6] == '1' then
   redis.call('INCR', KEYS[4])
   redis.call('PEXPIRE', KEYS[4], ARGV[7])
 end
-local sk, state, ttl = KEYS[1], ARGV[2], ARGV[5]
-local t = redis.call('TIME')
-local f = {'state', state, 'updated_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
-if ARGV[3] ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = ARGV[3] end
-if ARGV[4] ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = ARGV[4] end
--- pcall: HSET fails (WRONGTYPE) only on the older string marker.
-if type(redis.pcall('HSET', sk, unpack(f))) == 'table' then
-  return 1
-end
-redis.call('PEXPIRE', sk, ttl)
-if state == 'cancelled' or state == 'expired' or ARGV[4] == 'poison' then
-  local seq = tonumber(redis.call('HGET', sk, 'seq'))
-  if seq and seq > (tonumber(redis.call('GET', KEYS[2])) or 0) then
-    redis.call('SET', KEYS[2], seq, 'PX', ttl)
-  end
-end
+record_final(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 return 1

@@ -44,6 +44,14 @@ func MustLoad(name string) *Script {
 	return New(name, string(b))
 }
 
+// Include returns the embedded script name run after the embedded modules
+// (files that only define local functions for it, such as
+// "job_state_final.lua"), as one script named name. It panics when a file
+// does not exist, as MustLoad does.
+func Include(name string, modules ...string) *Script {
+	return New(name, concat(append(modules[:len(modules):len(modules)], name)))
+}
+
 // Source returns the text of the embedded file name, or an error.
 func Source(name string) (string, error) {
 	b, err := files.ReadFile(name)

@@ -23,7 +23,7 @@ import (
 // The Redis consumer's scripts (lua/*.lua), loaded by RedisConsumer.Load.
 var (
 	claimScript  = lua.MustLoad("claim.lua")
-	ackScript    = lua.MustLoad("ack.lua")
+	ackScript    = lua.Include("ack.lua", "job_state_final.lua")
 	releaseLua   = lua.MustLoad("release.lua")
 	deferScript  = lua.MustLoad("lease_defer.lua")
 	extendScript = lua.MustLoad("lease_extend.lua")
