@@ -123,13 +123,14 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 	groups := b.group(batch)
 	pipe := b.a.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(groups))
-	encs := make([]*encoded, 0, len(batch))
+	encs := make([][]*encoded, len(groups)) // per group, over one backing array
+	all := make([]*encoded, 0, len(batch))
 	for i, g := range groups {
-		encs = encs[:0]
 		for _, c := range g {
-			encs = append(encs, c.enc)
+			all = append(all, c.enc)
 		}
-		keyList, args := callArgs(encs)
+		encs[i] = all[len(all)-len(g):]
+		keyList, args := callArgs(encs[i])
 		cmds[i] = pipe.EvalSha(ctx, b.scriptOf(g[0]).SHA(), keyList, args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
@@ -141,11 +142,7 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 			noscript = append(noscript, g...)
 		}
 		if err == nil {
-			encs = encs[:0]
-			for _, c := range g {
-				encs = append(encs, c.enc)
-			}
-			err = splitReply(reply, encs, answers[:len(g)])
+			err = splitReply(reply, encs[i], answers[:len(g)])
 		}
 		for j, c := range g {
 			c.reply, c.err = nil, err

@@ -144,7 +144,10 @@ end
 -- from res[pos] (a table per decision would cost Redis more to convert
 -- than the decision itself).
 local res, pos = {}, 1
-local st = {} -- 10 values per policy when n > 1, reused by every decision
+-- st holds 12 values per policy when n > 1, reused by every decision: ok,
+-- cap, rem_now, reset_now, rem_after, reset_after, retry, the commit's x, y,
+-- z, and the policy's number and cost.
+local st = {}
 
 -- decide answers decision j: it writes its 3 + 5n integers to res from
 -- res[pos] and returns the next free position, or returns an error reply
@@ -190,16 +193,19 @@ local function decide(j)
     return pos + 8
   end
 
-  -- Every policy is checked before any is read.
+  -- Every policy is checked, and its number and cost kept, before any is
+  -- read.
   for i = 1, n do
+    local b = 12 * (i - 1)
     local p, pcost = tonumber(ARGV[a0 + 2 + 2 * i]), tonumber(ARGV[a0 + 3 + 2 * i])
     if not (p and pcost and alg[p]) or pcost < 1 then
       return bad_policy(i)
     end
+    st[b + 11], st[b + 12] = p, pcost
   end
   for i = 1, n do
-    local b = 10 * (i - 1)
-    local p, pcost = tonumber(ARGV[a0 + 2 + 2 * i]), tonumber(ARGV[a0 + 3 + 2 * i])
+    local b = 12 * (i - 1)
+    local p, pcost = st[b + 11], st[b + 12]
     st[b + 1], st[b + 2], st[b + 3], st[b + 4], st[b + 5], st[b + 6], st[b + 7], st[b + 8], st[b + 9], st[b + 10] =
       check(alg[p], KEYS[k0 + i - 1], now, lim[p], per[p], bur[p], pcost)
     if admitted == 1 and not st[b + 1] then
@@ -208,13 +214,13 @@ local function decide(j)
   end
   res[pos], res[pos + 1], res[pos + 2] = admitted, violated, backlog
   for i = 1, n do
-    local b, o = 10 * (i - 1), pos + 5 * (i - 1) + 2
+    local b, o = 12 * (i - 1), pos + 5 * (i - 1) + 2
     local ok = st[b + 1]
     res[o + 1] = ok and 1 or 0
     res[o + 2] = st[b + 2]
     if admitted == 1 and not dry then
-      local p, pcost = tonumber(ARGV[a0 + 2 + 2 * i]), tonumber(ARGV[a0 + 3 + 2 * i])
-      commit(alg[p], KEYS[k0 + i - 1], now, pcost, per[p], st[b + 6], st[b + 8], st[b + 9], st[b + 10])
+      local p = st[b + 11]
+      commit(alg[p], KEYS[k0 + i - 1], now, st[b + 12], per[p], st[b + 6], st[b + 8], st[b + 9], st[b + 10])
       res[o + 3], res[o + 4], res[o + 5] = st[b + 5], 0, st[b + 6]
     else
       local retry = st[b + 7]
