@@ -15,7 +15,7 @@ import (
 // batch refers to it any more.
 type call struct {
 	ctx    context.Context
-	script *lua.Script // nil: the Admitter's composite script
+	script *lua.Script
 	tenant string
 	enc    *encoded
 	reply  any
@@ -93,7 +93,7 @@ func (b *batcher) exec(batch []*call) {
 		// A lone decision needs no pipeline: one EVALSHA under its caller's
 		// ctx, as unbatched.
 		c := batch[0]
-		c.reply, c.err = b.a.run(c.ctx, b.scriptOf(c), c.enc)
+		c.reply, c.err = b.a.run(c.ctx, c.script, c.enc)
 		c.done <- struct{}{}
 		return
 	}
@@ -131,7 +131,7 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 		}
 		encs[i] = all[len(all)-len(g):]
 		keyList, args := callArgs(encs[i])
-		cmds[i] = pipe.EvalSha(ctx, b.scriptOf(g[0]).SHA(), keyList, args...)
+		cmds[i] = pipe.EvalSha(ctx, g[0].script.SHA(), keyList, args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	var noscript []*call
@@ -167,7 +167,7 @@ func (b *batcher) group(batch []*call) [][]*call {
 	index := make(map[key]int, 4)
 	var groups [][]*call
 	for _, c := range batch {
-		k := key{b.scriptOf(c), c.tenant, c.enc.now}
+		k := key{c.script, c.tenant, c.enc.now}
 		if b.anyTenant {
 			k.tenant = ""
 		}
@@ -180,12 +180,4 @@ func (b *batcher) group(batch []*call) [][]*call {
 		groups[i] = append(groups[i], c)
 	}
 	return groups
-}
-
-// scriptOf is the script a call runs.
-func (b *batcher) scriptOf(c *call) *lua.Script {
-	if c.script != nil {
-		return c.script
-	}
-	return b.a.script
 }

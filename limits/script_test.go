@@ -77,7 +77,7 @@ func TestNoScriptInPipeline(t *testing.T) {
 				if err := a.encode(Request{Tenant: tenant, Policies: []Policy{p}}, &e); err != nil {
 					t.Fatal(err)
 				}
-				batch = append(batch, &call{ctx: context.Background(), tenant: tenant, enc: &e, done: make(chan struct{}, 1)})
+				batch = append(batch, &call{ctx: context.Background(), script: a.script, tenant: tenant, enc: &e, done: make(chan struct{}, 1)})
 			}
 			a.batch.exec(batch)
 			for i, cl := range batch {
