@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -39,10 +40,7 @@ func (c *cmd) tenants(ctx context.Context, args []string) error {
 func (c *cmd) tenantsList(ctx context.Context, args []string) error {
 	fs := c.flags("list", "[--json]")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
-	if _, err := c.parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	a, err := c.admin()
+	a, _, err := c.adminArgs(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -65,11 +63,7 @@ func (c *cmd) tenantsList(ctx context.Context, args []string) error {
 
 func (c *cmd) tenantsGet(ctx context.Context, args []string) error {
 	fs := c.flags("get", "ID")
-	pos, err := c.parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	a, err := c.admin()
+	a, pos, err := c.adminArgs(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -157,11 +151,7 @@ func (c *cmd) readSpec(name string) (client.TenantSpec, error) {
 
 func (c *cmd) tenantsDelete(ctx context.Context, args []string) error {
 	fs := c.flags("delete", "ID")
-	pos, err := c.parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	a, err := c.admin()
+	a, pos, err := c.adminArgs(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -177,11 +167,7 @@ func (c *cmd) tenantsDelete(ctx context.Context, args []string) error {
 func (c *cmd) tenantsAudit(ctx context.Context, args []string) error {
 	fs := c.flags("audit", "ID [--json]")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
-	pos, err := c.parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	a, err := c.admin()
+	a, pos, err := c.adminArgs(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -340,4 +326,15 @@ func (c *cmd) printJSON(v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// adminArgs parses args with fs (between min and max positional arguments)
+// and returns the admin client and the positional arguments.
+func (c *cmd) adminArgs(fs *flag.FlagSet, args []string, min, max int) (*client.Admin, []string, error) {
+	pos, err := c.parse(fs, args, min, max)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := c.admin()
+	return a, pos, err
 }
