@@ -2,13 +2,14 @@
 # Redis Cluster and Kafka servers that deploy/local/services.sh starts on
 # 127.0.0.1 (no Docker); `bash deploy/local/services.sh help` tells more.
 #
-#   make test       services up, go vet, race tests of every package
+#   make test       services up, go vet, race tests of every package, each fuzz target for CI_FUZZTIME
 #   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain
 #   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ
 #                   (deploy/bench/drainbench, ~35 min; BENCH_QUICK=1 for the ~3 min subset)
 #   make run        services up, then the demo stack (deploy/local/run.sh): demosink, ingest,
 #                   two drainers, demoload, Prometheus when installed; RUN_CONFIG, RUN_DURATION
 #                   (seconds, 0 = until Ctrl-C)
+#   make fuzz       services up, each Go fuzz target for FUZZTIME (default 60s; see FUZZ_TARGETS)
 #   make lint       gofmt and go vet
 #   make services / services-down / services-status
 
@@ -32,10 +33,28 @@ BENCHTIME ?= 1s
 # (BENCH_SCRIPTS= runs none).
 BENCH_SCRIPTS ?= $(wildcard deploy/bench/*.sh)
 
+# Go native fuzz targets, as package:Target. go test -fuzz runs one target
+# per package run, so each runs alone, for FUZZTIME (make fuzz) or
+# CI_FUZZTIME (make test), with FUZZ_PARALLEL workers (-fuzz uses every core
+# otherwise). Inputs that fail are written to the package's
+# testdata/fuzz/<Target>/, which plain go test then runs as regression cases.
+FUZZTIME ?= 60s
+CI_FUZZTIME ?= 5s
+FUZZ_PARALLEL ?= 2
+FUZZ_TARGETS ?= ./ingest:FuzzJob ./ingest:FuzzJobBatch ./tenants:FuzzSpecPatch ./limits:FuzzAdmit
+
+# fuzz_run runs every FUZZ_TARGETS target for $(1).
+define fuzz_run
+for t in $(FUZZ_TARGETS); do \
+	echo "== $${t##*:} in $${t%%:*} for $(1)"; \
+	$(TEST_ENV) $(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(1) -parallel $(FUZZ_PARALLEL) "$${t%%:*}/"; \
+done
+endef
+
 RUN_CONFIG ?= configs/sluice.local.yaml
 RUN_DURATION ?= 0
 
-.PHONY: services services-down services-status test bench bench-drain run lint
+.PHONY: services services-down services-status test fuzz bench bench-drain run lint
 
 services:
 	$(SERVICES) up
@@ -50,6 +69,10 @@ test: services
 	$(SERVICES) tools
 	$(GO) vet $(PKGS)
 	$(TEST_ENV) $(GO) test $(TEST_FLAGS) $(PKGS)
+	$(call fuzz_run,$(CI_FUZZTIME))
+
+fuzz: services
+	$(call fuzz_run,$(FUZZTIME))
 
 bench: services
 	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS)
