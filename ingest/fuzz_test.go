@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -315,7 +316,7 @@ func (e *fuzzEnv) check(t *testing.T, batch bool, tenant, ct, ce uint8, body str
 	after := e.state(t, ft.name)
 
 	if status != http.StatusAccepted {
-		e.checkRefusal(t, resp, answer, local, remote)
+		e.checkRefusal(t, resp, answer, local, remote, overCost(ft, []byte(body), batch))
 		if after != before {
 			violation(t, "", "%d for %q, but the tenant's Redis state changed: before %+v, after %+v", status, body, before, after)
 		}
@@ -368,13 +369,21 @@ func (e *fuzzEnv) check(t *testing.T, batch bool, tenant, ct, ce uint8, body str
 
 // checkRefusal checks a non-202 answer: its status, problem+json body and
 // that it echoes no socket address of the connection.
-func (e *fuzzEnv) checkRefusal(t *testing.T, resp *http.Response, answer []byte, local, remote string) {
+//
+// costly says the body holds a cost above the tenant's largest or costs
+// whose sum overflows: a 503 for it is the unchecked cost arithmetic of
+// issue 7 requirement 1.
+func (e *fuzzEnv) checkRefusal(t *testing.T, resp *http.Response, answer []byte, local, remote string, costly bool) {
 	t.Helper()
 	status := resp.StatusCode
 	if status == http.StatusServiceUnavailable {
 		up := e.rdb.Ping(context.Background()).Err() == nil
+		kind := ""
+		if costly {
+			kind = "cost"
+		}
 		if resp.Header.Get("Retry-After") == "" || up {
-			violation(t, "cost", "503 (Retry-After %q) while Redis answers PING (%v): %s",
+			violation(t, kind, "503 (Retry-After %q) while Redis answers PING (%v): %s",
 				resp.Header.Get("Retry-After"), up, answer)
 		}
 	} else if !fuzzStatuses[status] {
@@ -401,6 +410,38 @@ func (e *fuzzEnv) checkRefusal(t *testing.T, resp *http.Response, answer []byte,
 	if _, port, err := net.SplitHostPort(local); err == nil && strings.Contains(string(answer), ":"+port+"->") {
 		t.Fatalf("%d echoes the connection: %s", status, answer)
 	}
+}
+
+// overCost says whether body, read as leniently as encoding/json does, holds
+// a job whose cost is above ft's largest for its type, or costs whose sum
+// overflows an int64.
+func overCost(ft *fuzzTenant, body []byte, batch bool) bool {
+	type costed struct {
+		Type string
+		Cost json.Number
+	}
+	var jobs []costed
+	if batch {
+		var b struct{ Jobs []costed }
+		_ = json.Unmarshal(body, &b)
+		jobs = b.Jobs
+	} else {
+		var j costed
+		_ = json.Unmarshal(body, &j)
+		jobs = []costed{j}
+	}
+	var sum int64
+	for _, j := range jobs {
+		c, err := j.Cost.Int64()
+		if err != nil {
+			continue
+		}
+		if c > ft.fuzzMaxCost(j.Type) || (c > 0 && sum > math.MaxInt64-c) {
+			return true
+		}
+		sum += c
+	}
+	return false
 }
 
 // Field names of a job and of a batch, exactly as documented.
