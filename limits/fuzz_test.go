@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -32,8 +33,10 @@ const fuzzMaxNow = 1 << 52
 //   - otherwise, while costs are within [1, fuzzMaxCost] and instants within
 //     (0, fuzzMaxNow], each of an admission at now, a dry run and a second
 //     admission at now+dt returns no error and a Result with Limit =
-//     Capacity, Remaining in [0, Limit], RetryAfter 0 when allowed, Never
-//     exactly when the cost exceeds Capacity, else > 0, and ResetAfter >= 0;
+//     Capacity (the first admission, from an empty state, allowed when the
+//     cost is within it), Remaining in [0, Limit], RetryAfter 0 when
+//     allowed, Never exactly when the cost exceeds Capacity, else > 0, and
+//     ResetAfter >= 0;
 //     a dry run changes no key; and the policy's key, when it exists, has a
 //     TTL (PTTL > 0).
 func FuzzAdmit(f *testing.F) {
@@ -85,17 +88,22 @@ func FuzzAdmit(f *testing.F) {
 		if int(alg) < len(Algorithms) {
 			p.Algorithm = Algorithms[alg]
 		}
-		key := keys.Admission(tenant, string(p.Algorithm), p.Name)
 		ctx := context.Background()
-		rdb.Del(ctx, key)
-		defer rdb.Del(ctx, key)
+		var written []string
+		keyAt := func(us int64) string {
+			k := fuzzKey(tenant, p, us)
+			written = append(written, k)
+			return k
+		}
+		defer func() { rdb.Del(ctx, written...) }()
+		rdb.Del(ctx, keyAt(nowUs))
 
 		req := Request{Tenant: tenant, Policies: []Policy{p}, Cost: cost, MaxBacklog: maxBacklog, Now: time.UnixMicro(nowUs)}
 		if p.Validate() != nil || cost < 0 || maxBacklog < 0 || nowUs <= 0 {
 			if _, err := a.Admit(ctx, req); err == nil {
 				t.Fatalf("Admit(%+v) = no error, want one (Validate: %v)", req, p.Validate())
 			}
-			if n := rdb.Exists(ctx, key).Val(); n != 0 {
+			if key := keyAt(nowUs); rdb.Exists(ctx, key).Val() != 0 {
 				t.Fatalf("Admit(%+v) refused the request but wrote %s", req, key)
 			}
 			return
@@ -122,6 +130,7 @@ func FuzzAdmit(f *testing.F) {
 				return
 			}
 			req.Cost, req.Now, req.DryRun = st.cost, time.UnixMicro(st.now), st.dry
+			key := keyAt(st.now)
 			var dumpBefore string
 			if st.dry {
 				dumpBefore = rdb.Dump(ctx, key).Val()
@@ -134,6 +143,9 @@ func FuzzAdmit(f *testing.F) {
 				fuzzFail(t, p, "%s: Admit(%+v): %v", st.name, req, err)
 			}
 			fuzzCheckResult(t, st.name, req, d)
+			if c := max(st.cost, 1); st.name == "admission" && c <= p.Capacity() && !d.Results[0].Allowed {
+				fuzzFail(t, p, "%s: Admit(%+v) refused cost %d from an empty state, capacity %d: %+v", st.name, req, c, p.Capacity(), d)
+			}
 			if st.dry {
 				// The key may expire meanwhile (its TTL runs in real time, a
 				// short period's in a millisecond): only a key that is there
@@ -152,6 +164,17 @@ func FuzzAdmit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzKey is the key of p's state for a decision at nowUs: the policy's
+// key, and for fixed_window the window's, key:w with w = floor(now /
+// period) (see lua/fixed_window.lua).
+func fuzzKey(tenant string, p Policy, nowUs int64) string {
+	k := keys.Admission(tenant, string(p.Algorithm), p.Name)
+	if us := p.Period.Microseconds(); p.Algorithm == AlgFixedWindow && us > 0 {
+		k += ":" + strconv.FormatInt(nowUs/us, 10)
+	}
+	return k
 }
 
 // fuzzCheckResult checks one decision of FuzzAdmit.
