@@ -33,23 +33,15 @@ BENCHTIME ?= 1s
 # (BENCH_SCRIPTS= runs none).
 BENCH_SCRIPTS ?= $(wildcard deploy/bench/*.sh)
 
-# Go native fuzz targets, as package:Target. go test -fuzz runs one target
-# per package run, so each runs alone, for FUZZTIME (make fuzz) or
-# CI_FUZZTIME (make test), with FUZZ_PARALLEL workers (-fuzz uses every core
-# otherwise). Inputs that fail are written to the package's
-# testdata/fuzz/<Target>/, which plain go test then runs as regression cases.
+# Go native fuzz targets, as package:Target, run one at a time by
+# deploy/local/fuzz.sh: each for FUZZTIME (make fuzz) or CI_FUZZTIME (make
+# test), with FUZZ_PARALLEL workers. An input that fails is written to the
+# package's testdata/fuzz/<Target>/, which plain go test then runs as a
+# regression case.
 FUZZTIME ?= 60s
 CI_FUZZTIME ?= 5s
 FUZZ_PARALLEL ?= 2
 FUZZ_TARGETS ?= ./ingest:FuzzJob ./ingest:FuzzJobBatch ./tenants:FuzzSpecPatch ./limits:FuzzAdmit
-
-# fuzz_run runs every FUZZ_TARGETS target for $(1).
-define fuzz_run
-for t in $(FUZZ_TARGETS); do \
-	echo "== $${t##*:} in $${t%%:*} for $(1)"; \
-	$(TEST_ENV) $(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(1) -parallel $(FUZZ_PARALLEL) "$${t%%:*}/"; \
-done
-endef
 
 RUN_CONFIG ?= configs/sluice.local.yaml
 RUN_DURATION ?= 0
@@ -69,10 +61,10 @@ test: services
 	$(SERVICES) tools
 	$(GO) vet $(PKGS)
 	$(TEST_ENV) $(GO) test $(TEST_FLAGS) $(PKGS)
-	$(call fuzz_run,$(CI_FUZZTIME))
+	$(TEST_ENV) GO=$(GO) FUZZTIME=$(CI_FUZZTIME) FUZZ_PARALLEL=$(FUZZ_PARALLEL) bash deploy/local/fuzz.sh $(FUZZ_TARGETS)
 
 fuzz: services
-	$(call fuzz_run,$(FUZZTIME))
+	$(TEST_ENV) GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ_PARALLEL=$(FUZZ_PARALLEL) bash deploy/local/fuzz.sh $(FUZZ_TARGETS)
 
 bench: services
 	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS)
