@@ -70,6 +70,7 @@ func FuzzSpecPatch(f *testing.F) {
 		`{"outflow":{"rate":1,"rate":-1}}`,
 		`{"":0}`,
 		`{"job_types":{"a, b":{}}}`,
+		`{"outflow":{"a, b":1}}`,
 		`{}`, `null`, `[]`, `{} {}`, `{`,
 		string(full),
 	}
@@ -126,7 +127,7 @@ func FuzzSpecPatch(f *testing.F) {
 		}
 		t0, err := DecodeSpec(id, spec)
 		if err != nil {
-			fz.checkSpecError(t, id, "DecodeSpec", err)
+			fz.checkSpecError(t, id, "DecodeSpec", spec, err)
 			return
 		}
 		if msg := strictSpec(spec); msg != "" {
@@ -139,7 +140,7 @@ func FuzzSpecPatch(f *testing.F) {
 		}
 		t1, err := ApplyPatch(id, stored, patch)
 		if err != nil {
-			fz.checkSpecError(t, id, "ApplyPatch", err)
+			fz.checkSpecError(t, id, "ApplyPatch", patch, err)
 			return
 		}
 		if msg := strictSpec(patch); msg != "" {
@@ -182,7 +183,10 @@ func specViolation(t *testing.T, kind, format string, args ...any) {
 var wholeDocument = []string{"not JSON", "must be a JSON object", "more than one JSON value",
 	"patch is not JSON", "patch has more than one JSON value", "tenant id must"}
 
-func (fz *specFuzz) checkSpecError(t *testing.T, id, step string, err error) {
+// checkSpecError checks the error of step; raw is the JSON it decoded (nil
+// for Validate), which must hold every member an "unknown field" problem
+// names.
+func (fz *specFuzz) checkSpecError(t *testing.T, id, step string, raw []byte, err error) {
 	t.Helper()
 	var se *SpecError
 	if !errors.As(err, &se) {
@@ -196,6 +200,9 @@ func (fz *specFuzz) checkSpecError(t *testing.T, id, step string, err error) {
 			t.Fatalf("%s: problem %+v: want a message and Key = tenants.%s.<field>", step, p, id)
 		}
 		if p.Field != "" {
+			if raw != nil && p.Msg == "unknown field" && !namesMember(raw, p.Field) {
+				specViolation(t, "strict", "%s: problem %+v names a member that %q does not have", step, p, raw)
+			}
 			continue
 		}
 		named := false
@@ -209,6 +216,18 @@ func (fz *specFuzz) checkSpecError(t *testing.T, id, step string, err error) {
 			t.Fatalf("%s: problem %+v names no field", step, p)
 		}
 	}
+}
+
+// namesMember says whether raw has a member whose name is the last
+// segment of field, or (a name with dots in it) its last few segments.
+func namesMember(raw []byte, field string) bool {
+	segs := strings.Split(field, ".")
+	for i := len(segs) - 1; i >= 0; i-- {
+		if bytes.Contains(raw, []byte(`"`+strings.Join(segs[i:], ".")+`"`)) {
+			return true
+		}
+	}
+	return false
 }
 
 // specOpts compare specs as JSON sees them: an empty list or map is absent.
@@ -236,7 +255,7 @@ func (fz *specFuzz) checkStored(t *testing.T, id string, spec config.Tenant) (co
 	t.Helper()
 	spec = spec.WithDefaults()
 	if err := Validate(Merge(fz.base, []Record{{Tenant: id, Spec: &spec}}), id); err != nil {
-		fz.checkSpecError(t, id, "Validate", err)
+		fz.checkSpecError(t, id, "Validate", nil, err)
 		return config.Tenant{}, false
 	}
 	fz.checkRoundTrip(t, id, "stored", spec)
