@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -53,4 +54,20 @@ func TestMicros(t *testing.T) {
 			t.Errorf("micros(%d) = %v, want %v", c.us, got, c.want)
 		}
 	}
+}
+
+// A batch's costs are summed with AddCost, so a sum that would wrap (or pass
+// what the admission script can hold) is refused instead.
+func ExampleAddCost() {
+	var total int64
+	for i, cost := range []int64{math.MaxInt64, math.MaxInt64, 3} {
+		sum, ok := AddCost(total, cost)
+		if !ok {
+			fmt.Printf("job %d: the total would exceed %d\n", i, MaxCost)
+			return
+		}
+		total = sum
+	}
+	fmt.Println("total", total)
+	// Output: job 0: the total would exceed 9007199254740991
 }
