@@ -95,36 +95,38 @@ func chargeOf(ts *tenantState, jobs []job) (charge, *problem) {
 // add charges j to c.total and, when typed (j's type has a policy), to
 // typeCost[j.typ], and returns the 422 of chargeOf when j breaks a bound.
 func (c *charge) add(ts *tenantState, j job, typed bool, typeCost map[string]int64) *problem {
-	f := fieldName(j.field, "cost")
+	// refuse names the field only when it refuses: the accepted path
+	// allocates nothing per job.
 	refuse := func(limit int64, format string, args ...any) *problem {
-		p := newProblem(http.StatusUnprocessableEntity, f, fmt.Sprintf(format, args...))
+		f := fieldName(j.field, "cost")
+		p := newProblem(http.StatusUnprocessableEntity, f, f+fmt.Sprintf(format, args...))
 		p.Limit = limit
 		return p
 	}
 	if b := ts.maxJobCost(j.typ); j.cost < 1 || j.cost > b.max {
-		return refuse(b.max, "%s must be between 1 and %d, the most one job of type %q may cost: %s (got %d)", f, b.max, j.typ, b, j.cost)
+		return refuse(b.max, " must be between 1 and %d, the most one job of type %q may cost: %s (got %d)", b.max, j.typ, b, j.cost)
 	}
 	total, ok := limits.AddCost(c.total, j.cost)
 	if !ok {
-		return refuse(limits.MaxCost, "%s brings the request's total cost above %d, the most one admission can take", f, limits.MaxCost)
+		return refuse(limits.MaxCost, " brings the request's total cost above %d, the most one admission can take", limits.MaxCost)
 	}
 	c.total = total
 	if p := ts.tenantPolicy; p != nil && total > p.Capacity() {
-		return refuse(p.Capacity(), "%s brings the request's cost %d for policy %q above its capacity %d, so the request could never be admitted; send fewer units at once",
-			f, total, p.Name, p.Capacity())
+		return refuse(p.Capacity(), " brings the request's cost %d for policy %q above its capacity %d, so the request could never be admitted; send fewer units at once",
+			total, p.Name, p.Capacity())
 	}
 	if typed {
 		sub, ok := limits.AddCost(typeCost[j.typ], j.cost)
 		p := ts.typePolicies[j.typ]
 		if !ok || sub > p.Capacity() {
-			return refuse(p.Capacity(), "%s brings the request's cost %d for policy %q above its capacity %d, so the request could never be admitted; send fewer units at once",
-				f, sub, p.Name, p.Capacity())
+			return refuse(p.Capacity(), " brings the request's cost %d for policy %q above its capacity %d, so the request could never be admitted; send fewer units at once",
+				sub, p.Name, p.Capacity())
 		}
 		typeCost[j.typ] = sub
 	}
 	if ts.maxBacklog > 0 && total > ts.maxBacklog {
-		return refuse(ts.maxBacklog, "%s brings the request's cost %d above the tenant's max_backlog %d, so the request could never be admitted; send fewer units at once",
-			f, total, ts.maxBacklog)
+		return refuse(ts.maxBacklog, " brings the request's cost %d above the tenant's max_backlog %d, so the request could never be admitted; send fewer units at once",
+			total, ts.maxBacklog)
 	}
 	return nil
 }
