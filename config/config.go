@@ -73,6 +73,11 @@ type Ingest struct {
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
 	// MaxBatchJobs caps the jobs of one batch request (default 1000).
 	MaxBatchJobs int `mapstructure:"max_batch_jobs"`
+	// MaxJobCost is the most units one job may cost (default
+	// DefaultMaxJobCost, 1,000,000; at most MaxMaxJobCost, 1,000,000,000).
+	// A tenant's own bound is lower when its admission policies' capacities
+	// or its outflow capacity are: a job above it is a 422, never queued.
+	MaxJobCost int64 `mapstructure:"max_job_cost"`
 	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM
 	// (default 10s).
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`

@@ -51,6 +51,30 @@ func TestLoadDefaultsOnly(t *testing.T) {
 	}
 }
 
+// TestMaxJobCost: ingest.max_job_cost defaults to 1,000,000 and takes any
+// value from 1 to 1,000,000,000 (TestInvalid refuses 0 and 10^9 + 1).
+func TestMaxJobCost(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int64
+	}{
+		{"", config.DefaultMaxJobCost},
+		{"ingest: {max_job_cost: 1}\n", 1},
+		{"ingest: {max_job_cost: 1000000000}\n", config.MaxMaxJobCost},
+	} {
+		cfg, err := config.Parse([]byte(tc.yaml))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.yaml, err)
+		}
+		if cfg.Ingest.MaxJobCost != tc.want {
+			t.Errorf("Parse(%q): max_job_cost = %d, want %d", tc.yaml, cfg.Ingest.MaxJobCost, tc.want)
+		}
+	}
+	if config.DefaultMaxJobCost != 1_000_000 || config.MaxMaxJobCost != 1_000_000_000 {
+		t.Errorf("DefaultMaxJobCost, MaxMaxJobCost = %d, %d; want 10^6, 10^9", config.DefaultMaxJobCost, config.MaxMaxJobCost)
+	}
+}
+
 func TestEnvOverrides(t *testing.T) {
 	t.Setenv("SLUICE_REDIS_ADDR", "10.1.2.3:6380")
 	t.Setenv("SLUICE_QUEUE_BACKEND", "kafka")
@@ -121,6 +145,8 @@ func TestInvalid(t *testing.T) {
 		{"bad duration", "redis: {timeout: soon}\n", "timeout"},
 		{"bad on_limiter_error", "tenants: {a: {on_limiter_error: maybe}}\n", "tenants.a.on_limiter_error: must be allow or deny"},
 		{"bad listen", "ingest: {listen: nowhere}\n", "ingest.listen: must be host:port"},
+		{"max_job_cost zero", "ingest: {max_job_cost: 0}\n", "ingest.max_job_cost: must be between 1 and 1000000000 (got 0)"},
+		{"max_job_cost above its bound", "ingest: {max_job_cost: 1000000001}\n", "ingest.max_job_cost: must be between 1 and 1000000000 (got 1000000001)"},
 		{"case-only duplicate tenants", "tenants: {a: {}, A: {}}\n", "differing only in case"},
 		{"not yaml", "redis: [\n", "parse yaml"},
 	} {

@@ -7,6 +7,14 @@ import (
 	"github.com/spf13/viper"
 )
 
+// DefaultMaxJobCost is the default of ingest.max_job_cost.
+const DefaultMaxJobCost = 1_000_000
+
+// MaxMaxJobCost is the largest ingest.max_job_cost: the outflow bucket keeps
+// water in micro-units in Lua doubles, so cost × 10^6 must stay far below
+// 2^53.
+const MaxMaxJobCost = 1_000_000_000
+
 // setDefaults registers every non-tenant key with its default, which also
 // makes each one overridable by its SLUICE_* environment variable.
 func setDefaults(v *viper.Viper) {
@@ -29,6 +37,7 @@ func setDefaults(v *viper.Viper) {
 		"ingest.listen":            "127.0.0.1:8080",
 		"ingest.max_body_bytes":    1 << 20,
 		"ingest.max_batch_jobs":    1000,
+		"ingest.max_job_cost":      DefaultMaxJobCost,
 		"ingest.shutdown_timeout":  "10s",
 		"ingest.retry_after":       "1s",
 		"drainer.listen":           "127.0.0.1:8081",
@@ -55,7 +64,7 @@ func (c *Config) applyDefaults() {
 			t.JobTypes[typ] = jt
 		}
 		if t.Outflow.Capacity == 0 && t.Outflow.Rate > 0 {
-			t.Outflow.Capacity = max(1, t.Outflow.Rate)
+			t.Outflow.Capacity = t.Outflow.BucketCapacity()
 		}
 		if t.Outflow.Adaptive == nil {
 			on := true
@@ -84,6 +93,16 @@ func (a *Admission) applyDefaults() {
 	if a.Burst == 0 {
 		a.Burst = a.Limit
 	}
+}
+
+// BucketCapacity is the size of the outflow bucket in units: Capacity, or
+// max(1, Rate) when Capacity is 0. It is meaningful only when Rate > 0 (a
+// shaped outflow); an unlimited outflow has no bucket.
+func (o Outflow) BucketCapacity() float64 {
+	if o.Capacity > 0 {
+		return o.Capacity
+	}
+	return max(1, o.Rate)
 }
 
 // AdaptiveOn reports whether adaptive outflow is on (the default).

@@ -69,6 +69,9 @@ func (c *Config) Validate() error {
 	if c.Ingest.MaxBatchJobs < 1 {
 		bad("ingest.max_batch_jobs", "must be >= 1 (got %d)", c.Ingest.MaxBatchJobs)
 	}
+	if c.Ingest.MaxJobCost < 1 || c.Ingest.MaxJobCost > MaxMaxJobCost {
+		bad("ingest.max_job_cost", "must be between 1 and %d (got %d)", MaxMaxJobCost, c.Ingest.MaxJobCost)
+	}
 	positiveDur(bad, "ingest.shutdown_timeout", c.Ingest.ShutdownTimeout)
 	positiveDur(bad, "ingest.retry_after", c.Ingest.RetryAfter)
 	c.validateAdminTokens(bad)

@@ -93,10 +93,15 @@ func retryAfterSeconds(d time.Duration) int64 {
 	return max(1, ceilSeconds(d))
 }
 
-// ceilSeconds is d in whole seconds, rounded up; negative d gives 0.
+// ceilSeconds is d in whole seconds, rounded up, without overflow for any
+// d; negative d gives 0.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -48,8 +49,8 @@ type snapshot struct {
 	kafkaTopic   string
 	// invalid lists policies the limiter will refuse (limits.Policy.Validate
 	// is stricter than config validation: period >= limit µs and such);
-	// SetConfig logs them, and their tenants' requests meet the limiter
-	// error path (fail open or 503).
+	// SetConfig logs them, and their tenants' requests that reach admission
+	// get a 500 (limits.ErrInvalidRequest never fails open).
 	invalid []error
 }
 
@@ -74,6 +75,10 @@ type tenantState struct {
 	// maxBacklog and outflowRate are the backlog gate's inputs.
 	maxBacklog  int64
 	outflowRate float64
+	// maxCost is the most one job of a type without a policy of its own may
+	// cost, typeMaxCost that of each type with one (see maxJobCost).
+	maxCost     costBound
+	typeMaxCost map[string]costBound
 	// outflow is the tenant's outflow configuration, for the stats API
 	// (visibility_stats.go).
 	outflow config.Outflow
@@ -104,7 +109,7 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		if old != nil {
 			prev = old.tenants[name]
 		}
-		ts := newTenantState(name, t, prev)
+		ts := newTenantState(name, t, prev, cfg.Ingest.MaxJobCost)
 		s.tenants[name] = ts
 		for _, p := range ts.allPolicies() {
 			if err := p.Validate(); err != nil {
@@ -126,11 +131,14 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 	return s
 }
 
-func newTenantState(name string, t config.Tenant, old *tenantState) *tenantState {
+// newTenantState precomputes tenant t called name; maxJobCost is
+// ingest.max_job_cost (0: the default).
+func newTenantState(name string, t config.Tenant, old *tenantState, maxJobCost int64) *tenantState {
 	ts := &tenantState{
 		name:         name,
 		allowOnError: t.OnLimiterError != "deny",
 		typePolicies: map[string]limits.Policy{},
+		typeMaxCost:  map[string]costBound{},
 		items:        map[string]string{},
 		local:        map[string]*limits.Local{},
 		algorithm:    "none",
@@ -159,7 +167,72 @@ func newTenantState(name string, t config.Tenant, old *tenantState) *tenantState
 			add(p)
 		}
 	}
+	ts.maxCost = jobCostBound(maxJobCost, t.Outflow, ts.tenantPolicy)
+	for typ, p := range ts.typePolicies {
+		ts.typeMaxCost[typ] = jobCostBound(maxJobCost, t.Outflow, ts.tenantPolicy, &p)
+	}
 	return ts
+}
+
+// costBound is the most units one job may cost and what sets it.
+type costBound struct {
+	max int64
+	// policy is the policy whose Capacity sets max; "" when it is not a
+	// policy.
+	policy string
+	// outflow says the tenant's outflow capacity sets max (policy is "").
+	outflow bool
+}
+
+// maxJobCost is the most units one job of type typ may cost for ts: the
+// least of ingest.max_job_cost, the Capacity of every admission policy the
+// job is charged to (the tenant's and its type's: a larger job could never
+// be admitted), and, when the tenant's outflow is shaped (rate > 0), the
+// outflow bucket's capacity (a larger job could never be delivered; the
+// drainer sends one it finds queued to the DLQ as cost_exceeds_capacity).
+// Ingest refuses a costlier job with a 422 before any Redis call. This is
+// the one home of the rule; it is computed once per SetConfig
+// (jobCostBound).
+func (ts *tenantState) maxJobCost(typ string) costBound {
+	if b, ok := ts.typeMaxCost[typ]; ok {
+		return b
+	}
+	return ts.maxCost
+}
+
+// jobCostBound computes maxJobCost for a job charged to policies, with
+// maxJobCost ingest.max_job_cost (0: config.DefaultMaxJobCost; never above
+// config.MaxMaxJobCost) and the tenant's outflow o.
+func jobCostBound(maxJobCost int64, o config.Outflow, policies ...*limits.Policy) costBound {
+	if maxJobCost <= 0 {
+		maxJobCost = config.DefaultMaxJobCost
+	}
+	b := costBound{max: min(maxJobCost, config.MaxMaxJobCost)}
+	for _, p := range policies {
+		if p != nil && p.Capacity() < b.max {
+			b = costBound{max: max(p.Capacity(), 1), policy: p.Name}
+		}
+	}
+	if o.Rate > 0 {
+		// A job leaves when water + cost <= capacity, so a whole cost fits
+		// when it is at most ⌊capacity⌋ (at least 1: config validation
+		// requires capacity >= 1).
+		if c := math.Floor(o.BucketCapacity()); c < float64(b.max) {
+			b = costBound{max: max(int64(c), 1), outflow: true}
+		}
+	}
+	return b
+}
+
+// String says what sets b, for a 422's detail.
+func (b costBound) String() string {
+	switch {
+	case b.policy != "":
+		return fmt.Sprintf("set by the capacity of admission policy %q, so a costlier job could never be admitted", b.policy)
+	case b.outflow:
+		return "set by the tenant's outflow capacity, so a costlier job could never be delivered"
+	}
+	return "set by ingest.max_job_cost"
 }
 
 // allPolicies returns the tenant's policies, the tenant's first.

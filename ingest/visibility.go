@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -181,8 +182,9 @@ func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapsh
 			return
 		}
 		if st.Outflow.EffectiveRate > 0 {
-			eta := float64(ahead) / st.Outflow.EffectiveRate
-			out.ETASeconds = &eta
+			if eta := float64(ahead) / st.Outflow.EffectiveRate; !math.IsInf(eta, 0) {
+				out.ETASeconds = &eta
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -110,16 +111,35 @@ func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (
 // for a tenant configured with outflow rate and capacity on the queue
 // backend ("redis" or "kafka").
 func computeStats(tenant string, rate, capacity float64, backend string, res []string) statsAnswer {
+	// Stored values are read defensively: a missing, malformed or
+	// non-finite number is 0 (NaN or ±Inf would make the answer unencodable),
+	// and a count beyond int64 is the largest int64, never wrapped.
 	num := func(i int) float64 {
-		f, _ := strconv.ParseFloat(res[i], 64)
+		f, err := strconv.ParseFloat(res[i], 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0
+		}
 		return f
 	}
+	count := func(i int) int64 {
+		if n, err := strconv.ParseInt(res[i], 10, 64); err == nil {
+			return max(n, 0)
+		}
+		switch f := num(i); {
+		case f <= 0:
+			return 0
+		case f >= math.MaxInt64:
+			return math.MaxInt64
+		default:
+			return int64(f)
+		}
+	}
 	nowUS := num(0)
-	out := statsAnswer{Tenant: tenant, Backlog: max(int64(num(1)), 0), InFlight: int64(num(9))}
+	out := statsAnswer{Tenant: tenant, Backlog: count(1), InFlight: count(9)}
 	if backend == "kafka" {
-		out.DLQ = int64(num(11))
+		out.DLQ = count(11)
 	} else {
-		out.DLQ = int64(num(10))
+		out.DLQ = count(10)
 	}
 	out.Outflow.MeasuredRate = num(12) / measureWindow
 
@@ -145,8 +165,12 @@ func computeStats(tenant string, rate, capacity float64, backend string, res []s
 	// since ts (µs).
 	water := num(4) - max(nowUS-num(5), 0)*eff
 	out.WaterLevel = max(water, 0) / 1e6
-	eta := float64(out.Backlog) / eff
-	out.ETASeconds = &eta
+	if math.IsInf(out.WaterLevel, 0) || math.IsNaN(out.WaterLevel) {
+		out.WaterLevel = 0
+	}
+	if eta := float64(out.Backlog) / eff; !math.IsInf(eta, 0) {
+		out.ETASeconds = &eta
+	}
 	return out
 }
 

@@ -123,8 +123,9 @@ func Get(ctx context.Context, rdb redis.UniversalClient, tenant, id string) (Rec
 	}
 	rec.fill(h)
 	if rec.State == Queued && rec.Seq > 0 {
+		// A negative or unreadable counter is 0, so Seq − d − 1 cannot wrap.
 		d, _ := strconv.ParseInt(gone.Val(), 10, 64)
-		rec.Ahead = max(0, rec.Seq-d-1)
+		rec.Ahead = max(0, rec.Seq-max(d, 0)-1)
 	}
 	return rec, nil
 }
