@@ -43,14 +43,16 @@
 --   then ask again) or -1 (never: cost > capacity; wait_us 0, nothing
 --   written). water_micro is the level after the call, rate_milli the rate
 --   used × 1000. Every value is an integer below 2^53.
--- Errors: "ERR leaky_bucket: <argument> ..." for a refused number.
+-- Errors: "leaky_bucket: <argument> <value> is out of range" for a refused
+-- number; for a stored one the argument names KEYS[1], and deleting that
+-- key (an empty bucket) is the remedy.
 
 local SAFE = 9007199254740992 -- 2^53
 local MAX_WAIT_US = 3600000000 -- one hour; the caller asks again after it
 local MAX_TTL_MS = 2592000000 -- 30 days
 
-local function refuse(what, v)
-  return redis.error_reply('leaky_bucket: ' .. what .. ' ' .. string.sub(tostring(v), 1, 40) .. ' is out of range')
+local function refuse(what, v, hint)
+  return redis.error_reply('leaky_bucket: ' .. what .. ' ' .. string.sub(tostring(v), 1, 40) .. ' is out of range' .. (hint or ''))
 end
 
 -- num returns v as a number in (lo, SAFE / scale) (lo excluded when open,
@@ -99,11 +101,11 @@ local st = redis.call('HMGET', KEYS[1], 'water', 'ts', 'eff', 'eff_ts', 'eff_inc
 local water, ts = 0, now
 if st[1] then
   water = num(st[1], 1, 0, false, true)
-  if not water then return refuse('stored water', st[1]) end
+  if not water then return refuse('stored water of ' .. KEYS[1], st[1], '; DEL the key to empty the bucket') end
 end
 if st[2] then
   ts = num(st[2], 1, 0, true, true)
-  if not ts then return refuse('stored ts', st[2]) end
+  if not ts then return refuse('stored ts of ' .. KEYS[1], st[2], '; DEL the key to empty the bucket') end
 end
 local eff = tonumber(st[3])
 if eff and eff > 0 then
