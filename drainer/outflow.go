@@ -60,78 +60,114 @@ func outflowOf(c config.Outflow) outflow {
 	return o
 }
 
+// Bounds of a lane's sleep between two asks of the outflow bucket. A wait
+// the script answers is clamped into them: below outflowWaitMin a lane
+// would call the script as fast as Redis answers (no wait that short loses
+// throughput: the water leaked meanwhile is spent at the next call), and
+// past outflowWaitMax it asks again anyway, so an override raising the rate
+// is seen within it.
+const (
+	outflowWaitMin = time.Millisecond
+	outflowWaitMax = 10 * time.Second
+)
+
+// flow is waitOutflow's answer.
+type flow int
+
+const (
+	flowGo    flow = iota // the job may go now
+	flowStop              // ctx is done
+	flowNever             // the job's cost exceeds the bucket's capacity
+)
+
 // waitOutflow waits until the tenant's shared bucket lets job go, asking
 // again after each returned wait (another drainer may take the slot). It
-// returns false when ctx is done first. Backend errors pause and retry: the
-// job stays leased meanwhile.
-func (d *Drainer) waitOutflow(ctx context.Context, job *queue.Claimed, o outflow) bool {
+// returns flowStop when ctx is done first, and flowNever with the capacity
+// the script used when the job's cost exceeds it (limits.LeakyResult.Never):
+// that job can never pass. Backend errors, and replies the bucket's Go twin
+// refuses, pause with errorBackoff and retry: the job stays leased
+// meanwhile.
+func (d *Drainer) waitOutflow(ctx context.Context, job *queue.Claimed, o outflow) (flow, float64) {
 	if o.limit.Rate <= 0 {
-		return ctx.Err() == nil
+		if ctx.Err() != nil {
+			return flowStop, 0
+		}
+		return flowGo, 0
 	}
 	tenant := job.Envelope.Tenant
 	lbl := d.label(tenant)
 	start := time.Now()
-	pause := errorPause
+	var pause errorBackoff
 	for {
 		res, err := d.leaky.Take(ctx, tenant, o.limit, job.Envelope.Cost)
 		if err != nil {
 			if ctx.Err() != nil {
-				return false
+				return flowStop, 0
 			}
 			d.m.errors.WithLabelValues("outflow").Inc()
-			d.log.Warn("drainer: outflow bucket", "tenant", tenant, "err", err)
-			if !sleep(ctx, pause) {
-				return false
+			p := pause.next()
+			d.log.Warn("drainer: outflow bucket", "tenant", tenant, "err", err, "pause", p.String())
+			if !sleep(ctx, p) {
+				return flowStop, 0
 			}
-			pause = min(pause*2, errorPauseMax)
 			continue
+		}
+		pause.reset()
+		if res.Never {
+			return flowNever, res.Capacity
 		}
 		d.m.water.WithLabelValues(lbl).Set(res.Water)
 		d.m.effective.WithLabelValues(lbl).Set(res.Rate)
 		d.m.configured.WithLabelValues(lbl).Set(o.limit.Rate)
 		if res.Allowed {
 			d.m.outflowWaits.Observe(time.Since(start).Seconds())
-			return true
+			return flowGo, 0
 		}
-		if !sleep(ctx, res.Wait) {
-			return false
+		if !sleep(ctx, min(max(res.Wait, outflowWaitMin), outflowWaitMax)) {
+			return flowStop, 0
 		}
 	}
 }
 
 // acquireSlot takes one of the tenant's concurrency slots (a lease-based
 // semaphore in Redis shared by all drainers; a dead drainer's slots expire
-// with their lease). It returns false when ctx is done first.
+// with their lease). It returns false when ctx is done first. Errors and
+// replies of another shape (a wait below 1 ms) pause with errorBackoff.
 func (d *Drainer) acquireSlot(ctx context.Context, job *queue.Claimed, o outflow) bool {
 	if o.concurrency <= 0 {
 		return true
 	}
 	tenant := job.Envelope.Tenant
-	pause := errorPause
+	var pause errorBackoff
 	for {
 		res, err := semAcquireScript.Run(ctx, d.cfg.Redis, []string{keys.Inflight(tenant)},
 			o.concurrency, job.Token(), d.cfg.Settings.Lease.Milliseconds(), 0).Int64Slice()
-		if err == nil && len(res) != 2 {
+		switch {
+		case err != nil:
+		case len(res) != 2:
 			err = fmt.Errorf("reply has %d values, want 2", len(res))
+		case res[0] != 0 && res[0] != 1, res[0] == 0 && res[1] < 1:
+			err = fmt.Errorf("reply %v, want {1, 0} or {0, wait_ms >= 1}", res)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
 			}
 			d.m.errors.WithLabelValues("semaphore").Inc()
-			d.log.Warn("drainer: concurrency slot", "tenant", tenant, "err", err)
-			if !sleep(ctx, pause) {
+			p := pause.next()
+			d.log.Warn("drainer: concurrency slot", "tenant", tenant, "err", err, "pause", p.String())
+			if !sleep(ctx, p) {
 				return false
 			}
-			pause = min(pause*2, errorPauseMax)
 			continue
 		}
+		pause.reset()
 		if res[0] == 1 {
 			return true
 		}
 		// A slot frees when a holder finishes (any drainer) or expires;
 		// poll, but no later than the earliest expiry.
-		if !sleep(ctx, min(time.Duration(res[1])*time.Millisecond, 50*time.Millisecond)) {
+		if !sleep(ctx, time.Duration(min(res[1], 50))*time.Millisecond) {
 			return false
 		}
 	}
@@ -210,9 +246,13 @@ func EffectiveRate(ctx context.Context, rdb redis.UniversalClient, tenant string
 	if !ok || eff <= 0 || rate <= 0 {
 		return rate, nil
 	}
-	ts, _ := num(vals[1])
+	// As leaky_bucket.lua: a missing eff_ts is now (no recovery yet), a
+	// missing eff_inc no recovery.
+	since := 0.0
+	if ts, ok := num(vals[1]); ok {
+		since = max(float64(t.UnixMicro())-ts, 0) / 1e6
+	}
 	inc, _ := num(vals[2])
-	since := max(float64(t.UnixMicro())-ts, 0) / 1e6
 	return min(rate, eff+since*inc), nil
 }
 

@@ -77,8 +77,8 @@ type Record struct {
 	Seq int64
 	// LastError is the last failed delivery's error.
 	LastError string
-	// Reason says why a dead job is dead: rejected, attempts_exhausted or
-	// poison.
+	// Reason says why a dead job is dead: rejected, attempts_exhausted,
+	// poison or cost_exceeds_capacity.
 	Reason string
 	// Ahead is how many of the tenant's jobs are ahead of this one in its
 	// queue (0: next to leave), for a queued job with a Seq; -1 otherwise.

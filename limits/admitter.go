@@ -436,7 +436,14 @@ func decode(script string, r Request, reply any) (Decision, error) {
 		}
 		return n
 	}
-	d := Decision{Allowed: at(0) == 1, Backlog: at(2)}
+	flag := func(i int) bool {
+		n := at(i)
+		if n != 0 && n != 1 && bad == nil {
+			bad = fmt.Errorf("limits: admit %s: %s: %w: element %d is %d, want 0 or 1", r.Tenant, script, ErrReply, i+1, n)
+		}
+		return n == 1
+	}
+	d := Decision{Allowed: flag(0), Backlog: at(2)}
 	violated := at(1)
 	if len(r.Policies) > 0 {
 		d.Results = make([]Result, len(r.Policies))
@@ -445,7 +452,7 @@ func decode(script string, r Request, reply any) (Decision, error) {
 		e := 3 + 5*i
 		d.Results[i] = Result{
 			Policy:     p.Name,
-			Allowed:    at(e) == 1,
+			Allowed:    flag(e),
 			Limit:      at(e + 1),
 			Remaining:  at(e + 2),
 			RetryAfter: micros(at(e + 3)),

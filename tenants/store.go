@@ -252,6 +252,9 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 	if len(res) != 2 {
 		return Record{}, fmt.Errorf("tenants: write %s: script replied %d values, want 2", c.Tenant, len(res))
 	}
+	if res[0] != 0 && res[0] != 1 {
+		return Record{}, fmt.Errorf("tenants: write %s: script replied %v, want {1|0, version}", c.Tenant, res)
+	}
 	if res[0] != 1 {
 		return Record{}, fmt.Errorf("tenants: write %s: version %d, expected %d: %w", c.Tenant, res[1], c.Expect, ErrConflict)
 	}
