@@ -53,7 +53,8 @@ func TestCheckerCatchesMismatches(t *testing.T) {
 				"water_level":0,"in_flight":0,"dlq":0,"eta_seconds":null}`)}, ""},
 		{"anyOf none", answer{method: "GET", path: "/admin/v1/tenants/acme/audit", status: 200,
 			header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}},
-			body:   []byte(`{"entries":[{"at":"2030-01-02T03:04:05Z","who":"w","action":"create","version":1,"old":null,"new":5}]}`)},
+			body: []byte(`{"entries":[{"at":"2030-01-02T03:04:05Z","who":"w","action":"create","version":1,"changes_total":1,"truncated":false,
+				"changes":[{"path":"outflow.rate","old":null,"new":5,"truncated":false}]}],"next_cursor":null}`)},
 			"matches none of anyOf"},
 		{"body on 204", answer{method: "DELETE", path: "/admin/v1/tenants/acme", status: 204, body: []byte(`{}`)}, "a body is not documented"},
 	} {

@@ -29,7 +29,8 @@ import (
 //	PUT    /admin/v1/tenants/{id}        body = spec; 201 created, 200 replaced
 //	PATCH  /admin/v1/tenants/{id}        body = JSON merge patch (RFC 7396) of the spec; 200
 //	DELETE /admin/v1/tenants/{id}        204
-//	GET    /admin/v1/tenants/{id}/audit  {"entries": [...]}, newest first; ?limit=N (default 100, at most 1000)
+//	GET    /admin/v1/tenants/{id}/audit  {"entries": [...], "next_cursor": "…"|null}, newest first;
+//	                                     ?limit=N (default and most tenants.AuditPageMax = 100) &cursor=C
 //
 // Every request carries "Authorization: Bearer <admin token>"; the token's
 // SHA-256 is looked up among ingest.admin_tokens, whose name is the "who" of
@@ -40,10 +41,11 @@ import (
 // adminTimeout bounds the Redis work of one admin request.
 const adminTimeout = 5 * time.Second
 
-// Audit listing bounds.
+// Audit page size: a larger limit is a 400 naming it, as every bad query
+// parameter is.
 const (
-	auditDefault = 100
-	auditMax     = keys.AuditMaxEntries
+	auditDefault = tenants.AuditPageMax
+	auditMax     = tenants.AuditPageMax
 )
 
 // adminMetrics are the admin API's series.
@@ -292,16 +294,31 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request, id, _ string
 		}
 		n = v
 	}
+	var before int64 // the cursor: a version; the page holds the entries below it
+	if q := r.URL.Query().Get("cursor"); q != "" {
+		v, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || v < 1 {
+			writeProblem(w, newProblem(http.StatusBadRequest, "cursor", fmt.Sprintf("cursor must be a next_cursor of an earlier page (got %q)", q)))
+			return
+		}
+		before = v
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	entries, err := s.registry.Store().Audit(ctx, id, n)
+	page, err := s.registry.Store().Audit(ctx, id, before, n)
 	if err != nil {
 		s.adminError(w, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Entries []tenants.AuditEntry `json:"entries"`
-	}{Entries: entries})
+	out := struct {
+		Entries    []tenants.AuditEntry `json:"entries"`
+		NextCursor *string              `json:"next_cursor"`
+	}{Entries: page.Entries}
+	if page.Next > 0 {
+		c := strconv.FormatInt(page.Next, 10)
+		out.NextCursor = &c
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // adminBody checks the Content-Type against types and reads the body, at

@@ -121,8 +121,9 @@ func Delayed(tenant string) string { return tag(tenant) + ":delayed" }
 func DLQ(tenant string) string { return tag(tenant) + ":dlq" }
 
 // Audit is the tenant's capped list of admin changes, newest first: one JSON
-// entry per change (who, when, action, old and new spec), at most
-// AuditMaxEntries. TTL: OverrideTTL, refreshed on every write.
+// entry per change and tenant version (who, when, action, version and the
+// fields changed, see tenants.AuditEntry), at most AuditMaxEntries and
+// AuditMaxBytes. TTL: OverrideTTL, refreshed on every write.
 func Audit(tenant string) string { return tag(tenant) + ":audit" }
 
 // TenantsVersion is the global counter of runtime tenant changes, raised

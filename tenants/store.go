@@ -16,7 +16,6 @@ package tenants
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -42,24 +41,6 @@ const (
 	ActionUpdate = "update"
 	ActionDelete = "delete"
 )
-
-// AuditEntry is one admin change of a tenant, as kept in its audit list
-// (keys.Audit, newest first, at most keys.AuditMaxEntries).
-type AuditEntry struct {
-	// At is when the change was made (the serving ingest's clock).
-	At time.Time `json:"at"`
-	// Who is the admin token's name (ingest.admin_tokens).
-	Who string `json:"who"`
-	// Action is create, update or delete.
-	Action string `json:"action"`
-	// Version is the tenant's version after the change.
-	Version int64 `json:"version"`
-	// Old is the tenant's spec before the change (null when it did not
-	// exist), as the admin saw it: the runtime spec or the file's.
-	Old json.RawMessage `json:"old"`
-	// New is the spec after the change; null for a delete.
-	New json.RawMessage `json:"new"`
-}
 
 // Op is what a Write does to a tenant's runtime record.
 type Op int
@@ -204,7 +185,6 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 	if !keys.ValidTenant(c.Tenant) {
 		return Record{}, fmt.Errorf("tenants: write %q: invalid tenant id", c.Tenant)
 	}
-	entry := AuditEntry{At: c.At.UTC(), Who: c.Who, Action: c.Action, Version: c.Expect + 1, Old: jsonNull, New: jsonNull}
 	var spec, rate, capacity string
 	mode := map[Op]string{OpPut: "put", OpTombstone: "tombstone", OpClear: "clear"}[c.Op]
 	if mode == "" {
@@ -215,7 +195,7 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 		if err != nil {
 			return Record{}, err
 		}
-		spec, entry.New = string(b), b
+		spec = string(b)
 		if c.Spec.Outflow.Rate > 0 {
 			rate = strconv.FormatFloat(c.Spec.Outflow.Rate, 'f', -1, 64)
 		}
@@ -223,16 +203,9 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 			capacity = strconv.FormatFloat(c.Spec.Outflow.Capacity, 'f', -1, 64)
 		}
 	}
-	if c.Old != nil {
-		b, err := EncodeSpec(*c.Old)
-		if err != nil {
-			return Record{}, err
-		}
-		entry.Old = b
-	}
-	audit, err := json.Marshal(entry)
+	audit, err := c.auditEntry(spec)
 	if err != nil {
-		return Record{}, fmt.Errorf("tenants: write %s: audit entry: %w", c.Tenant, err)
+		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
 	ttl := keys.OverrideTTL.Milliseconds()
 	// The set first: a tenant with a spec is always listed, even when this
@@ -245,7 +218,7 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
 	res, err := writeScript.Run(ctx, s.rdb, []string{keys.Override(c.Tenant), keys.Audit(c.Tenant)},
-		c.Expect, mode, spec, rate, capacity, audit, ttl, keys.AuditMaxEntries).Int64Slice()
+		c.Expect, mode, spec, rate, capacity, audit, ttl, keys.AuditMaxEntries, keys.AuditMaxBytes).Int64Slice()
 	if err != nil {
 		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
@@ -276,31 +249,6 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 // ErrNotAnnounced marks a write that was stored but whose announcement (the
 // global version INCR and the PUBLISH) failed.
 var ErrNotAnnounced = errors.New("stored but not announced")
-
-var jsonNull = json.RawMessage("null")
-
-// Audit returns up to n of tenant's audit entries, newest first.
-func (s *Store) Audit(ctx context.Context, tenant string, n int) ([]AuditEntry, error) {
-	if !keys.ValidTenant(tenant) {
-		return nil, fmt.Errorf("tenants: audit %q: invalid tenant id", tenant)
-	}
-	if n < 1 {
-		n = 1
-	}
-	vals, err := s.rdb.LRange(ctx, keys.Audit(tenant), 0, int64(n)-1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("tenants: audit %s: %w", tenant, err)
-	}
-	out := make([]AuditEntry, 0, len(vals))
-	for i, v := range vals {
-		var e AuditEntry
-		if err := json.Unmarshal([]byte(v), &e); err != nil {
-			return nil, fmt.Errorf("tenants: audit %s: entry %d: %w", tenant, i, err)
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
 
 // Version returns the global change counter (keys.TenantsVersion); 0 when
 // no change was ever made (or its key expired).

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -131,4 +132,54 @@ func writeFile(t *testing.T, content string) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// TestTenantsAuditPages pages through a tenant's audit: --limit prints one
+// page and the cursor of the next on stderr, --cursor continues from it,
+// --all follows every page, and a limit the server refuses is exit 1
+// naming the field.
+func TestTenantsAuditPages(t *testing.T) {
+	base := testenv.Name(t, "base")
+	st := startAdminStack(t, tenantYAML(base, "    outflow: {rate: 5}\n"))
+	admin := map[string]string{"SLUICE_ADMIN_TOKEN": adminToken}
+	for rate := 6; rate <= 10; rate++ { // versions 1 to 5
+		if r := run(t, st.url, "", admin, "tenants", "set", base, "--rate", strconv.Itoa(rate)); r.code != 0 {
+			t.Fatalf("set: exit %d: %s", r.code, r.stderr)
+		}
+	}
+	rates := func(out string) []string {
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if m := regexp.MustCompile(`outflow\.rate: \d+ → (\d+)`).FindStringSubmatch(l); m != nil {
+				got = append(got, m[1])
+			}
+		}
+		return got
+	}
+	r := run(t, st.url, "", admin, "tenants", "audit", base, "--limit", "2")
+	if r.code != 0 || !cmp.Equal(rates(r.stdout), []string{"10", "9"}) ||
+		!strings.Contains(r.stderr, "sluicectl tenants audit "+base+" --cursor 4 (or --all)") {
+		t.Fatalf("--limit 2: exit %d, stdout %q, stderr %q; want rates 10 and 9 and the cursor 4", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, st.url, "", admin, "tenants", "audit", base, "--limit", "2", "--cursor", "4")
+	if r.code != 0 || !cmp.Equal(rates(r.stdout), []string{"8", "7"}) || !strings.Contains(r.stderr, "--cursor 2 ") {
+		t.Errorf("--cursor 4: exit %d, stdout %q, stderr %q; want rates 8 and 7 and the cursor 2", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, st.url, "", admin, "tenants", "audit", base, "--limit", "2", "--all")
+	if r.code != 0 || !cmp.Equal(rates(r.stdout), []string{"10", "9", "8", "7", "6"}) || r.stderr != "" {
+		t.Errorf("--all: exit %d, stdout %q, stderr %q; want every rate and no cursor", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, st.url, "", admin, "tenants", "audit", base, "--all", "--json")
+	var all struct{ Entries []client.AuditEntry }
+	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || len(all.Entries) != 5 || all.Entries[4].Version != 1 {
+		t.Errorf("--all --json: %v, %d entries: %s", err, len(all.Entries), r.stdout)
+	}
+	r = run(t, st.url, "", admin, "tenants", "audit", base, "--limit", "500")
+	if r.code != 1 || !strings.Contains(r.stderr, "[field limit]") {
+		t.Errorf("--limit 500: exit %d, stderr %q; want 1 naming the field limit", r.code, r.stderr)
+	}
+	r = run(t, st.url, "", admin, "tenants", "audit", base, "--cursor", "x")
+	if r.code != 1 || !strings.Contains(r.stderr, "[field cursor]") {
+		t.Errorf("--cursor x: exit %d, stderr %q; want 1 naming the field cursor", r.code, r.stderr)
+	}
 }
