@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/keys"
 )
 
 // EnvPrefix starts every environment override: SLUICE_REDIS_ADDR overrides
@@ -51,6 +54,9 @@ func Parse(raw []byte) (*Config, error) {
 	v.AutomaticEnv()
 	setDefaults(v)
 	if len(raw) > 0 {
+		if err := checkNames(raw); err != nil {
+			return nil, err
+		}
 		if err := v.ReadConfig(bytes.NewReader(raw)); err != nil {
 			return nil, fmt.Errorf("config: parse yaml: %w", err)
 		}
@@ -97,6 +103,48 @@ func cleanDecodeError(err error) error {
 	msg = strings.ReplaceAll(msg, "decoding failed due to the following error(s):\n\n", "")
 	msg = strings.ReplaceAll(msg, "has invalid keys", "has unknown keys")
 	return errors.New(msg)
+}
+
+// checkNames checks the tenant ids and job types of raw against package
+// keys' rules before viper reads them: viper takes "." in a key as nesting,
+// so a name like ".." or "a.b" would otherwise surface as an unknown key
+// far from its cause. A dotted name the rules allow ("a.b") cannot be
+// written in the file for the same reason; the admin API takes it.
+func checkNames(raw []byte) error {
+	var doc struct {
+		Tenants map[string]struct {
+			JobTypes map[string]any `yaml:"job_types"`
+		} `yaml:"tenants"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return fmt.Errorf("config: parse yaml: %w", err)
+	}
+	var errs []error
+	dotted := func(key string) {
+		errs = append(errs, fmt.Errorf("config: %s: a name with \".\" cannot be written in the configuration file (it reads \".\" as nesting); create this tenant through the admin API", key))
+	}
+	for name, t := range doc.Tenants {
+		p := "tenants." + name
+		switch {
+		case !keys.ValidTenant(name):
+			errs = append(errs, fmt.Errorf("config: %s: tenant id must be %s (got %q)", p, keys.TenantRule, name))
+			continue
+		case strings.Contains(name, "."):
+			dotted(p)
+			continue
+		}
+		for typ := range t.JobTypes {
+			jp := p + ".job_types." + typ
+			switch {
+			case !keys.ValidID(typ):
+				errs = append(errs, fmt.Errorf("config: %s: job type must be %s (got %q)", jp, keys.IDRule, typ))
+			case strings.Contains(typ, "."):
+				dotted(jp)
+			}
+		}
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...)
 }
 
 // restoreNameCase renames tenants and job types to their spelling in raw.

@@ -155,7 +155,7 @@ func TestAdminRoutes(t *testing.T) {
 					t.Errorf("problem %s, want the clashing key named", a.body)
 				}
 			}},
-		{"put bad id", "PUT", "/admin/v1/tenants/a%7Bb%7D", aliceToken, `{}`, 422, problemField("id", "tenant id must match")},
+		{"put bad id", "PUT", "/admin/v1/tenants/a%7Bb%7D", aliceToken, `{}`, 422, problemField("id", "tenant id must be 1 to 64 characters")},
 		{"put not json", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"outflow":`, 400, nil},
 		{"put too large", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"api_keys":["` + strings.Repeat("x", 3000) + `"]}`, 413, nil},
 		{"patch changes one field", "PATCH", "/admin/v1/tenants/acme", aliceToken, `{"outflow":{"rate":20}}`, 200,

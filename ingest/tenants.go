@@ -46,10 +46,11 @@ type snapshot struct {
 	// backend.
 	kafkaBrokers []string
 	kafkaTopic   string
-	// invalid lists policies the limiter will refuse (limits.Policy.Validate
-	// is stricter than config validation: period >= limit µs and such);
-	// SetConfig logs them, and their tenants' requests meet the limiter
-	// error path (fail open or 503).
+	// invalid lists policies the limiter will refuse (limits.Policy.Validate).
+	// config.Validate runs that same check on the file, a reload and every
+	// admin write, so a validated config has none; this is a defence for a
+	// config.Config built by hand. SetConfig logs them, and their tenants'
+	// requests meet the limiter error path (fail open or 503).
 	invalid []error
 }
 
@@ -186,28 +187,9 @@ func (ts *tenantState) policy(name string) (limits.Policy, bool) {
 	return p, ok && p.Name == name
 }
 
-// policyOf converts a configured admission policy; ok is false when the
-// policy has no algorithm (no limit).
-func policyOf(name string, a config.Admission) (limits.Policy, bool) {
-	if a.Algorithm == "" {
-		return limits.Policy{}, false
-	}
-	burst := a.Burst
-	if burst == 0 {
-		burst = a.Limit
-	}
-	period := a.Period
-	if period == 0 {
-		period = time.Second
-	}
-	return limits.Policy{
-		Name:      name,
-		Algorithm: limits.Algorithm(a.Algorithm),
-		Limit:     a.Limit,
-		Period:    period,
-		Burst:     burst,
-	}, true
-}
+// policyOf converts a configured admission policy (config.Admission.Policy);
+// ok is false when the policy has no algorithm (no limit).
+func policyOf(name string, a config.Admission) (limits.Policy, bool) { return a.Policy(name) }
 
 // policyItem is p's member of the RateLimit-Policy field
 // (draft-ietf-httpapi-ratelimit-headers-11 §4): the name as an sf-string, the

@@ -72,7 +72,7 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant := r.PathValue("id")
-	if _, ok := snap.tenants[tenant]; !ok || (v.tenant != "" && v.tenant != tenant) {
+	if _, ok := snap.tenants[tenant]; !ok || !keys.ValidTenant(tenant) || (v.tenant != "" && v.tenant != tenant) {
 		writeProblem(w, notFound("tenant", tenant))
 		return
 	}
