@@ -111,7 +111,7 @@ func TestInvalid(t *testing.T) {
 		{"unknown tenant key", "tenants: {a: {admision: {limit: 1}}}\n", "admision"},
 		{"unknown algorithm", "tenants: {a: {admission: {algorithm: magic, limit: 1}}}\n", `tenants.a.admission.algorithm: unknown algorithm "magic"`},
 		{"zero limit", "tenants: {a: {admission: {algorithm: gcra, limit: 0}}}\n", "tenants.a.admission.limit: must be >= 1"},
-		{"negative rate", "tenants: {a: {outflow: {rate: -1}}}\n", "tenants.a.outflow.rate: must be >= 0"},
+		{"negative rate", "tenants: {a: {outflow: {rate: -1}}}\n", "tenants.a.outflow.rate: must be > 0 units per second (got -1); to stop delivery, pause the tenant"},
 		{"bad backend", "queue: {backend: rabbit}\n", `queue.backend: must be redis or kafka (got "rabbit")`},
 		{"bad key hash", "tenants: {a: {api_keys: [plain]}}\n", "tenants.a.api_keys[0]: must be \"sha256:\""},
 		{"duplicate key", "tenants: {a: {api_keys: [" + hash + "]}, b: {api_keys: [" + hash + "]}}\n", "same key as"},

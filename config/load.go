@@ -64,11 +64,12 @@ func Parse(raw []byte) (*Config, error) {
 	var cfg Config
 	hook := viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		durationFromNumber,
+		OutflowHook,
 		mapstructure.StringToTimeDurationHookFunc(),
 		mapstructure.StringToSliceHookFunc(","),
 	))
 	if err := v.UnmarshalExact(&cfg, hook); err != nil {
-		return nil, fmt.Errorf("config: %w", cleanDecodeError(err))
+		return nil, decodeError(err)
 	}
 	// viper folds every key to lower case; tenant and job type names are
 	// case-sensitive ids, so take their spelling from the YAML itself.
@@ -96,6 +97,36 @@ func durationFromNumber(from, to reflect.Type, data any) (any, error) {
 		return nil, fmt.Errorf("a duration needs a unit, e.g. \"%vs\" or \"%vms\"", data, data)
 	}
 	return data, nil
+}
+
+// decodeError reports viper's decode errors: a *FieldError of a hook as
+// "config: tenants.acme.outflow.rate: must be …", the others as mapstructure
+// words them (cleanDecodeError).
+func decodeError(err error) error {
+	var errs []error
+	var walk func(error)
+	walk = func(e error) {
+		var de *mapstructure.DecodeError
+		var fe *FieldError
+		switch j, ok := e.(interface{ Unwrap() []error }); {
+		case ok:
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+		case errors.As(e, &de) && errors.As(e, &fe):
+			errs = append(errs, fmt.Errorf("config: %s.%s: %s", dottedKey(de.Name()), fe.Field, fe.Msg))
+		default:
+			errs = append(errs, fmt.Errorf("config: %w", cleanDecodeError(e)))
+		}
+	}
+	walk(err)
+	return errors.Join(errs...)
+}
+
+// dottedKey turns mapstructure's "tenants[acme].outflow" into
+// "tenants.acme.outflow".
+func dottedKey(name string) string {
+	return strings.NewReplacer("[", ".", "]", "").Replace(name)
 }
 
 func cleanDecodeError(err error) error {

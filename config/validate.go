@@ -169,13 +169,18 @@ func (a Admission) Policy(name string) (pol limits.Policy, ok bool) {
 }
 
 func (o Outflow) validate(bad badFunc, p string) {
-	if o.Rate < 0 {
-		bad(p+".rate", "must be >= 0 (got %g)", o.Rate)
+	switch {
+	case o.Rate != 0 && rateProblem(o.Rate) != "":
+		bad(p+".rate", "%s", rateProblem(o.Rate))
+	case o.Unlimited && o.Rate != 0:
+		bad(p+".unlimited", "true excludes a rate (got rate %g); leave out one of them", o.Rate)
+	case !o.Unlimited && o.Rate == 0:
+		bad(p+".rate", "must be set, in units per second > 0, or outflow.unlimited true; %s", StopHint)
 	}
 	if o.Capacity < 0 {
 		bad(p+".capacity", "must be >= 0 (got %g)", o.Capacity)
 	}
-	if o.Rate > 0 && o.Capacity < 1 {
+	if o.Shaped() && o.Capacity < 1 {
 		bad(p+".capacity", "must be >= 1 so a job of cost 1 can ever go (got %g)", o.Capacity)
 	}
 	if o.MaxBacklog < 0 {
@@ -184,7 +189,7 @@ func (o Outflow) validate(bad badFunc, p string) {
 	if o.Concurrency < 0 {
 		bad(p+".concurrency", "must be >= 0 (got %d)", o.Concurrency)
 	}
-	if o.MinRate < 0 || (o.Rate > 0 && o.MinRate > o.Rate) {
+	if o.MinRate < 0 || (o.Shaped() && o.MinRate > o.Rate) {
 		bad(p+".min_rate", "must be between 0 and rate (got %g)", o.MinRate)
 	}
 }

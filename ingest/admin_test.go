@@ -140,7 +140,7 @@ func TestAdminRoutes(t *testing.T) {
 				}
 			}},
 		{"put invalid value", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"outflow":{"rate":-1}}`, 422,
-			problemField("outflow.rate", "tenants.newco.outflow.rate: must be >= 0 (got -1)")},
+			problemField("outflow.rate", "tenants.newco.outflow.rate: must be > 0 units per second (got -1); to stop delivery, pause the tenant")},
 		{"put unknown field", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"outflow":{"rte":1}}`, 422,
 			problemField("outflow.rte", "tenants.newco.outflow.rte: unknown field")},
 		{"put duration without unit", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"target":{"timeout":10}}`, 422,

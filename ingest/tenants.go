@@ -72,11 +72,11 @@ type tenantState struct {
 	// algorithm is the metric label of the tenant's decisions: the tenant
 	// policy's algorithm, or "none".
 	algorithm string
-	// maxBacklog and outflowRate are the backlog gate's inputs.
-	maxBacklog  int64
-	outflowRate float64
-	// outflow is the tenant's outflow configuration, for the stats API
-	// (visibility_stats.go).
+	// maxBacklog is the backlog gate's input.
+	maxBacklog int64
+	// outflow is the tenant's outflow configuration, defaults applied
+	// (config.Outflow.WithDefaults): its rate gives a backlog refusal's
+	// Retry-After when Shaped, and the stats API shows it.
 	outflow config.Outflow
 }
 
@@ -136,8 +136,7 @@ func newTenantState(name string, t config.Tenant, old *tenantState) *tenantState
 		local:        map[string]*limits.Local{},
 		algorithm:    "none",
 		maxBacklog:   t.Outflow.MaxBacklog,
-		outflowRate:  t.Outflow.Rate,
-		outflow:      t.Outflow,
+		outflow:      t.Outflow.WithDefaults(),
 	}
 	add := func(p limits.Policy) {
 		ts.items[p.Name] = policyItem(p)

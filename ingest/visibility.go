@@ -180,7 +180,7 @@ func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapsh
 			writeProblem(w, s.redisProblem(snap, "get job", err))
 			return
 		}
-		if st.Outflow.EffectiveRate > 0 {
+		if !st.Outflow.Unlimited && st.Outflow.EffectiveRate > 0 {
 			eta := float64(ahead) / st.Outflow.EffectiveRate
 			out.ETASeconds = &eta
 		}

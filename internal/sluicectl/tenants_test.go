@@ -52,7 +52,7 @@ func TestTenantsLifecycle(t *testing.T) {
 		{"patch", []string{"tenants", "set", n, "--rate", "20", "--capacity", "20"}, 0,
 			"updated tenant " + n + " (version 3): outflow.capacity=20, outflow.rate=20\n", ""},
 		{"invalid", []string{"tenants", "set", n, "--rate", "-1"}, 1, "",
-			"sluicectl tenants: 422 Unprocessable Entity: tenants." + n + ".outflow.rate: must be >= 0 (got -1) [field outflow.rate]"},
+			"sluicectl tenants: 422 Unprocessable Entity: tenants." + n + ".outflow.rate: must be > 0 units per second (got -1); " + config.StopHint + " [field outflow.rate]"},
 		{"unknown key in file", []string{"tenants", "set", n, "--file", writeFile(t, `{"outflw":{}}`)}, 1, "",
 			`json: unknown field "outflw"`},
 		{"nothing to set", []string{"tenants", "set", n}, 2, "", "nothing to set"},
