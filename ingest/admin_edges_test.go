@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/keys"
 )
 
@@ -170,5 +171,63 @@ func TestJobDotIDsRefused(t *testing.T) {
 				t.Errorf("queue and backlog keys: %d exist (err %v), want none", n, err)
 			}
 		})
+	}
+}
+
+// TestAdminOutflowRate: an outflow rate of 0 (or out of bounds) through PUT
+// or PATCH is a 422 naming outflow.rate that says how to stop delivery
+// instead, and nothing is stored; unlimited is spelled out, and a PATCH of
+// unlimited or of a rate switches between the two, the drainers' override
+// field following.
+func TestAdminOutflowRate(t *testing.T) {
+	rdb := privateRedis(t)
+	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "    outflow: {rate: 5}\n")), nil)
+	for _, c := range []struct{ name, method, id, body, field, detail string }{
+		{"put rate 0", http.MethodPut, "newco", `{"outflow":{"rate":0}}`, "outflow.rate",
+			"tenants.newco.outflow.rate: must be > 0 units per second (got 0); " + config.StopHint},
+		{"patch rate 0", http.MethodPatch, "acme", `{"outflow":{"rate":0}}`, "outflow.rate",
+			"tenants.acme.outflow.rate: must be > 0 units per second (got 0); " + config.StopHint},
+		{"patch rate -3", http.MethodPatch, "acme", `{"outflow":{"rate":-3}}`, "outflow.rate", "must be > 0 units per second (got -3)"},
+		{"put rate above the maximum", http.MethodPut, "newco", `{"outflow":{"rate":1000001}}`, "outflow.rate", "must be <= 1000000 units per second"},
+		{"put rate not finite", http.MethodPut, "newco", `{"outflow":{"rate":1e999}}`, "outflow.rate", "must be a finite number"},
+		{"put unlimited with a rate", http.MethodPut, "newco", `{"outflow":{"rate":2,"unlimited":true}}`, "outflow.unlimited", "true excludes a rate"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := traceOf(t, rdb, c.id)
+			a := h.admin(t, c.method, "/admin/v1/tenants/"+c.id, aliceToken, c.body)
+			if a.status != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d, want 422: %s", a.status, a.body)
+			}
+			m := a.json(t)
+			if detail, _ := m["detail"].(string); m["field"] != c.field || !strings.Contains(detail, c.detail) {
+				t.Errorf("problem %s, want field %q and a detail containing %q", a.body, c.field, c.detail)
+			}
+			if diff := cmp.Diff(before, traceOf(t, rdb, c.id)); diff != "" {
+				t.Errorf("a refused write changed Redis (-before +after):\n%s", diff)
+			}
+		})
+	}
+
+	a := h.admin(t, http.MethodPatch, "/admin/v1/tenants/acme", aliceToken, `{"outflow":{"unlimited":true}}`)
+	if a.status != http.StatusOK {
+		t.Fatalf("patch unlimited: %d %s", a.status, a.body)
+	}
+	o, _ := decodeTenant(t, a).Spec["outflow"].(map[string]any)
+	if _, hasRate := o["rate"]; o["unlimited"] != true || hasRate {
+		t.Errorf("after patching unlimited: outflow %v, want unlimited without a rate", o)
+	}
+	if ov := traceOf(t, rdb, "acme").Override; ov["outflow_rate"] != "" {
+		t.Errorf("override outflow_rate = %q for an unlimited tenant, want none", ov["outflow_rate"])
+	}
+	a = h.admin(t, http.MethodPatch, "/admin/v1/tenants/acme", aliceToken, `{"outflow":{"rate":2}}`)
+	if a.status != http.StatusOK {
+		t.Fatalf("patch rate 2: %d %s", a.status, a.body)
+	}
+	o, _ = decodeTenant(t, a).Spec["outflow"].(map[string]any)
+	if _, unl := o["unlimited"]; o["rate"] != 2.0 || unl {
+		t.Errorf("after patching rate 2: outflow %v, want rate 2 and no unlimited", o)
+	}
+	if ov := traceOf(t, rdb, "acme").Override; ov["outflow_rate"] != "2" {
+		t.Errorf("override outflow_rate = %q, want 2", ov["outflow_rate"])
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -265,8 +266,10 @@ func specPath(name string) string {
 // An outflow's rate and unlimited are one choice, so a patch that sets one
 // of them and does not mention the other replaces it: {"outflow":{"rate":5}}
 // shapes an unlimited tenant, {"outflow":{"unlimited":true}} lifts a shaped
-// tenant's rate. A patch giving both is decoded as it is (and refused when
-// both are set).
+// tenant's rate, and with it the bucket's capacity and min_rate unless the
+// patch sets them (they describe a bucket an unlimited tenant no longer
+// has, and would otherwise come back stale with the next rate). A patch
+// giving both is decoded as it is (and refused when both are set).
 func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, error) {
 	dec := json.NewDecoder(bytes.NewReader(patch))
 	dec.UseNumber()
@@ -290,9 +293,9 @@ func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, 
 	return decodeDoc(tenant, mergePatch(outflowChoice(doc, p), p))
 }
 
-// outflowChoice returns doc without the outflow member that patch p
-// replaces by setting the other: "unlimited" when p sets a rate, "rate"
-// when p sets unlimited: true (see ApplyPatch).
+// outflowChoice returns doc without the outflow members that patch p
+// replaces by setting the other: "unlimited" when p sets a rate; "rate",
+// "capacity" and "min_rate" when p sets unlimited: true (see ApplyPatch).
 func outflowChoice(doc, p any) any {
 	po, _ := objectAt(p, "outflow")
 	do, ok := objectAt(doc, "outflow")
@@ -301,18 +304,18 @@ func outflowChoice(doc, p any) any {
 	}
 	rate, setsRate := po["rate"]
 	unl, setsUnl := po["unlimited"]
-	var drop string
+	var drop []string
 	switch {
 	case setsRate && rate != nil && !setsUnl:
-		drop = "unlimited"
+		drop = []string{"unlimited"}
 	case setsUnl && unl == true && !setsRate:
-		drop = "rate"
+		drop = []string{"rate", "capacity", "min_rate"}
 	default:
 		return doc
 	}
 	o := make(map[string]any, len(do))
 	for k, v := range do {
-		if k != drop {
+		if _, set := po[k]; set || !slices.Contains(drop, k) {
 			o[k] = v
 		}
 	}
