@@ -78,7 +78,7 @@ func Source(base *config.Config, recs []Record, id string) (string, bool) {
 // "tenants.<id>." name the field inside the spec ("outflow.rate"), others
 // (another tenant holding the same API key) keep their full key. The
 // message of each is config.Validate's, e.g.
-// "tenants.acme.outflow.rate: must be >= 0 (got -1)".
+// "tenants.acme.admission.limit: must be >= 1 (got 0)".
 func Validate(cfg *config.Config, id string) error {
 	err := cfg.Validate()
 	if err == nil {

@@ -108,7 +108,7 @@ type FieldError struct {
 	// Key is the full configuration key, as config.Validate names it:
 	// "tenants.acme.outflow.rate".
 	Key string
-	// Msg says what is wrong, e.g. "must be >= 0 (got -1)".
+	// Msg says what is wrong, e.g. "must be >= 1 (got 0)".
 	Msg string
 }
 
