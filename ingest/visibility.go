@@ -110,7 +110,7 @@ func (s *Server) jobTenant(ctx context.Context, snap *snapshot, v viewer, named,
 		}
 		return v.tenant, nil
 	case named != "":
-		if _, ok := snap.tenants[named]; !ok {
+		if _, ok := snap.tenants[named]; !ok || !keys.ValidTenant(named) {
 			return "", notFound("tenant", named)
 		}
 		return named, nil
