@@ -104,3 +104,29 @@ func TestStoredLegacyUnlimited(t *testing.T) {
 		t.Errorf("a stored spec with rate 0 and unlimited was read; want the conflict refused")
 	}
 }
+
+// TestValidateIgnoresOtherTenantsOwnProblems: a runtime spec stored by an
+// older version that today's bounds refuse (gcra 2,000,000 per 1s) does not
+// block writes of other tenants; a clash with this tenant still does.
+func TestValidateIgnoresOtherTenantsOwnProblems(t *testing.T) {
+	base, err := config.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := config.HashKey("shared")
+	legacy := config.Tenant{APIKeys: []string{key}, Admission: config.Admission{Algorithm: "gcra", Limit: 2_000_000}}.WithDefaults()
+	ok := config.Tenant{Outflow: config.Outflow{Rate: 3}}.WithDefaults()
+	cfg := Merge(base, []Record{{Tenant: "old", Spec: &legacy}, {Tenant: "acme", Spec: &ok}})
+	if err := Validate(cfg, "acme"); err != nil {
+		t.Errorf("Validate(acme) = %v, want nil: old's stored policy is not acme's problem", err)
+	}
+	if err := Validate(cfg, "old"); err == nil {
+		t.Error("Validate(old) = nil, want old's admission.limit named")
+	}
+	clash := config.Tenant{APIKeys: []string{key}}.WithDefaults()
+	cfg = Merge(base, []Record{{Tenant: "old", Spec: &legacy}, {Tenant: "acme", Spec: &clash}})
+	se, isSE := IsSpecError(Validate(cfg, "acme"))
+	if !isSE || len(se.Problems) != 1 || !strings.Contains(se.Problems[0].Msg, "same key as") {
+		t.Errorf("Validate(acme with old's key) = %v, want the one key clash", se)
+	}
+}
