@@ -131,7 +131,12 @@ type JobType struct {
 	Target Target `mapstructure:"target"`
 }
 
-// Admission is one admission policy.
+// Admission is one admission policy. Its bounds are those of
+// limits.Policy.Validate, which Validate runs (config.Admission.Policy
+// converts it): limit >= 1 and at most one unit per µs of period, 1ms <=
+// period <= limits.MaxPeriod (366 days) in whole milliseconds, burst ×
+// period in µs < 2^53 (gcra, token_bucket), limit × period in µs < 2^53
+// (sliding_window), limit <= limits.MaxLogLimit (sliding_log).
 type Admission struct {
 	// Algorithm is fixed_window, sliding_window, gcra, token_bucket or
 	// sliding_log. Empty means no policy (everything is admitted).
