@@ -49,7 +49,7 @@ func TestCheckerCatchesMismatches(t *testing.T) {
 			body:   []byte(`{"id":"acme","source":"config","spec":{"outflw":{}},"version":0}`)}, `member "outflw" is not in the schema`},
 		{"nullable", answer{method: "GET", path: "/v1/tenants/acme/stats", status: 200,
 			header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}},
-			body: []byte(`{"tenant":"a","backlog":0,"outflow":{"configured_rate":0,"effective_rate":0,"measured_rate":0,"capacity":1},
+			body: []byte(`{"tenant":"a","backlog":0,"outflow":{"unlimited":true,"configured_rate":0,"effective_rate":0,"measured_rate":0,"capacity":1},
 				"water_level":0,"in_flight":0,"dlq":0,"eta_seconds":null}`)}, ""},
 		{"anyOf none", answer{method: "GET", path: "/admin/v1/tenants/acme/audit", status: 200,
 			header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}},

@@ -61,9 +61,12 @@ type JobType struct {
 }
 
 // Outflow is the tenant's drain-side leaky bucket: Rate units per second
-// across all drainers (0: unlimited), Capacity units at once.
+// across all drainers (> 0, at most 1,000,000), Capacity units at once; or
+// Unlimited, without a Rate. The server refuses a rate of 0 (422): it is
+// never a way to say unlimited.
 type Outflow struct {
 	Rate        float64 `json:"rate,omitempty"`
+	Unlimited   bool    `json:"unlimited,omitempty"`
 	Capacity    float64 `json:"capacity,omitempty"`
 	MaxBacklog  int64   `json:"max_backlog,omitempty"`
 	Concurrency int     `json:"concurrency,omitempty"`

@@ -136,7 +136,12 @@ type JobType struct {
 	Target Target `mapstructure:"target"`
 }
 
-// Admission is one admission policy.
+// Admission is one admission policy. Its bounds are those of
+// limits.Policy.Validate, which Validate runs (config.Admission.Policy
+// converts it): limit >= 1 and at most one unit per µs of period, 1ms <=
+// period <= limits.MaxPeriod (366 days) in whole milliseconds, burst ×
+// period in µs < 2^53 (gcra, token_bucket), limit × period in µs < 2^53
+// (sliding_window), limit <= limits.MaxLogLimit (sliding_log).
 type Admission struct {
 	// Algorithm is fixed_window, sliding_window, gcra, token_bucket or
 	// sliding_log. Empty means no policy (everything is admitted).
@@ -153,8 +158,13 @@ type Admission struct {
 // Outflow is the tenant's leaky bucket on the drain side.
 type Outflow struct {
 	// Rate is jobs (cost units) per second leaving for the downstream,
-	// across all drainers. 0 means unlimited.
-	Rate float64 `mapstructure:"rate"`
+	// across all drainers: 0 < Rate <= MaxOutflowRate. It is never 0: a
+	// given rate of 0 is refused (see OutflowHook); for no limit set
+	// Unlimited. Shaped tells which of the two an outflow is.
+	Rate float64 `mapstructure:"rate,omitempty"`
+	// Unlimited says delivery is not rate-limited (outflow.unlimited: true);
+	// it excludes Rate. An outflow without a rate defaults to it.
+	Unlimited bool `mapstructure:"unlimited,omitempty"`
 	// Capacity is the bucket's size in units (default max(1, Rate)).
 	Capacity float64 `mapstructure:"capacity"`
 	// MaxBacklog caps the tenant's queued units; at the cap ingest answers

@@ -63,16 +63,7 @@ func (c *Config) applyDefaults() {
 			}
 			t.JobTypes[typ] = jt
 		}
-		if t.Outflow.Capacity == 0 && t.Outflow.Rate > 0 {
-			t.Outflow.Capacity = t.Outflow.BucketCapacity()
-		}
-		if t.Outflow.Adaptive == nil {
-			on := true
-			t.Outflow.Adaptive = &on
-		}
-		if t.Outflow.MinRate == 0 {
-			t.Outflow.MinRate = t.Outflow.Rate / 10
-		}
+		t.Outflow = t.Outflow.WithDefaults()
 		if t.Target.Timeout == 0 {
 			t.Target.Timeout = 10 * time.Second
 		}
@@ -103,6 +94,29 @@ func (o Outflow) BucketCapacity() float64 {
 		return o.Capacity
 	}
 	return max(1, o.Rate)
+}
+
+// WithDefaults returns o with the defaults config.Load gives an outflow:
+// Unlimited when no rate is set (a rate of 0 given in a file or spec is
+// refused before this, by OutflowHook), capacity max(1, Rate) and min_rate
+// Rate ÷ 10 when shaped, adaptive on. The drainers apply it to whatever
+// config they are given, so a config.Config built by hand without an
+// outflow is unlimited as a loaded one is.
+func (o Outflow) WithDefaults() Outflow {
+	if o.Rate == 0 && !o.Unlimited {
+		o.Unlimited = true
+	}
+	if o.Capacity == 0 && o.Shaped() {
+		o.Capacity = o.BucketCapacity()
+	}
+	if o.Adaptive == nil {
+		on := true
+		o.Adaptive = &on
+	}
+	if o.MinRate == 0 && o.Shaped() {
+		o.MinRate = o.Rate / 10
+	}
+	return o
 }
 
 // AdaptiveOn reports whether adaptive outflow is on (the default).

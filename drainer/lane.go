@@ -73,7 +73,7 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 		if stop() {
 			return
 		}
-		if tn, _ := d.tenant(tenant); extra && (tn.Outflow.Rate > 0 || tn.Outflow.Concurrency > 0) {
+		if tn, _ := d.tenant(tenant); extra && (tn.Outflow.Shaped() || tn.Outflow.Concurrency > 0) {
 			sleep(ctx, discoverEvery)
 			continue
 		}

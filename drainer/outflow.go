@@ -38,26 +38,24 @@ const (
 
 // outflow is a tenant's outflow configuration with defaults applied.
 type outflow struct {
-	limit       limits.LeakyLimit // Rate 0: unlimited
+	shaped      bool              // config.Outflow.Shaped: limit applies
+	limit       limits.LeakyLimit // when shaped
 	concurrency int               // 0: no cap
 	adaptive    bool
 	floor       float64
 }
 
-// outflowOf applies the defaults of config.Outflow: Capacity max(1, Rate),
-// Adaptive true, MinRate Rate/10.
+// outflowOf applies config.Outflow's defaults (WithDefaults: unlimited
+// without a rate, capacity max(1, Rate), adaptive on, min_rate Rate/10).
 func outflowOf(c config.Outflow) outflow {
-	o := outflow{limit: limits.LeakyLimit{Rate: c.Rate, Capacity: c.Capacity}, concurrency: c.Concurrency, adaptive: true, floor: c.MinRate}
-	if o.limit.Capacity <= 0 {
-		o.limit.Capacity = max(1, c.Rate)
+	c = c.WithDefaults()
+	return outflow{
+		shaped:      c.Shaped(),
+		limit:       limits.LeakyLimit{Rate: c.Rate, Capacity: c.Capacity},
+		concurrency: c.Concurrency,
+		adaptive:    c.AdaptiveOn(),
+		floor:       c.MinRate,
 	}
-	if c.Adaptive != nil {
-		o.adaptive = *c.Adaptive
-	}
-	if o.floor <= 0 {
-		o.floor = c.Rate / 10
-	}
-	return o
 }
 
 // Bounds of a lane's sleep between two asks of the outflow bucket. A wait
@@ -88,7 +86,7 @@ const (
 // refuses, pause with errorBackoff and retry: the job stays leased
 // meanwhile.
 func (d *Drainer) waitOutflow(ctx context.Context, job *queue.Claimed, o outflow) (flow, float64) {
-	if o.limit.Rate <= 0 {
+	if !o.shaped {
 		if ctx.Err() != nil {
 			return flowStop, 0
 		}
@@ -189,7 +187,7 @@ func (d *Drainer) releaseSlot(job *queue.Claimed, o outflow) {
 
 // decrease lowers the tenant's shared effective rate after a 429/503.
 func (d *Drainer) decrease(tenant string, o outflow) {
-	if o.limit.Rate <= 0 {
+	if !o.shaped {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
@@ -212,11 +210,21 @@ func (d *Drainer) decrease(tenant string, o outflow) {
 	}
 }
 
-// EffectiveRate returns the tenant's effective outflow rate now, as every
-// drainer computes it: the override rate (keys.Override outflow_rate) or
-// configured, lowered by adaptive backoff while it recovers. It is meant for
-// an admin API; 0 means unlimited (configured 0 and no override).
-func EffectiveRate(ctx context.Context, rdb redis.UniversalClient, tenant string, configured float64) (float64, error) {
+// EffectiveRate returns the effective outflow rate now of a tenant whose
+// outflow is o, as every drainer computes it: the override rate
+// (keys.Override outflow_rate, when > 0; 0 there is no override, never
+// unlimited) or o.Rate, lowered by adaptive backoff while it recovers. It is
+// meant for an admin API. An outflow that is not o.Shaped() has no rate: ok
+// is false and nothing is read.
+func EffectiveRate(ctx context.Context, rdb redis.UniversalClient, tenant string, o config.Outflow) (rate float64, ok bool, err error) {
+	if !o.Shaped() {
+		return 0, false, nil
+	}
+	r, err := effectiveRate(ctx, rdb, tenant, o.Rate)
+	return r, err == nil, err
+}
+
+func effectiveRate(ctx context.Context, rdb redis.UniversalClient, tenant string, configured float64) (float64, error) {
 	ov := rdb.HGet(ctx, keys.Override(tenant), "outflow_rate")
 	st := rdb.HMGet(ctx, keys.Water(tenant), "eff", "eff_ts", "eff_inc")
 	now := rdb.Time(ctx)

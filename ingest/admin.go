@@ -216,7 +216,7 @@ func (s *Server) adminGet(w http.ResponseWriter, r *http.Request, id, _ string) 
 
 func (s *Server) adminPut(w http.ResponseWriter, r *http.Request, id, who string) {
 	if !keys.ValidTenant(id) {
-		writeProblem(w, newProblem(http.StatusUnprocessableEntity, "id", fmt.Sprintf("tenant id must match [A-Za-z0-9._-]{1,64} (got %q)", id)))
+		writeProblem(w, newProblem(http.StatusUnprocessableEntity, "id", fmt.Sprintf("tenant id must be %s (got %q)", keys.TenantRule, id)))
 		return
 	}
 	body, p := s.adminBody(w, r, "application/json")

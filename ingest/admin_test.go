@@ -141,7 +141,7 @@ func TestAdminRoutes(t *testing.T) {
 				}
 			}},
 		{"put invalid value", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"outflow":{"rate":-1}}`, 422,
-			problemField("outflow.rate", "tenants.newco.outflow.rate: must be >= 0 (got -1)")},
+			problemField("outflow.rate", "tenants.newco.outflow.rate: must be > 0 units per second (got -1); to stop delivery, pause the tenant")},
 		{"put unknown field", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"outflow":{"rte":1}}`, 422,
 			problemField("outflow.rte", "tenants.newco.outflow.rte: unknown field")},
 		{"put duration without unit", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"target":{"timeout":10}}`, 422,
@@ -156,7 +156,7 @@ func TestAdminRoutes(t *testing.T) {
 					t.Errorf("problem %s, want the clashing key named", a.body)
 				}
 			}},
-		{"put bad id", "PUT", "/admin/v1/tenants/a%7Bb%7D", aliceToken, `{}`, 422, problemField("id", "tenant id must match")},
+		{"put bad id", "PUT", "/admin/v1/tenants/a%7Bb%7D", aliceToken, `{}`, 422, problemField("id", "tenant id must be 1 to 64 characters")},
 		{"put not json", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"outflow":`, 400, nil},
 		{"put too large", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"api_keys":["` + strings.Repeat("x", 3000) + `"]}`, 413, nil},
 		{"patch changes one field", "PATCH", "/admin/v1/tenants/acme", aliceToken, `{"outflow":{"rate":20}}`, 200,

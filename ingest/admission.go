@@ -215,12 +215,14 @@ func refusal(snap *snapshot, ts *tenantState, d limits.Decision) *problem {
 	}
 	if d.Violated == limits.ViolatedBacklog {
 		p.RetryAfter = retryAfterSeconds(snap.retryAfter)
-		if ts.outflowRate > 0 {
-			p.RetryAfter = backlogRetryAfter(d.Backlog, ts.outflowRate)
+		rate := "an unlimited rate"
+		if o := ts.outflow; o.Shaped() {
+			p.RetryAfter = backlogRetryAfter(d.Backlog, o.Rate)
+			rate = fmt.Sprintf("%g per second", o.Rate)
 		}
 		p.Backlog = d.Backlog
-		p.Detail = fmt.Sprintf("tenant %s has %d units queued (max_backlog %d); at %g per second they leave in %d s",
-			ts.name, d.Backlog, ts.maxBacklog, ts.outflowRate, p.RetryAfter)
+		p.Detail = fmt.Sprintf("tenant %s has %d units queued (max_backlog %d); at %s they leave in %d s",
+			ts.name, d.Backlog, ts.maxBacklog, rate, p.RetryAfter)
 		return p
 	}
 	var wait time.Duration

@@ -147,7 +147,7 @@ func TestComputeStatsStoredNumbers(t *testing.T) {
 	// eff, eff_ts_us, eff_inc, in_flight, dlq_list_length, dlq_count,
 	// units_in_window
 	res := []string{"1000000", "1e30", "inf", "NaN", "9.2e24", "", "-inf", "x", "", "-3", "99999999999999999999", "", "1e400"}
-	got := computeStats("acme", 2, 0, "redis", res)
+	got := computeStats("acme", config.Outflow{Rate: 2}, "redis", res)
 	if _, err := json.Marshal(got); err != nil {
 		t.Fatalf("the answer does not encode: %v (%+v)", err, got)
 	}
@@ -157,7 +157,7 @@ func TestComputeStatsStoredNumbers(t *testing.T) {
 	if got.Outflow.ConfiguredRate != 2 || got.Outflow.Capacity != 2 || got.Outflow.MeasuredRate != 0 {
 		t.Errorf("outflow = %+v, want the configured rate 2 and capacity 2 (non-finite overrides ignored)", got.Outflow)
 	}
-	tiny := computeStats("acme", 5e-324, 0, "redis", []string{"0", "1000", "", "", "", "", "", "", "", "", "", "", ""})
+	tiny := computeStats("acme", config.Outflow{Rate: 5e-324}, "redis", []string{"0", "1000", "", "", "", "", "", "", "", "", "", "", ""})
 	if _, err := json.Marshal(tiny); err != nil || tiny.ETASeconds != nil {
 		t.Errorf("backlog ÷ a subnormal rate: eta %v (%v), want null and an encodable answer", tiny.ETASeconds, err)
 	}

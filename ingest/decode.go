@@ -172,9 +172,9 @@ func validateJob(req jobRequest, prefix string, now time.Time) (job, *problem) {
 	case req.Type == "":
 		return unprocessable("type", "is required")
 	case !keys.ValidID(req.Type):
-		return unprocessable("type", "must be 1 to 128 characters of [A-Za-z0-9._:-] (got %q)", req.Type)
+		return unprocessable("type", "must be %s (got %q)", keys.IDRule, req.Type)
 	case req.ID != "" && !keys.ValidID(req.ID):
-		return unprocessable("id", "must be 1 to 128 characters of [A-Za-z0-9._:-] (got %q)", req.ID)
+		return unprocessable("id", "must be %s (got %q)", keys.IDRule, req.ID)
 	}
 	if req.Cost != nil {
 		if *req.Cost < 1 {

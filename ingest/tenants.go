@@ -47,10 +47,12 @@ type snapshot struct {
 	// backend.
 	kafkaBrokers []string
 	kafkaTopic   string
-	// invalid lists policies the limiter will refuse (limits.Policy.Validate
-	// is stricter than config validation: period >= limit µs and such);
-	// SetConfig logs them, and their tenants' requests that reach admission
-	// get a 500 (limits.ErrInvalidRequest never fails open).
+	// invalid lists policies the limiter will refuse (limits.Policy.Validate).
+	// config.Validate runs that same check on the file, a reload and every
+	// admin write, so a validated config has none; this is a defence for a
+	// config.Config built by hand or a runtime spec stored by an older
+	// version. SetConfig logs them, and their tenants' requests that reach
+	// admission get a 500 (limits.ErrInvalidRequest never fails open).
 	invalid []error
 }
 
@@ -72,15 +74,15 @@ type tenantState struct {
 	// algorithm is the metric label of the tenant's decisions: the tenant
 	// policy's algorithm, or "none".
 	algorithm string
-	// maxBacklog and outflowRate are the backlog gate's inputs.
-	maxBacklog  int64
-	outflowRate float64
+	// maxBacklog is the backlog gate's input.
+	maxBacklog int64
 	// maxCost is the most one job of a type without a policy of its own may
 	// cost, typeMaxCost that of each type with one (see maxJobCost).
 	maxCost     costBound
 	typeMaxCost map[string]costBound
-	// outflow is the tenant's outflow configuration, for the stats API
-	// (visibility_stats.go).
+	// outflow is the tenant's outflow configuration, defaults applied
+	// (config.Outflow.WithDefaults): its rate gives a backlog refusal's
+	// Retry-After when Shaped, and the stats API shows it.
 	outflow config.Outflow
 }
 
@@ -143,8 +145,7 @@ func newTenantState(name string, t config.Tenant, old *tenantState, maxJobCost i
 		local:        map[string]*limits.Local{},
 		algorithm:    "none",
 		maxBacklog:   t.Outflow.MaxBacklog,
-		outflowRate:  t.Outflow.Rate,
-		outflow:      t.Outflow,
+		outflow:      t.Outflow.WithDefaults(),
 	}
 	add := func(p limits.Policy) {
 		ts.items[p.Name] = policyItem(p)
@@ -167,9 +168,9 @@ func newTenantState(name string, t config.Tenant, old *tenantState, maxJobCost i
 			add(p)
 		}
 	}
-	ts.maxCost = jobCostBound(maxJobCost, t.Outflow, ts.tenantPolicy)
+	ts.maxCost = jobCostBound(maxJobCost, ts.outflow, ts.tenantPolicy)
 	for typ, p := range ts.typePolicies {
-		ts.typeMaxCost[typ] = jobCostBound(maxJobCost, t.Outflow, ts.tenantPolicy, &p)
+		ts.typeMaxCost[typ] = jobCostBound(maxJobCost, ts.outflow, ts.tenantPolicy, &p)
 	}
 	return ts
 }
@@ -187,7 +188,7 @@ type costBound struct {
 // maxJobCost is the most units one job of type typ may cost for ts: the
 // least of ingest.max_job_cost, the Capacity of every admission policy the
 // job is charged to (the tenant's and its type's: a larger job could never
-// be admitted), and, when the tenant's outflow is shaped (rate > 0), the
+// be admitted), and, when the tenant's outflow is shaped (config.Outflow.Shaped), the
 // outflow bucket's capacity (a larger job could never be delivered; the
 // drainer sends one it finds queued to the DLQ as cost_exceeds_capacity).
 // Ingest refuses a costlier job with a 422 before any Redis call. This is
@@ -213,7 +214,7 @@ func jobCostBound(maxJobCost int64, o config.Outflow, policies ...*limits.Policy
 			b = costBound{max: max(p.Capacity(), 1), policy: p.Name}
 		}
 	}
-	if o.Rate > 0 {
+	if o.Shaped() {
 		// A job leaves when water + cost <= capacity, so a whole cost fits
 		// when it is at most ⌊capacity⌋ (at least 1: config validation
 		// requires capacity >= 1).
@@ -259,28 +260,9 @@ func (ts *tenantState) policy(name string) (limits.Policy, bool) {
 	return p, ok && p.Name == name
 }
 
-// policyOf converts a configured admission policy; ok is false when the
-// policy has no algorithm (no limit).
-func policyOf(name string, a config.Admission) (limits.Policy, bool) {
-	if a.Algorithm == "" {
-		return limits.Policy{}, false
-	}
-	burst := a.Burst
-	if burst == 0 {
-		burst = a.Limit
-	}
-	period := a.Period
-	if period == 0 {
-		period = time.Second
-	}
-	return limits.Policy{
-		Name:      name,
-		Algorithm: limits.Algorithm(a.Algorithm),
-		Limit:     a.Limit,
-		Period:    period,
-		Burst:     burst,
-	}, true
-}
+// policyOf converts a configured admission policy (config.Admission.Policy);
+// ok is false when the policy has no algorithm (no limit).
+func policyOf(name string, a config.Admission) (limits.Policy, bool) { return a.Policy(name) }
 
 // policyItem is p's member of the RateLimit-Policy field
 // (draft-ietf-httpapi-ratelimit-headers-11 §4): the name as an sf-string, the

@@ -8,7 +8,7 @@ import "errors"
 // request near MaxCost is always refused by some check before the script;
 // the bound is there so that no caller's sum, wrapped or not, can reach the
 // script as a number it cannot represent.
-const MaxCost int64 = maxExact - 1
+const MaxCost int64 = MaxExact - 1
 
 // ErrInvalidRequest marks a Request the Admitter refuses before any Redis
 // call: a cost outside [0, MaxCost], a negative MaxBacklog, Costs that do not

@@ -205,7 +205,7 @@ func TestAdmitRejectsBadRequests(t *testing.T) {
 		{"cost", Request{Tenant: "acme", Policies: []Policy{p}, Cost: -1}, "cost -1"},
 		{"backlog", Request{Tenant: "acme", Policies: []Policy{p}, MaxBacklog: -1}, "max backlog -1"},
 		{"now", Request{Tenant: "acme", Policies: []Policy{p}, Now: time.Unix(-5, 0)}, "not after the unix epoch"},
-		{"policy", Request{Tenant: "acme", Policies: []Policy{{Name: "tenant", Algorithm: AlgGCRA}}}, "limit 0"},
+		{"policy", Request{Tenant: "acme", Policies: []Policy{{Name: "tenant", Algorithm: AlgGCRA}}}, "limit: must be >= 1 (got 0)"},
 		{"duplicate", Request{Tenant: "acme", Policies: []Policy{p, p}}, `"tenant" used twice`},
 		{"cost above MaxCost", Request{Tenant: "acme", Policies: []Policy{p}, Cost: MaxCost + 1}, "cost 9007199254740992"},
 		{"cost wrapped", Request{Tenant: "acme", Cost: math.MinInt64 + 1}, "cost -9223372036854775807"},

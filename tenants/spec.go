@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ import (
 //	 "admission": {"algorithm": "gcra", "limit": 10, "period": "1s", "burst": 5},
 //	 "job_types": {"encode": {"admission": {…}, "target": {…}}},
 //	 "outflow": {"rate": 5, "capacity": 5, "max_backlog": 10000, "concurrency": 0,
-//	             "adaptive": true, "min_rate": 0.5},
+//	             "adaptive": true, "min_rate": 0.5},   (or {"unlimited": true, …})
 //	 "target": {"url": "http://…", "timeout": "10s"},
 //	 "on_limiter_error": "allow"}
 //
@@ -32,8 +33,10 @@ import (
 // YAML one shape: a field added to config.Tenant appears in the spec too.
 
 // EncodeSpec returns t as spec JSON. Every field is written except a policy
-// or target whose fields are all zero and an empty job_types map, so the
-// output decodes back to t.
+// or target whose fields are all zero, an empty job_types map and a zero
+// field tagged omitempty (an unlimited outflow is {"unlimited": true}
+// without a rate, a shaped one has no "unlimited"), so the output decodes
+// back to t.
 func EncodeSpec(t config.Tenant) ([]byte, error) {
 	v, _ := specValue(reflect.ValueOf(t))
 	b, err := json.Marshal(v)
@@ -63,11 +66,14 @@ func specValue(v reflect.Value) (out any, zero bool) {
 		m := map[string]any{}
 		allZero := true
 		for i := range v.NumField() {
-			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("mapstructure"), ",")
+			name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("mapstructure"), ",")
 			if name == "" || name == "-" {
 				continue
 			}
 			fv, fz := specValue(v.Field(i))
+			if fz && opts == "omitempty" {
+				continue
+			}
 			allZero = allZero && fz
 			k := v.Field(i).Kind()
 			if fz && (k == reflect.Struct || k == reflect.Map || k == reflect.Pointer) {
@@ -102,7 +108,7 @@ type FieldError struct {
 	// Key is the full configuration key, as config.Validate names it:
 	// "tenants.acme.outflow.rate".
 	Key string
-	// Msg says what is wrong, e.g. "must be >= 0 (got -1)".
+	// Msg says what is wrong, e.g. "must be >= 1 (got 0)".
 	Msg string
 }
 
@@ -158,7 +164,7 @@ func decodeDoc(tenant string, doc any) (config.Tenant, error) {
 	}
 	var t config.Tenant
 	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		DecodeHook:  durationHook,
+		DecodeHook:  mapstructure.ComposeDecodeHookFunc(durationHook, config.OutflowHook),
 		ErrorUnused: true,
 		Result:      &t,
 		TagName:     "mapstructure",
@@ -208,6 +214,11 @@ func decodeProblems(err error) []FieldError {
 		}
 		field := specPath(de.Name())
 		msg := de.Unwrap().Error()
+		var fe *config.FieldError
+		if errors.As(de.Unwrap(), &fe) {
+			out = append(out, FieldError{Field: joinPath(field, fe.Field), Msg: fe.Msg})
+			return
+		}
 		if keys, ok := strings.CutPrefix(msg, "has invalid keys: "); ok {
 			for _, k := range strings.Split(keys, ", ") {
 				out = append(out, FieldError{Field: joinPath(field, k), Msg: "unknown field"})
@@ -251,6 +262,14 @@ func specPath(name string) string {
 // the result strictly, as DecodeSpec does: members of the patch replace those
 // of the spec, objects merge recursively, and null removes a member (so its
 // default applies again). The result has no defaults applied.
+//
+// An outflow's rate and unlimited are one choice, so a patch that sets one
+// of them and does not mention the other replaces it: {"outflow":{"rate":5}}
+// shapes an unlimited tenant, {"outflow":{"unlimited":true}} lifts a shaped
+// tenant's rate, and with it the bucket's capacity and min_rate unless the
+// patch sets them (they describe a bucket an unlimited tenant no longer
+// has, and would otherwise come back stale with the next rate). A patch
+// giving both is decoded as it is (and refused when both are set).
 func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, error) {
 	dec := json.NewDecoder(bytes.NewReader(patch))
 	dec.UseNumber()
@@ -271,7 +290,51 @@ func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, 
 	if err := dec.Decode(&doc); err != nil {
 		return config.Tenant{}, fmt.Errorf("tenants: patch %s: %w", tenant, err)
 	}
-	return decodeDoc(tenant, mergePatch(doc, p))
+	return decodeDoc(tenant, mergePatch(outflowChoice(doc, p), p))
+}
+
+// outflowChoice returns doc without the outflow members that patch p
+// replaces by setting the other: "unlimited" when p sets a rate; "rate",
+// "capacity" and "min_rate" when p sets unlimited: true (see ApplyPatch).
+func outflowChoice(doc, p any) any {
+	po, _ := objectAt(p, "outflow")
+	do, ok := objectAt(doc, "outflow")
+	if po == nil || !ok {
+		return doc
+	}
+	rate, setsRate := po["rate"]
+	unl, setsUnl := po["unlimited"]
+	var drop []string
+	switch {
+	case setsRate && rate != nil && !setsUnl:
+		drop = []string{"unlimited"}
+	case setsUnl && unl == true && !setsRate:
+		drop = []string{"rate", "capacity", "min_rate"}
+	default:
+		return doc
+	}
+	o := make(map[string]any, len(do))
+	for k, v := range do {
+		if _, set := po[k]; set || !slices.Contains(drop, k) {
+			o[k] = v
+		}
+	}
+	d := make(map[string]any, len(doc.(map[string]any)))
+	for k, v := range doc.(map[string]any) {
+		d[k] = v
+	}
+	d["outflow"] = o
+	return d
+}
+
+// objectAt returns v's member k when v and it are JSON objects.
+func objectAt(v any, k string) (map[string]any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	o, ok := m[k].(map[string]any)
+	return o, ok
 }
 
 // mergePatch is RFC 7396 §2 MergePatch(target, patch).

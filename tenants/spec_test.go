@@ -193,7 +193,7 @@ func TestValidateNamesFields(t *testing.T) {
 	*base = *cfg
 	key := config.HashKey("shared")
 	base.Tenants = map[string]config.Tenant{"other": config.Tenant{APIKeys: []string{key}}.WithDefaults()}
-	bad := config.Tenant{APIKeys: []string{key}, Outflow: config.Outflow{Rate: -1}, Admission: config.Admission{Algorithm: "gcra"}}.WithDefaults()
+	bad := config.Tenant{APIKeys: []string{key}, Outflow: config.Outflow{Rate: -1, MinRate: -1}, Admission: config.Admission{Algorithm: "gcra"}}.WithDefaults()
 	err = Validate(Merge(base, []Record{{Tenant: "acme", Spec: &bad}}), "acme")
 	se, ok := IsSpecError(err)
 	if !ok {

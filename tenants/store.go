@@ -15,7 +15,9 @@
 package tenants
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -166,7 +168,7 @@ func recordOf(tenant string, vals []any) (Record, error) {
 		r.Deleted = true
 	}
 	if v, ok := vals[0].(string); ok && v != "" {
-		t, err := DecodeSpec(tenant, []byte(v))
+		t, err := decodeStored(tenant, []byte(v))
 		if err != nil {
 			return Record{}, fmt.Errorf("tenants: read %s: stored spec: %w", tenant, err)
 		}
@@ -196,7 +198,7 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 			return Record{}, err
 		}
 		spec = string(b)
-		if c.Spec.Outflow.Rate > 0 {
+		if c.Spec.Outflow.Shaped() {
 			rate = strconv.FormatFloat(c.Spec.Outflow.Rate, 'f', -1, 64)
 		}
 		if c.Spec.Outflow.Capacity > 0 {
@@ -261,4 +263,25 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("tenants: version: %w", err)
 	}
 	return v, nil
+}
+
+// decodeStored decodes a stored spec. A spec stored before outflow.unlimited
+// existed spells an unlimited outflow "rate": 0, which DecodeSpec refuses
+// now; it reads as {"unlimited": true}, what it meant.
+func decodeStored(tenant string, raw []byte) (config.Tenant, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return config.Tenant{}, specError(tenant, FieldError{Msg: "not JSON: " + err.Error()})
+	}
+	if o, ok := objectAt(doc, "outflow"); ok {
+		if r, ok := o["rate"].(json.Number); ok && o["unlimited"] == nil {
+			if f, err := r.Float64(); err == nil && f == 0 {
+				delete(o, "rate")
+				o["unlimited"] = true
+			}
+		}
+	}
+	return decodeDoc(tenant, doc)
 }

@@ -138,7 +138,8 @@ func TestAdmissionAndOutflowText(t *testing.T) {
 		{admissionText(client.Admission{Algorithm: "sliding_window", Limit: 300, Period: client.Duration(60e9)}), "sliding_window 300/1m"},
 		{admissionText(client.Admission{}), "-"},
 		{outflowText(client.Outflow{Rate: 2.5, Capacity: 5, Concurrency: 4}), "2.5/s cap 5 conc 4"},
-		{outflowText(client.Outflow{}), "unlimited"},
+		{outflowText(client.Outflow{Unlimited: true}), "unlimited"},
+		{outflowText(client.Outflow{Unlimited: true, Concurrency: 2}), "unlimited conc 2"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

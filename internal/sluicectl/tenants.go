@@ -272,12 +272,12 @@ func admissionText(a client.Admission) string {
 
 // outflowText is an outflow in a few words: "5/s cap 5", "unlimited".
 func outflowText(o client.Outflow) string {
-	if o.Rate == 0 {
-		return "unlimited"
-	}
-	s := num(o.Rate) + "/s"
-	if o.Capacity != 0 {
-		s += " cap " + num(o.Capacity)
+	s := "unlimited"
+	if !o.Unlimited {
+		s = num(o.Rate) + "/s"
+		if o.Capacity != 0 {
+			s += " cap " + num(o.Capacity)
+		}
 	}
 	if o.Concurrency > 0 {
 		s += fmt.Sprintf(" conc %d", o.Concurrency)
