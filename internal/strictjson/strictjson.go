@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -78,7 +79,13 @@ func Check(data []byte, v any, tag string) error {
 	n := schemaOf(reflect.TypeOf(v), tag)
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	return (&checker{dec: dec}).value(n, "", 0)
+	err := (&checker{dec: dec}).value(n, "", 0)
+	if errors.Is(err, io.EOF) && dec.InputOffset() > 0 {
+		// The document ended inside a value (the decoder says io.EOF
+		// when a value read on its own finds no bytes).
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // nodeKind is how Check treats a value of a Go type.

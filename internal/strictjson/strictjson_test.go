@@ -84,6 +84,9 @@ func TestCheckMalformed(t *testing.T) {
 		if in == "" && !errors.Is(err, io.EOF) {
 			t.Errorf("Check(\"\") = %v, want io.EOF", err)
 		}
+		if in == `{"type":` && !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("Check(%q) = %v, want io.ErrUnexpectedEOF", in, err)
+		}
 	}
 }
 
