@@ -111,6 +111,7 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		readHeaderTimeout: orDefault(cfg.Ingest.ReadHeaderTimeout, fallbackReadHeaderTimeout),
 		idleTimeout:       orDefault(cfg.Ingest.IdleTimeout, fallbackIdleTimeout),
 		maxHeaderBytes:    int(orDefault(int64(cfg.Ingest.MaxHeaderBytes), fallbackMaxHeaderBytes)),
+
 		backend:      cfg.Queue.Backend,
 		listen:       cfg.Ingest.Listen,
 		kafkaBrokers: cfg.Kafka.Brokers,
