@@ -33,7 +33,7 @@ import (
 // whose headers already say it cannot be taken.
 func checkBodyHeaders(w http.ResponseWriter, r *http.Request, limit int64) *problem {
 	if len(r.TransferEncoding) > 0 {
-		w.Header().Set("Connection", "close")
+		refuseUnread(w)
 		return newProblem(http.StatusLengthRequired, "Transfer-Encoding",
 			fmt.Sprintf("Transfer-Encoding %s is not accepted; send the body with a Content-Length and no Transfer-Encoding", strings.Join(r.TransferEncoding, ", ")))
 	}
@@ -41,20 +41,29 @@ func checkBodyHeaders(w http.ResponseWriter, r *http.Request, limit int64) *prob
 		for _, coding := range strings.Split(v, ",") {
 			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
 				w.Header().Set("Accept-Encoding", "identity")
-				w.Header().Set("Connection", "close")
+				refuseUnread(w)
 				return newProblem(http.StatusUnsupportedMediaType, "Content-Encoding",
 					fmt.Sprintf("Content-Encoding %q is not supported; send the body unencoded (identity)", c))
 			}
 		}
 	}
 	if r.ContentLength > limit {
-		w.Header().Set("Connection", "close")
+		refuseUnread(w)
 		p := newProblem(http.StatusRequestEntityTooLarge, "",
 			fmt.Sprintf("the body exceeds the limit of %d bytes (Content-Length %d)", limit, r.ContentLength))
 		p.Limit = limit
 		return p
 	}
 	return nil
+}
+
+// refuseUnread readies the answer to a request whose body is left unread:
+// the connection closes after it, and its read deadline is now, so net/http
+// does not wait for the body (it reads up to 256 KiB of a left-over body to
+// keep a connection) and the connection is gone at once.
+func refuseUnread(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // readBody reads r's whole body, at most limit bytes. The read deadline is
