@@ -158,9 +158,15 @@ func nothingWritten(t *testing.T, rdb redis.UniversalClient, tenant string) {
 	}
 }
 
-// post is a raw POST of body to path as tenant, with extra header lines.
+// rawPost is a raw POST of body to path as tenant, with extra header lines.
 func rawPost(path, tenant, body string, extra ...string) string {
-	h := "POST " + path + " HTTP/1.1\r\nHost: sluice\r\nAuthorization: Bearer " + apiKey(tenant) + "\r\nContent-Type: application/json\r\n"
+	return rawRequest("POST", path, apiKey(tenant), "application/json", body, extra...)
+}
+
+// rawRequest is a raw HTTP/1.1 request with a bearer token and a body; a
+// Content-Length is added unless extra has one or a Transfer-Encoding.
+func rawRequest(method, path, token, contentType, body string, extra ...string) string {
+	h := method + " " + path + " HTTP/1.1\r\nHost: sluice\r\nAuthorization: Bearer " + token + "\r\nContent-Type: " + contentType + "\r\n"
 	hasLength := false
 	for _, e := range extra {
 		h += e + "\r\n"
