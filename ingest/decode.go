@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -136,6 +137,15 @@ func decodeProblem(err error, prefix string, limit int64) *problem {
 		return newProblem(http.StatusBadRequest, prefix, orBody(prefix)+" is empty; want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return newProblem(http.StatusBadRequest, prefix, "malformed JSON in "+orBody(prefix)+": unexpected end")
+	}
+	// A connection error never reaches the client: it names socket
+	// addresses. (Bodies are read before they are decoded, so it is not
+	// expected here.)
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		p := newProblem(http.StatusBadRequest, "", "the body could not be read")
+		p.err = err
+		return p
 	}
 	// DisallowUnknownFields reports `json: unknown field "name"`; it has no
 	// error type of its own.
