@@ -89,7 +89,10 @@ type Ingest struct {
 	// WriteTimeout bounds writing the answer (default 10s): from the end
 	// of the request's body (of its headers, for a request without one) to
 	// the answer's last byte. A client that does not read its answer in
-	// time has its connection closed. Admin API answers get 5s more.
+	// time has its connection closed. Admin API answers get 5s more. Keep
+	// it above the longest a handler works (kafka.produce_timeout, a few
+	// redis.timeout): an answer cut short is lost to the client even when
+	// its job was queued (a retry with the job's id gets the stored answer).
 	WriteTimeout time.Duration `mapstructure:"write_timeout"`
 	// IdleTimeout is how long a keep-alive connection may wait for its
 	// next request (default 2m).
