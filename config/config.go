@@ -84,6 +84,27 @@ type Ingest struct {
 	// RetryAfter is the Retry-After given with a 503 when a backend is down
 	// (default 1s).
 	RetryAfter time.Duration `mapstructure:"retry_after"`
+	// ReadHeaderTimeout bounds reading a request's line and headers
+	// (default 10s); a slower client's connection is closed.
+	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
+	// BodyTimeout bounds reading a request's body, from the end of its
+	// headers (default 30s); a body that has not fully arrived by then is
+	// answered 408 and its connection closed.
+	BodyTimeout time.Duration `mapstructure:"body_timeout"`
+	// WriteTimeout bounds writing the answer (default 10s): from the end
+	// of the request's body (of its headers, for a request without one) to
+	// the answer's last byte. A client that does not read its answer in
+	// time has its connection closed. Admin API answers get 5s more. Keep
+	// it above the longest a handler works (kafka.produce_timeout, a few
+	// redis.timeout): an answer cut short is lost to the client even when
+	// its job was queued (a retry with the job's id gets the stored answer).
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request (default 2m).
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// MaxHeaderBytes caps a request's line and headers together (default
+	// 65536; net/http allows 4 KiB of slack over it); larger gets 431.
+	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
 	// AdminTokens enable the admin API (/admin/v1) and name who may use it:
 	// operator name (the "who" of the audit log, [A-Za-z0-9._-]{1,64}) →
 	// the SHA-256 of the operator's bearer token, "sha256:<hex>" (HashKey).

@@ -49,6 +49,12 @@ func TestLoadDefaultsOnly(t *testing.T) {
 	if cfg.Redis.Addr != "127.0.0.1:6379" || cfg.Queue.Backend != "redis" || cfg.Ingest.MaxBodyBytes != 1<<20 {
 		t.Errorf("defaults = %+v", cfg)
 	}
+	in := cfg.Ingest
+	got := []any{in.ReadHeaderTimeout, in.BodyTimeout, in.WriteTimeout, in.IdleTimeout, in.MaxHeaderBytes}
+	want := []any{10 * time.Second, 30 * time.Second, 10 * time.Second, 2 * time.Minute, 64 << 10}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("client bounds: read_header, body, write, idle timeouts, max_header_bytes (-want +got):\n%s", diff)
+	}
 }
 
 // TestMaxJobCost: ingest.max_job_cost defaults to 1,000,000 and takes any
@@ -162,6 +168,12 @@ func TestInvalid(t *testing.T) {
 		{"max_job_cost above its bound", "ingest: {max_job_cost: 1000000001}\n", "ingest.max_job_cost: must be between 1 and 1000000000 (got 1000000001)"},
 		{"case-only duplicate tenants", "tenants: {a: {}, A: {}}\n", "differing only in case"},
 		{"not yaml", "redis: [\n", "parse yaml"},
+		{"zero write timeout", "ingest: {write_timeout: 0s}\n", "ingest.write_timeout: must be a duration from 1ns to 1h0m0s (got 0s)"},
+		{"negative body timeout", "ingest: {body_timeout: -1s}\n", "ingest.body_timeout: must be a duration from 1ns to 1h0m0s (got -1s)"},
+		{"absurd idle timeout", "ingest: {idle_timeout: 1000h}\n", "ingest.idle_timeout: must be a duration from 1ns to 1h0m0s"},
+		{"zero read header timeout", "ingest: {read_header_timeout: 0s}\n", "ingest.read_header_timeout: must be"},
+		{"tiny header limit", "ingest: {max_header_bytes: 10}\n", "ingest.max_header_bytes: must be from 1024 to 16777216 (got 10)"},
+		{"absurd header limit", "ingest: {max_header_bytes: 1073741824}\n", "ingest.max_header_bytes: must be from 1024 to 16777216"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tc.yaml))

@@ -46,6 +46,13 @@ func setDefaults(v *viper.Viper) {
 		"drainer.backoff_base":     "500ms",
 		"drainer.backoff_max":      "5m",
 		"drainer.shutdown_timeout": "30s",
+
+		// The HTTP server's bounds on each client.
+		"ingest.read_header_timeout": "10s",
+		"ingest.body_timeout":        "30s",
+		"ingest.write_timeout":       "10s",
+		"ingest.idle_timeout":        "2m",
+		"ingest.max_header_bytes":    64 << 10,
 	} {
 		v.SetDefault(key, val)
 	}

@@ -79,6 +79,7 @@ func (c *Config) Validate() error {
 	}
 	positiveDur(bad, "ingest.shutdown_timeout", c.Ingest.ShutdownTimeout)
 	positiveDur(bad, "ingest.retry_after", c.Ingest.RetryAfter)
+	c.Ingest.validateBounds(bad)
 	c.validateAdminTokens(bad)
 	checkAddr(bad, "drainer.listen", c.Drainer.Listen)
 	positiveDur(bad, "drainer.lease", c.Drainer.Lease)
@@ -209,6 +210,34 @@ func (t Target) validate(bad badFunc, p string, required bool) {
 		bad(p+".url", "must be an absolute http or https URL (got %q)", t.URL)
 	}
 	positiveDur(bad, p+".timeout", t.Timeout)
+}
+
+// Bounds of the HTTP server's client limits: below the minimum no honest
+// client gets through, above the maximum a client is not bounded at all.
+const (
+	maxClientTimeout = time.Hour
+	minHeaderBytes   = 1 << 10
+	maxHeaderBytes   = 16 << 20
+)
+
+// validateBounds checks the limits the HTTP server puts on each client.
+func (in Ingest) validateBounds(bad badFunc) {
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"ingest.read_header_timeout", in.ReadHeaderTimeout},
+		{"ingest.body_timeout", in.BodyTimeout},
+		{"ingest.write_timeout", in.WriteTimeout},
+		{"ingest.idle_timeout", in.IdleTimeout},
+	} {
+		if d.d <= 0 || d.d > maxClientTimeout {
+			bad(d.key, "must be a duration from 1ns to %s (got %s)", maxClientTimeout, d.d)
+		}
+	}
+	if in.MaxHeaderBytes < minHeaderBytes || in.MaxHeaderBytes > maxHeaderBytes {
+		bad("ingest.max_header_bytes", "must be from %d to %d (got %d)", minHeaderBytes, maxHeaderBytes, in.MaxHeaderBytes)
+	}
 }
 
 func positiveDur(bad badFunc, key string, d time.Duration) {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -106,6 +105,9 @@ func (s *Server) handleAdmin(w http.ResponseWriter, r *http.Request) {
 		s.admin.requests.WithLabelValues(action, strconv.Itoa(sw.code)).Inc()
 	}()
 	w = sw
+	// An admin answer (every tenant, an audit page) may be large and comes
+	// after Redis work bounded by adminTimeout: it gets that much more time.
+	armWrite(w, s.snap.Load(), adminTimeout)
 	w.Header().Set("Cache-Control", "no-store")
 	admins := s.admins.Load()
 	if s.registry == nil || admins == nil || len(*admins) == 0 {
@@ -321,9 +323,13 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request, id, _ string
 	writeJSON(w, http.StatusOK, out)
 }
 
-// adminBody checks the Content-Type against types and reads the body, at
-// most the ingest body limit; it must be JSON (400 otherwise).
+// adminBody checks the Content-Type against types and reads the body under
+// the bounds of job bodies (body.go: ingest.max_body_bytes, body_timeout);
+// it must be JSON (400 otherwise). Its field names are checked strictly by
+// tenants.DecodeSpec and ApplyPatch.
 func (s *Server) adminBody(w http.ResponseWriter, r *http.Request, types ...string) ([]byte, *problem) {
+	snap := s.snap.Load()
+	armBody(w, snap, adminTimeout)
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	known := false
@@ -334,16 +340,15 @@ func (s *Server) adminBody(w http.ResponseWriter, r *http.Request, types ...stri
 		return nil, newProblem(http.StatusUnsupportedMediaType, "Content-Type",
 			fmt.Sprintf("Content-Type must be %s (got %q)", strings.Join(types, " or "), ct))
 	}
-	limit := s.snap.Load().maxBody
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var maxErr *http.MaxBytesError
-	switch {
-	case errors.As(err, &maxErr):
-		p := newProblem(http.StatusRequestEntityTooLarge, "", fmt.Sprintf("the body exceeds the limit of %d bytes", limit))
-		p.Limit = limit
+	if p := checkBodyHeaders(w, r, snap.maxBody); p != nil {
 		return nil, p
-	case err != nil:
-		return nil, newProblem(http.StatusBadRequest, "", "read body: "+err.Error())
+	}
+	body, p := readBody(w, r, snap.maxBody)
+	armWrite(w, snap, adminTimeout)
+	switch {
+	case p != nil:
+		s.logBodyError(r, "", p)
+		return nil, p
 	case !json.Valid(body):
 		return nil, newProblem(http.StatusBadRequest, "", "the body is not valid JSON")
 	}

@@ -41,6 +41,9 @@ type problem struct {
 	Backlog int64 `json:"backlog,omitempty"`
 	// Backend names what is down on a 503: "redis" or "kafka".
 	Backend string `json:"backend,omitempty"`
+	// err is the cause the client is not told (a connection error that
+	// names socket addresses); the handler logs it.
+	err error
 }
 
 // newProblem returns an about:blank problem for status.

@@ -28,16 +28,19 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 
 // submit runs a submission through its steps, each of which may answer:
 //
-//	auth → content type → decode and validate → cost and capacity check
-//	(chargeOf) → idempotency reservation → admission → enqueue → stored
-//	answers → 202
+//	auth → content type → body headers → decode and validate → cost and
+//	capacity check (chargeOf) → idempotency reservation → admission →
+//	enqueue → stored answers → 202
 //
 // Everything up to the cost check needs no Redis, so a request it refuses
 // writes nothing (the limit-state headers of the answer are read by a dry
-// run that writes nothing either). Every refusal after the reservation releases it, so the client can retry
-// with the same ids.
+// run that writes nothing either). Every refusal after the reservation
+// releases it, so the client can retry with the same ids. The body has
+// ingest.body_timeout to arrive, and the answer ingest.write_timeout after
+// it (body.go).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	snap := s.snap.Load()
+	armBody(w, snap, 0)
 	ts, p := authenticate(r, snap)
 	if p != nil {
 		writeProblem(w, p)
@@ -47,6 +50,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	// tenant's until the jobs are decoded, then every policy they use.
 	var policies []limits.Policy
 	fail := func(p *problem) {
+		s.logBodyError(r, ts.name, p)
 		p.Tenant = ts.name
 		if p.Backend != "redis" {
 			s.stateHeaders(r.Context(), w, snap, ts, policies)
@@ -61,12 +65,17 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 		fail(p)
 		return
 	}
+	if p := checkBodyHeaders(w, r, snap.maxBody); p != nil {
+		fail(p)
+		return
+	}
 	now := s.now()
 	decode := decodeSingle
 	if batch {
 		decode = decodeBatch
 	}
 	jobs, p := decode(w, r, snap, now)
+	armWrite(w, snap, 0)
 	if p != nil {
 		fail(p)
 		return

@@ -22,6 +22,12 @@ const (
 	fallbackShutdown     = 10 * time.Second
 	fallbackRetryAfter   = time.Second
 	fallbackRedisTimeout = 250 * time.Millisecond
+
+	fallbackReadHeaderTimeout = 10 * time.Second
+	fallbackBodyTimeout       = 30 * time.Second
+	fallbackWriteTimeout      = 10 * time.Second
+	fallbackIdleTimeout       = 2 * time.Minute
+	fallbackMaxHeaderBytes    = 64 << 10
 )
 
 // snapshot is everything a request needs from the configuration, computed
@@ -39,6 +45,14 @@ type snapshot struct {
 	retryAfter   time.Duration
 	redisTimeout time.Duration
 	shutdown     time.Duration
+	// bodyTimeout and writeTimeout bound each request from the config
+	// current at its start; readHeaderTimeout, idleTimeout and
+	// maxHeaderBytes are the http.Server's, set when Serve starts.
+	bodyTimeout       time.Duration
+	writeTimeout      time.Duration
+	readHeaderTimeout time.Duration
+	idleTimeout       time.Duration
+	maxHeaderBytes    int
 	// backend is the queue backend's name, given in a 503 when it is down.
 	backend string
 	// listen is the address Run listens on.
@@ -98,6 +112,13 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		retryAfter:   orDefault(cfg.Ingest.RetryAfter, fallbackRetryAfter),
 		redisTimeout: orDefault(cfg.Redis.Timeout, fallbackRedisTimeout),
 		shutdown:     orDefault(cfg.Ingest.ShutdownTimeout, fallbackShutdown),
+
+		bodyTimeout:       orDefault(cfg.Ingest.BodyTimeout, fallbackBodyTimeout),
+		writeTimeout:      orDefault(cfg.Ingest.WriteTimeout, fallbackWriteTimeout),
+		readHeaderTimeout: orDefault(cfg.Ingest.ReadHeaderTimeout, fallbackReadHeaderTimeout),
+		idleTimeout:       orDefault(cfg.Ingest.IdleTimeout, fallbackIdleTimeout),
+		maxHeaderBytes:    int(orDefault(int64(cfg.Ingest.MaxHeaderBytes), fallbackMaxHeaderBytes)),
+
 		backend:      cfg.Queue.Backend,
 		listen:       cfg.Ingest.Listen,
 		kafkaBrokers: cfg.Kafka.Brokers,

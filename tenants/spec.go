@@ -15,6 +15,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/strictjson"
 )
 
 // A tenant spec is the JSON form of a config.Tenant, with the same field
@@ -141,9 +142,10 @@ func specError(tenant string, problems ...FieldError) *SpecError {
 }
 
 // DecodeSpec decodes spec JSON into a config.Tenant, strictly: unknown
-// fields, wrong types, fractional integers and durations without a unit are
-// a *SpecError naming each field. Defaults are not applied and values are
-// not validated (see Validate).
+// fields (names are exact: "Outflow" is an unknown field), a field given
+// twice in one object, wrong types, fractional integers and durations
+// without a unit are a *SpecError naming the field. Defaults are not
+// applied and values are not validated (see Validate).
 func DecodeSpec(tenant string, raw []byte) (config.Tenant, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -154,7 +156,28 @@ func DecodeSpec(tenant string, raw []byte) (config.Tenant, error) {
 	if dec.More() {
 		return config.Tenant{}, specError(tenant, FieldError{Msg: "more than one JSON value"})
 	}
+	if err := checkNames(tenant, raw); err != nil {
+		return config.Tenant{}, err
+	}
 	return decodeDoc(tenant, doc)
+}
+
+// checkNames refuses, with strictjson, a key of spec (or patch) JSON that
+// is not exactly a field name of config.Tenant's mapstructure tags, and a
+// key given twice in one object: mapstructure would match the first
+// regardless of case, and a generic decode keeps the last of repeats.
+func checkNames(tenant string, raw []byte) error {
+	err := strictjson.Check(raw, config.Tenant{}, "mapstructure")
+	var fe *strictjson.Error
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &fe):
+		return specError(tenant, FieldError{Msg: "not JSON: " + err.Error()})
+	case fe.Kind == strictjson.Repeated:
+		return specError(tenant, FieldError{Field: fe.Path, Msg: "given more than once"})
+	}
+	return specError(tenant, FieldError{Field: fe.Path, Msg: "unknown field"})
 }
 
 // decodeDoc decodes a generic JSON document (numbers as json.Number).
@@ -259,7 +282,8 @@ func specPath(name string) string {
 }
 
 // ApplyPatch applies a JSON merge patch (RFC 7396) to cur's spec and decodes
-// the result strictly, as DecodeSpec does: members of the patch replace those
+// the result strictly, as DecodeSpec does (the patch's own names are checked
+// exactly, and none may repeat): members of the patch replace those
 // of the spec, objects merge recursively, and null removes a member (so its
 // default applies again). The result has no defaults applied.
 //
@@ -279,6 +303,9 @@ func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, 
 	}
 	if dec.More() {
 		return config.Tenant{}, specError(tenant, FieldError{Msg: "patch has more than one JSON value"})
+	}
+	if err := checkNames(tenant, patch); err != nil {
+		return config.Tenant{}, err
 	}
 	raw, err := EncodeSpec(cur)
 	if err != nil {
