@@ -129,13 +129,18 @@ type req struct {
 	auth         string // bearer token; "" sends none
 	ctype        string // Content-Type; "" sends application/json with a body
 	body         string
+	header       map[string]string // more request headers
+	chunked      bool              // send the body chunked, without a Content-Length
 }
 
 // send sends r and returns its answer.
 func (s *server) send(t *testing.T, r req) answer {
 	t.Helper()
 	var body io.Reader
-	if r.body != "" {
+	switch {
+	case r.chunked:
+		body = io.MultiReader(strings.NewReader(r.body)) // no length known: chunked
+	case r.body != "":
 		body = strings.NewReader(r.body)
 	}
 	hr, err := http.NewRequest(r.method, s.url+r.path, body)
@@ -144,6 +149,9 @@ func (s *server) send(t *testing.T, r req) answer {
 	}
 	if r.auth != "" {
 		hr.Header.Set("Authorization", "Bearer "+r.auth)
+	}
+	for k, v := range r.header {
+		hr.Header.Set(k, v)
 	}
 	switch {
 	case r.ctype != "":
@@ -232,6 +240,11 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "no key", 401, req{method: "POST", path: "/v1/jobs", body: `{"type":"email"}`})
 		s.expect(t, "malformed", 400, job(`{"type":`))
 		s.expect(t, "unknown field", 400, job(`{"type":"email","dedline":"x"}`))
+		s.expect(t, "field in another case", 400, job(`{"TYPE":"email"}`))
+		s.expect(t, "repeated field", 400, job(`{"type":"email","cost":1,"cost":2}`))
+		s.expect(t, "gzip body", 415, req{method: "POST", path: "/v1/jobs", auth: keyA, body: `{"type":"email"}`, header: map[string]string{"Content-Encoding": "gzip"}})
+		s.expect(t, "chunked body", 411, req{method: "POST", path: "/v1/jobs", auth: keyA, body: `{"type":"email"}`, chunked: true})
+		s.expect(t, "batch chunked body", 411, req{method: "POST", path: "/v1/jobs:batch", auth: keyA, body: `{"jobs":[{"type":"email"}]}`, chunked: true})
 		s.expect(t, "text body", 415, req{method: "POST", path: "/v1/jobs", auth: keyA, ctype: "text/plain", body: "hi"})
 		s.expect(t, "no type", 422, job(`{"payload":1}`))
 		s.expect(t, "too large", 413, job(`{"type":"email","payload":"`+strings.Repeat("x", 3000)+`"}`))
@@ -296,6 +309,11 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "replace", 200, admin("PUT", tp, spec))
 		s.expect(t, "put invalid", 422, admin("PUT", tp, `{"outflow":{"rate":-1}}`))
 		s.expect(t, "put unknown key", 422, admin("PUT", tp, `{"outflw":{}}`))
+		s.expect(t, "put key in another case", 422, admin("PUT", tp, `{"Outflow":{}}`))
+		s.expect(t, "put repeated key", 422, admin("PUT", tp, `{"outflow":{"rate":1,"rate":2}}`))
+		s.expect(t, "put gzip", 415, req{method: "PUT", path: tp, auth: adminToken, body: spec, header: map[string]string{"Content-Encoding": "gzip"}})
+		s.expect(t, "put chunked", 411, req{method: "PUT", path: tp, auth: adminToken, body: spec, chunked: true})
+		s.expect(t, "patch chunked", 411, req{method: "PATCH", path: tp, auth: adminToken, body: `{}`, chunked: true})
 		s.expect(t, "put malformed", 400, admin("PUT", tp, `{"outflow":`))
 		s.expect(t, "put text", 415, req{method: "PUT", path: tp, auth: adminToken, ctype: "text/plain", body: "x"})
 		s.expect(t, "put too large", 413, admin("PUT", tp, `{"api_keys":["`+strings.Repeat("x", 3000)+`"]}`))
@@ -310,7 +328,10 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "patch, no token", 401, req{method: "PATCH", path: tp, body: `{}`})
 		s.expect(t, "audit", 200, admin("GET", tp+"/audit", ""))
 		s.expect(t, "audit, limit", 200, admin("GET", tp+"/audit?limit=1", ""))
+		s.expect(t, "audit, limit and cursor", 200, admin("GET", tp+"/audit?limit=1&cursor=2", ""))
 		s.expect(t, "audit, bad limit", 400, admin("GET", tp+"/audit?limit=0", ""))
+		s.expect(t, "audit, limit above the page", 400, admin("GET", tp+"/audit?limit=101", ""))
+		s.expect(t, "audit, bad cursor", 400, admin("GET", tp+"/audit?cursor=x", ""))
 		s.expect(t, "audit, no token", 401, req{method: "GET", path: tp + "/audit"})
 		s.expect(t, "audit, invalid id", 404, admin("GET", "/admin/v1/tenants/no*such/audit", ""))
 		s.expect(t, "delete", 204, admin("DELETE", tp, ""))

@@ -61,9 +61,12 @@ type JobType struct {
 }
 
 // Outflow is the tenant's drain-side leaky bucket: Rate units per second
-// across all drainers (0: unlimited), Capacity units at once.
+// across all drainers (> 0, at most 1,000,000), Capacity units at once; or
+// Unlimited, without a Rate. The server refuses a rate of 0 (422): it is
+// never a way to say unlimited.
 type Outflow struct {
 	Rate        float64 `json:"rate,omitempty"`
+	Unlimited   bool    `json:"unlimited,omitempty"`
 	Capacity    float64 `json:"capacity,omitempty"`
 	MaxBacklog  int64   `json:"max_backlog,omitempty"`
 	Concurrency int     `json:"concurrency,omitempty"`
@@ -118,15 +121,42 @@ type Tenant struct {
 }
 
 // AuditEntry is one change of a tenant: who (the admin token's name) did
-// what, with the spec before (nil on create) and after (nil on delete).
+// what, and the fields it set, changed or removed.
 type AuditEntry struct {
 	At     time.Time `json:"at"`
 	Who    string    `json:"who"`
 	Action string    `json:"action"`
 	// Version is the tenant's version after the change.
-	Version int64       `json:"version"`
-	Old     *TenantSpec `json:"old"`
-	New     *TenantSpec `json:"new"`
+	Version int64 `json:"version"`
+	// Changes are the fields changed, by path; a create lists every field
+	// of the new spec, a delete every field of the old one.
+	Changes []AuditChange `json:"changes"`
+	// ChangesTotal is how many fields changed; more than len(Changes) when
+	// Truncated.
+	ChangesTotal int `json:"changes_total"`
+	// Truncated says Changes lists only the first changes by path (an entry
+	// is at most 4 KiB).
+	Truncated bool `json:"truncated"`
+}
+
+// AuditChange is one field of a change.
+type AuditChange struct {
+	// Path is the field's dotted path in the spec ("outflow.rate").
+	Path string `json:"path"`
+	// Old and New are the field's value before and after as JSON text
+	// ("5", `"http://x"`); nil when it was not set, or was removed.
+	Old *string `json:"old"`
+	New *string `json:"new"`
+	// Truncated says Path, Old or New was cut (to 256 bytes of JSON).
+	Truncated bool `json:"truncated"`
+}
+
+// AuditPage is one page of a tenant's changes, newest first.
+type AuditPage struct {
+	Entries []AuditEntry `json:"entries"`
+	// NextCursor continues with the older entries (AuditPage's cursor);
+	// "" on the last page.
+	NextCursor string `json:"next_cursor"`
 }
 
 // Tenants lists every tenant, from the configuration and from runtime
@@ -180,14 +210,46 @@ func (a *Admin) DeleteTenant(ctx context.Context, id string) error {
 	return a.c.do(ctx, http.MethodDelete, tenantPath(id), nil, nil)
 }
 
-// Audit returns a tenant's changes, newest first (GET
-// /admin/v1/tenants/{id}/audit).
-func (a *Admin) Audit(ctx context.Context, id string) ([]AuditEntry, error) {
-	var out struct {
-		Entries []AuditEntry `json:"entries"`
+// AuditPage returns one page of a tenant's changes, newest first (GET
+// /admin/v1/tenants/{id}/audit?limit=&cursor=): at most limit entries (0
+// for the server's default; the server takes 1 to 100), older than cursor
+// ("" for the newest). Pass NextCursor back for the next page; entries
+// added meanwhile do not shift the pages.
+func (a *Admin) AuditPage(ctx context.Context, id string, limit int, cursor string) (AuditPage, error) {
+	q := url.Values{}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
 	}
-	err := a.c.do(ctx, http.MethodGet, tenantPath(id)+"/audit", nil, &out)
-	return out.Entries, err
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	path := tenantPath(id) + "/audit"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var p AuditPage
+	err := a.c.do(ctx, http.MethodGet, path, nil, &p)
+	return p, err
+}
+
+// Audit returns every change of a tenant the server keeps (the newest
+// 1000, at most 1 MiB), newest first, following the pages' cursors.
+func (a *Admin) Audit(ctx context.Context, id string) ([]AuditEntry, error) {
+	var out []AuditEntry
+	for cursor := ""; ; {
+		p, err := a.AuditPage(ctx, id, 0, cursor)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, p.Entries...)
+		if p.NextCursor == "" {
+			return out, nil
+		}
+		if p.NextCursor == cursor {
+			return out, fmt.Errorf("sluice: audit of %s: the server answered the same cursor %q again", id, cursor)
+		}
+		cursor = p.NextCursor
+	}
 }
 
 // Stats returns any tenant's backlog and outflow (GET

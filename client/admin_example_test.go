@@ -43,8 +43,24 @@ func ExampleAdmin_Audit() {
 		return
 	}
 	for _, e := range entries {
-		fmt.Println(e.At.Format(time.RFC3339), e.Who, e.Action)
+		fmt.Println(e.At.Format(time.RFC3339), e.Who, e.Action, len(e.Changes), "fields changed")
 	}
+}
+
+func ExampleAdmin_AuditPage() {
+	admin := client.NewAdmin("http://127.0.0.1:8080", "local-admin")
+	// The newest 20 changes; pass page.NextCursor for the 20 before them.
+	page, err := admin.AuditPage(context.Background(), "acme", 20, "")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, e := range page.Entries {
+		for _, c := range e.Changes {
+			fmt.Println(e.Version, e.Who, c.Path)
+		}
+	}
+	fmt.Println("more:", page.NextCursor != "")
 }
 
 func ExampleClient_Stats() {

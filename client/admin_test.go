@@ -125,17 +125,26 @@ func TestAdminCalls(t *testing.T) {
 			req:  seen{Method: "DELETE", Path: "/admin/v1/tenants/a%2Fb"},
 		},
 		{
-			name: "audit", status: 200,
-			body: `{"entries":[{"at":"2030-01-02T03:04:05.5Z","who":"alice","action":"update","old":{"outflow":{"rate":5}},"new":{"outflow":{"rate":20}}},
-				{"at":"2030-01-02T03:00:00Z","who":"alice","action":"create","old":null,"new":{"outflow":{"rate":5}}}]}`,
+			name: "audit page", status: 200,
+			body: `{"entries":[{"at":"2030-01-02T03:04:05.5Z","who":"alice","action":"update","version":9,
+				"changes":[{"path":"outflow.rate","old":"5","new":"20","truncated":false}],"changes_total":1,"truncated":false},
+				{"at":"2030-01-02T03:00:00Z","who":"alice","action":"create","version":8,
+				"changes":[{"path":"outflow.rate","old":null,"new":"5","truncated":false}],"changes_total":3,"truncated":true}],
+				"next_cursor":"8"}`,
+			call: func(a *Admin) (any, error) { return a.AuditPage(ctx, "acme", 2, "10") },
+			want: AuditPage{Entries: []AuditEntry{
+				{At: time.Date(2030, 1, 2, 3, 4, 5, 5e8, time.UTC), Who: "alice", Action: "update", Version: 9,
+					Changes: []AuditChange{{Path: "outflow.rate", Old: ptr("5"), New: ptr("20")}}, ChangesTotal: 1},
+				{At: time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC), Who: "alice", Action: "create", Version: 8,
+					Changes: []AuditChange{{Path: "outflow.rate", New: ptr("5")}}, ChangesTotal: 3, Truncated: true},
+			}, NextCursor: "8"},
+			req: seen{Method: "GET", Path: "/admin/v1/tenants/acme/audit", Query: "cursor=10&limit=2"},
+		},
+		{
+			name: "audit, last page", status: 200, body: `{"entries":[],"next_cursor":null}`,
 			call: func(a *Admin) (any, error) { return a.Audit(ctx, "acme") },
-			want: []AuditEntry{
-				{At: time.Date(2030, 1, 2, 3, 4, 5, 5e8, time.UTC), Who: "alice", Action: "update",
-					Old: &TenantSpec{Outflow: Outflow{Rate: 5}}, New: &TenantSpec{Outflow: Outflow{Rate: 20}}},
-				{At: time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC), Who: "alice", Action: "create",
-					New: &TenantSpec{Outflow: Outflow{Rate: 5}}},
-			},
-			req: seen{Method: "GET", Path: "/admin/v1/tenants/acme/audit"},
+			want: []AuditEntry(nil),
+			req:  seen{Method: "GET", Path: "/admin/v1/tenants/acme/audit"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,5 +200,42 @@ func TestDurationJSON(t *testing.T) {
 	b, err := json.Marshal(Duration(1500 * time.Millisecond))
 	if err != nil || string(b) != `"1.5s"` {
 		t.Errorf(`Marshal(1.5s) = %s, %v; want "1.5s"`, b, err)
+	}
+}
+
+// TestAdminAuditFollowsCursor serves three pages: Audit asks for each with
+// the cursor of the one before and returns every entry once, in order.
+func TestAdminAuditFollowsCursor(t *testing.T) {
+	var queries []string
+	pages := map[string]string{
+		"":  `{"entries":[{"version":5},{"version":4}],"next_cursor":"4"}`,
+		"4": `{"entries":[{"version":3},{"version":2}],"next_cursor":"2"}`,
+		"2": `{"entries":[{"version":1}],"next_cursor":null}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries = append(queries, r.URL.RawQuery)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, pages[r.URL.Query().Get("cursor")])
+	}))
+	defer srv.Close()
+	entries, err := NewAdmin(srv.URL, "tok").Audit(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []int64
+	for _, e := range entries {
+		versions = append(versions, e.Version)
+	}
+	if diff := cmp.Diff([]int64{5, 4, 3, 2, 1}, versions); diff != "" {
+		t.Errorf("versions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"", "cursor=4", "cursor=2"}, queries); diff != "" {
+		t.Errorf("queries (-want +got):\n%s", diff)
+	}
+
+	// A server that hands back the same cursor does not loop the client.
+	pages["4"] = `{"entries":[],"next_cursor":"4"}`
+	if _, err := NewAdmin(srv.URL, "tok").Audit(context.Background(), "acme"); err == nil {
+		t.Error("Audit with a cursor that does not move: nil error")
 	}
 }

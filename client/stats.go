@@ -21,12 +21,15 @@ type Stats struct {
 	// DLQ is the tenant's dead jobs.
 	DLQ int64 `json:"dlq"`
 	// ETASeconds is Backlog ÷ Outflow.EffectiveRate: when the backlog will
-	// have drained. Nil when the rate is 0 (unlimited).
+	// have drained. Nil when the outflow is unlimited (Outflow.Unlimited).
 	ETASeconds *float64 `json:"eta_seconds"`
 }
 
 // OutflowStats compares the tenant's outflow rates, in units per second.
 type OutflowStats struct {
+	// Unlimited says the tenant's outflow has no rate limit; the rates and
+	// capacity are then 0.
+	Unlimited bool `json:"unlimited"`
 	// ConfiguredRate is outflow.rate (with a runtime change applied).
 	ConfiguredRate float64 `json:"configured_rate"`
 	// EffectiveRate is the rate drainers use now: below ConfiguredRate

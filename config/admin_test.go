@@ -53,7 +53,7 @@ func TestTenantWithDefaults(t *testing.T) {
 		{
 			name: "empty",
 			in:   config.Tenant{},
-			want: config.Tenant{Outflow: config.Outflow{Adaptive: ptr(true)}, Target: config.Target{Timeout: 10 * time.Second}, OnLimiterError: "allow"},
+			want: config.Tenant{Outflow: config.Outflow{Unlimited: true, Adaptive: ptr(true)}, Target: config.Target{Timeout: 10 * time.Second}, OnLimiterError: "allow"},
 		},
 		{
 			name: "gcra and outflow",

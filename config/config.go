@@ -73,12 +73,38 @@ type Ingest struct {
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
 	// MaxBatchJobs caps the jobs of one batch request (default 1000).
 	MaxBatchJobs int `mapstructure:"max_batch_jobs"`
+	// MaxJobCost is the most units one job may cost (default
+	// DefaultMaxJobCost, 1,000,000; at most MaxMaxJobCost, 1,000,000,000).
+	// A tenant's own bound is lower when its admission policies' capacities
+	// or its outflow capacity are: a job above it is a 422, never queued.
+	MaxJobCost int64 `mapstructure:"max_job_cost"`
 	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM
 	// (default 10s).
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 	// RetryAfter is the Retry-After given with a 503 when a backend is down
 	// (default 1s).
 	RetryAfter time.Duration `mapstructure:"retry_after"`
+	// ReadHeaderTimeout bounds reading a request's line and headers
+	// (default 10s); a slower client's connection is closed.
+	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout"`
+	// BodyTimeout bounds reading a request's body, from the end of its
+	// headers (default 30s); a body that has not fully arrived by then is
+	// answered 408 and its connection closed.
+	BodyTimeout time.Duration `mapstructure:"body_timeout"`
+	// WriteTimeout bounds writing the answer (default 10s): from the end
+	// of the request's body (of its headers, for a request without one) to
+	// the answer's last byte. A client that does not read its answer in
+	// time has its connection closed. Admin API answers get 5s more. Keep
+	// it above the longest a handler works (kafka.produce_timeout, a few
+	// redis.timeout): an answer cut short is lost to the client even when
+	// its job was queued (a retry with the job's id gets the stored answer).
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request (default 2m).
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// MaxHeaderBytes caps a request's line and headers together (default
+	// 65536; net/http allows 4 KiB of slack over it); larger gets 431.
+	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
 	// AdminTokens enable the admin API (/admin/v1) and name who may use it:
 	// operator name (the "who" of the audit log, [A-Za-z0-9._-]{1,64}) →
 	// the SHA-256 of the operator's bearer token, "sha256:<hex>" (HashKey).
@@ -131,7 +157,12 @@ type JobType struct {
 	Target Target `mapstructure:"target"`
 }
 
-// Admission is one admission policy.
+// Admission is one admission policy. Its bounds are those of
+// limits.Policy.Validate, which Validate runs (config.Admission.Policy
+// converts it): limit >= 1 and at most one unit per µs of period, 1ms <=
+// period <= limits.MaxPeriod (366 days) in whole milliseconds, burst ×
+// period in µs < 2^53 (gcra, token_bucket), limit × period in µs < 2^53
+// (sliding_window), limit <= limits.MaxLogLimit (sliding_log).
 type Admission struct {
 	// Algorithm is fixed_window, sliding_window, gcra, token_bucket or
 	// sliding_log. Empty means no policy (everything is admitted).
@@ -148,8 +179,13 @@ type Admission struct {
 // Outflow is the tenant's leaky bucket on the drain side.
 type Outflow struct {
 	// Rate is jobs (cost units) per second leaving for the downstream,
-	// across all drainers. 0 means unlimited.
-	Rate float64 `mapstructure:"rate"`
+	// across all drainers: 0 < Rate <= MaxOutflowRate. It is never 0: a
+	// given rate of 0 is refused (see OutflowHook); for no limit set
+	// Unlimited. Shaped tells which of the two an outflow is.
+	Rate float64 `mapstructure:"rate,omitempty"`
+	// Unlimited says delivery is not rate-limited (outflow.unlimited: true);
+	// it excludes Rate. An outflow without a rate defaults to it.
+	Unlimited bool `mapstructure:"unlimited,omitempty"`
 	// Capacity is the bucket's size in units (default max(1, Rate)).
 	Capacity float64 `mapstructure:"capacity"`
 	// MaxBacklog caps the tenant's queued units; at the cap ingest answers

@@ -49,6 +49,36 @@ func TestLoadDefaultsOnly(t *testing.T) {
 	if cfg.Redis.Addr != "127.0.0.1:6379" || cfg.Queue.Backend != "redis" || cfg.Ingest.MaxBodyBytes != 1<<20 {
 		t.Errorf("defaults = %+v", cfg)
 	}
+	in := cfg.Ingest
+	got := []any{in.ReadHeaderTimeout, in.BodyTimeout, in.WriteTimeout, in.IdleTimeout, in.MaxHeaderBytes}
+	want := []any{10 * time.Second, 30 * time.Second, 10 * time.Second, 2 * time.Minute, 64 << 10}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("client bounds: read_header, body, write, idle timeouts, max_header_bytes (-want +got):\n%s", diff)
+	}
+}
+
+// TestMaxJobCost: ingest.max_job_cost defaults to 1,000,000 and takes any
+// value from 1 to 1,000,000,000 (TestInvalid refuses 0 and 10^9 + 1).
+func TestMaxJobCost(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int64
+	}{
+		{"", config.DefaultMaxJobCost},
+		{"ingest: {max_job_cost: 1}\n", 1},
+		{"ingest: {max_job_cost: 1000000000}\n", config.MaxMaxJobCost},
+	} {
+		cfg, err := config.Parse([]byte(tc.yaml))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.yaml, err)
+		}
+		if cfg.Ingest.MaxJobCost != tc.want {
+			t.Errorf("Parse(%q): max_job_cost = %d, want %d", tc.yaml, cfg.Ingest.MaxJobCost, tc.want)
+		}
+	}
+	if config.DefaultMaxJobCost != 1_000_000 || config.MaxMaxJobCost != 1_000_000_000 {
+		t.Errorf("DefaultMaxJobCost, MaxMaxJobCost = %d, %d; want 10^6, 10^9", config.DefaultMaxJobCost, config.MaxMaxJobCost)
+	}
 }
 
 func TestEnvOverrides(t *testing.T) {
@@ -111,18 +141,39 @@ func TestInvalid(t *testing.T) {
 		{"unknown tenant key", "tenants: {a: {admision: {limit: 1}}}\n", "admision"},
 		{"unknown algorithm", "tenants: {a: {admission: {algorithm: magic, limit: 1}}}\n", `tenants.a.admission.algorithm: unknown algorithm "magic"`},
 		{"zero limit", "tenants: {a: {admission: {algorithm: gcra, limit: 0}}}\n", "tenants.a.admission.limit: must be >= 1"},
-		{"negative rate", "tenants: {a: {outflow: {rate: -1}}}\n", "tenants.a.outflow.rate: must be >= 0"},
+		{"negative rate", "tenants: {a: {outflow: {rate: -1}}}\n", "tenants.a.outflow.rate: must be > 0 units per second (got -1); to stop delivery, pause the tenant"},
 		{"bad backend", "queue: {backend: rabbit}\n", `queue.backend: must be redis or kafka (got "rabbit")`},
 		{"bad key hash", "tenants: {a: {api_keys: [plain]}}\n", "tenants.a.api_keys[0]: must be \"sha256:\""},
 		{"duplicate key", "tenants: {a: {api_keys: [" + hash + "]}, b: {api_keys: [" + hash + "]}}\n", "same key as"},
-		{"bad tenant id", "tenants: {\"a b\": {}}\n", "tenants.a b: tenant id must match"},
+		{"bad tenant id", "tenants: {\"a b\": {}}\n", "tenants.a b: tenant id must be 1 to 64 characters"},
+		{"tenant id .", "tenants: {\".\": {}}\n", `tenants..: tenant id must be 1 to 64 characters of [A-Za-z0-9._-], not "." or ".."`},
+		{"tenant id ..", "tenants: {\"..\": {}}\n", `(got "..")`},
+		{"dotted tenant id", "tenants: {\"a.b\": {admission: {algorithm: gcra, limit: 1}}}\n", `tenants.a.b: a name with "." cannot be written in the configuration file`},
+		{"tenant id _other", "tenants: {_other: {}}\n", `tenants._other: tenant id must be 1 to 64 characters of [A-Za-z0-9._-], not "." or "..", not starting with "_" (reserved for sluice's own labels) (got "_other")`},
+		{"job type ..", "tenants: {a: {job_types: {\"..\": {}}}}\n", `tenants.a.job_types...: job type must be 1 to 128 characters of [A-Za-z0-9._:-], not "." or ".." (got "..")`},
+		{"gcra limit above period µs", "tenants: {acme: {admission: {algorithm: gcra, limit: 2000000, period: 1s}}}\n",
+			"tenants.acme.admission.limit: must be <= 1000000, one unit per µs of period 1s (got 2000000)"},
+		{"gcra burst 2^63-1", "tenants: {acme: {admission: {algorithm: gcra, limit: 10, burst: 9223372036854775807}}}\n",
+			"tenants.acme.admission.burst: must be <= 9007199254: burst × period (1000000 µs) must stay below 2^53 (got 9223372036854775807)"},
+		{"period 2562047h", "tenants: {acme: {admission: {algorithm: fixed_window, limit: 10, period: 2562047h}}}\n",
+			"tenants.acme.admission.period: must be <= 8784h0m0s (366 days) (got 2562047h0m0s)"},
+		{"job type sliding_log 2^40 per 1h", "tenants: {acme: {job_types: {enc: {admission: {algorithm: sliding_log, limit: 1099511627776, period: 1h}}}}}\n",
+			"tenants.acme.job_types.enc.admission.limit: must be <= 3600000000"},
 		{"bad url", "tenants: {a: {target: {url: ftp://x}}}\n", "tenants.a.target.url: must be an absolute http or https URL"},
 		{"duration without unit", "tenants: {a: {admission: {algorithm: gcra, limit: 1, period: 5}}}\n", "period"},
 		{"bad duration", "redis: {timeout: soon}\n", "timeout"},
 		{"bad on_limiter_error", "tenants: {a: {on_limiter_error: maybe}}\n", "tenants.a.on_limiter_error: must be allow or deny"},
 		{"bad listen", "ingest: {listen: nowhere}\n", "ingest.listen: must be host:port"},
+		{"max_job_cost zero", "ingest: {max_job_cost: 0}\n", "ingest.max_job_cost: must be between 1 and 1000000000 (got 0)"},
+		{"max_job_cost above its bound", "ingest: {max_job_cost: 1000000001}\n", "ingest.max_job_cost: must be between 1 and 1000000000 (got 1000000001)"},
 		{"case-only duplicate tenants", "tenants: {a: {}, A: {}}\n", "differing only in case"},
 		{"not yaml", "redis: [\n", "parse yaml"},
+		{"zero write timeout", "ingest: {write_timeout: 0s}\n", "ingest.write_timeout: must be a duration from 1ns to 1h0m0s (got 0s)"},
+		{"negative body timeout", "ingest: {body_timeout: -1s}\n", "ingest.body_timeout: must be a duration from 1ns to 1h0m0s (got -1s)"},
+		{"absurd idle timeout", "ingest: {idle_timeout: 1000h}\n", "ingest.idle_timeout: must be a duration from 1ns to 1h0m0s"},
+		{"zero read header timeout", "ingest: {read_header_timeout: 0s}\n", "ingest.read_header_timeout: must be"},
+		{"tiny header limit", "ingest: {max_header_bytes: 10}\n", "ingest.max_header_bytes: must be from 1024 to 16777216 (got 10)"},
+		{"absurd header limit", "ingest: {max_header_bytes: 1073741824}\n", "ingest.max_header_bytes: must be from 1024 to 16777216"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tc.yaml))

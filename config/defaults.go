@@ -7,6 +7,14 @@ import (
 	"github.com/spf13/viper"
 )
 
+// DefaultMaxJobCost is the default of ingest.max_job_cost.
+const DefaultMaxJobCost = 1_000_000
+
+// MaxMaxJobCost is the largest ingest.max_job_cost: the outflow bucket keeps
+// water in micro-units in Lua doubles, so cost × 10^6 must stay far below
+// 2^53.
+const MaxMaxJobCost = 1_000_000_000
+
 // setDefaults registers every non-tenant key with its default, which also
 // makes each one overridable by its SLUICE_* environment variable.
 func setDefaults(v *viper.Viper) {
@@ -29,6 +37,7 @@ func setDefaults(v *viper.Viper) {
 		"ingest.listen":            "127.0.0.1:8080",
 		"ingest.max_body_bytes":    1 << 20,
 		"ingest.max_batch_jobs":    1000,
+		"ingest.max_job_cost":      DefaultMaxJobCost,
 		"ingest.shutdown_timeout":  "10s",
 		"ingest.retry_after":       "1s",
 		"drainer.listen":           "127.0.0.1:8081",
@@ -37,6 +46,13 @@ func setDefaults(v *viper.Viper) {
 		"drainer.backoff_base":     "500ms",
 		"drainer.backoff_max":      "5m",
 		"drainer.shutdown_timeout": "30s",
+
+		// The HTTP server's bounds on each client.
+		"ingest.read_header_timeout": "10s",
+		"ingest.body_timeout":        "30s",
+		"ingest.write_timeout":       "10s",
+		"ingest.idle_timeout":        "2m",
+		"ingest.max_header_bytes":    64 << 10,
 	} {
 		v.SetDefault(key, val)
 	}
@@ -54,16 +70,7 @@ func (c *Config) applyDefaults() {
 			}
 			t.JobTypes[typ] = jt
 		}
-		if t.Outflow.Capacity == 0 && t.Outflow.Rate > 0 {
-			t.Outflow.Capacity = max(1, t.Outflow.Rate)
-		}
-		if t.Outflow.Adaptive == nil {
-			on := true
-			t.Outflow.Adaptive = &on
-		}
-		if t.Outflow.MinRate == 0 {
-			t.Outflow.MinRate = t.Outflow.Rate / 10
-		}
+		t.Outflow = t.Outflow.WithDefaults()
 		if t.Target.Timeout == 0 {
 			t.Target.Timeout = 10 * time.Second
 		}
@@ -84,6 +91,39 @@ func (a *Admission) applyDefaults() {
 	if a.Burst == 0 {
 		a.Burst = a.Limit
 	}
+}
+
+// BucketCapacity is the size of the outflow bucket in units: Capacity, or
+// max(1, Rate) when Capacity is 0. It is meaningful only when Rate > 0 (a
+// shaped outflow); an unlimited outflow has no bucket.
+func (o Outflow) BucketCapacity() float64 {
+	if o.Capacity > 0 {
+		return o.Capacity
+	}
+	return max(1, o.Rate)
+}
+
+// WithDefaults returns o with the defaults config.Load gives an outflow:
+// Unlimited when no rate is set (a rate of 0 given in a file or spec is
+// refused before this, by OutflowHook), capacity max(1, Rate) and min_rate
+// Rate ÷ 10 when shaped, adaptive on. The drainers apply it to whatever
+// config they are given, so a config.Config built by hand without an
+// outflow is unlimited as a loaded one is.
+func (o Outflow) WithDefaults() Outflow {
+	if o.Rate == 0 && !o.Unlimited {
+		o.Unlimited = true
+	}
+	if o.Capacity == 0 && o.Shaped() {
+		o.Capacity = o.BucketCapacity()
+	}
+	if o.Adaptive == nil {
+		on := true
+		o.Adaptive = &on
+	}
+	if o.MinRate == 0 && o.Shaped() {
+		o.MinRate = o.Rate / 10
+	}
+	return o
 }
 
 // AdaptiveOn reports whether adaptive outflow is on (the default).

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/keys"
 )
 
 // EnvPrefix starts every environment override: SLUICE_REDIS_ADDR overrides
@@ -51,6 +54,9 @@ func Parse(raw []byte) (*Config, error) {
 	v.AutomaticEnv()
 	setDefaults(v)
 	if len(raw) > 0 {
+		if err := checkNames(raw); err != nil {
+			return nil, err
+		}
 		if err := v.ReadConfig(bytes.NewReader(raw)); err != nil {
 			return nil, fmt.Errorf("config: parse yaml: %w", err)
 		}
@@ -58,11 +64,12 @@ func Parse(raw []byte) (*Config, error) {
 	var cfg Config
 	hook := viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		durationFromNumber,
+		OutflowHook,
 		mapstructure.StringToTimeDurationHookFunc(),
 		mapstructure.StringToSliceHookFunc(","),
 	))
 	if err := v.UnmarshalExact(&cfg, hook); err != nil {
-		return nil, fmt.Errorf("config: %w", cleanDecodeError(err))
+		return nil, decodeError(err)
 	}
 	// viper folds every key to lower case; tenant and job type names are
 	// case-sensitive ids, so take their spelling from the YAML itself.
@@ -92,11 +99,83 @@ func durationFromNumber(from, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
+// decodeError reports viper's decode errors: a *FieldError of a hook as
+// "config: tenants.acme.outflow.rate: must be …", the others as mapstructure
+// words them (cleanDecodeError).
+func decodeError(err error) error {
+	var errs []error
+	var walk func(error)
+	walk = func(e error) {
+		var de *mapstructure.DecodeError
+		var fe *FieldError
+		switch j, ok := e.(interface{ Unwrap() []error }); {
+		case ok:
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+		case errors.As(e, &de) && errors.As(e, &fe):
+			errs = append(errs, fmt.Errorf("config: %s.%s: %s", dottedKey(de.Name()), fe.Field, fe.Msg))
+		default:
+			errs = append(errs, fmt.Errorf("config: %w", cleanDecodeError(e)))
+		}
+	}
+	walk(err)
+	return errors.Join(errs...)
+}
+
+// dottedKey turns mapstructure's "tenants[acme].outflow" into
+// "tenants.acme.outflow".
+func dottedKey(name string) string {
+	return strings.NewReplacer("[", ".", "]", "").Replace(name)
+}
+
 func cleanDecodeError(err error) error {
 	msg := err.Error()
 	msg = strings.ReplaceAll(msg, "decoding failed due to the following error(s):\n\n", "")
 	msg = strings.ReplaceAll(msg, "has invalid keys", "has unknown keys")
 	return errors.New(msg)
+}
+
+// checkNames checks the tenant ids and job types of raw against package
+// keys' rules before viper reads them: viper takes "." in a key as nesting,
+// so a name like ".." or "a.b" would otherwise surface as an unknown key
+// far from its cause. A dotted name the rules allow ("a.b") cannot be
+// written in the file for the same reason; the admin API takes it.
+func checkNames(raw []byte) error {
+	var doc struct {
+		Tenants map[string]struct {
+			JobTypes map[string]any `yaml:"job_types"`
+		} `yaml:"tenants"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return fmt.Errorf("config: parse yaml: %w", err)
+	}
+	var errs []error
+	dotted := func(key string) {
+		errs = append(errs, fmt.Errorf("config: %s: a name with \".\" cannot be written in the configuration file (it reads \".\" as nesting); create this tenant through the admin API", key))
+	}
+	for name, t := range doc.Tenants {
+		p := "tenants." + name
+		switch {
+		case !keys.ValidTenant(name):
+			errs = append(errs, fmt.Errorf("config: %s: tenant id must be %s (got %q)", p, keys.TenantRule, name))
+			continue
+		case strings.Contains(name, "."):
+			dotted(p)
+			continue
+		}
+		for typ := range t.JobTypes {
+			jp := p + ".job_types." + typ
+			switch {
+			case !keys.ValidID(typ):
+				errs = append(errs, fmt.Errorf("config: %s: job type must be %s (got %q)", jp, keys.IDRule, typ))
+			case strings.Contains(typ, "."):
+				dotted(jp)
+			}
+		}
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...)
 }
 
 // restoreNameCase renames tenants and job types to their spelling in raw.

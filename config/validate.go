@@ -9,11 +9,16 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/limits"
 )
 
 // Algorithms lists the admission algorithms a policy may name.
 var Algorithms = []string{"fixed_window", "sliding_window", "gcra", "token_bucket", "sliding_log"}
 
+// nameRe is the shape of an admin name (ingest.admin_tokens); tenant ids and
+// job types follow package keys' rules (keys.ValidTenant, keys.ValidID).
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Validate checks every value and returns all problems at once, each naming
@@ -69,8 +74,12 @@ func (c *Config) Validate() error {
 	if c.Ingest.MaxBatchJobs < 1 {
 		bad("ingest.max_batch_jobs", "must be >= 1 (got %d)", c.Ingest.MaxBatchJobs)
 	}
+	if c.Ingest.MaxJobCost < 1 || c.Ingest.MaxJobCost > MaxMaxJobCost {
+		bad("ingest.max_job_cost", "must be between 1 and %d (got %d)", MaxMaxJobCost, c.Ingest.MaxJobCost)
+	}
 	positiveDur(bad, "ingest.shutdown_timeout", c.Ingest.ShutdownTimeout)
 	positiveDur(bad, "ingest.retry_after", c.Ingest.RetryAfter)
+	c.Ingest.validateBounds(bad)
 	c.validateAdminTokens(bad)
 	checkAddr(bad, "drainer.listen", c.Drainer.Listen)
 	positiveDur(bad, "drainer.lease", c.Drainer.Lease)
@@ -87,8 +96,8 @@ func (c *Config) Validate() error {
 	keyOwner := map[string]string{}
 	for name, t := range c.Tenants {
 		p := "tenants." + name
-		if !nameRe.MatchString(name) {
-			bad(p, "tenant id must match [A-Za-z0-9._-]{1,64}")
+		if !keys.ValidTenant(name) {
+			bad(p, "tenant id must be %s (got %q)", keys.TenantRule, name)
 		}
 		for i, k := range t.APIKeys {
 			kp := fmt.Sprintf("%s.api_keys[%d]", p, i)
@@ -100,13 +109,13 @@ func (c *Config) Validate() error {
 				keyOwner[strings.ToLower(k)] = kp
 			}
 		}
-		t.Admission.validate(bad, p+".admission")
+		t.Admission.validate(bad, p+".admission", "tenant")
 		for typ, jt := range t.JobTypes {
 			jp := p + ".job_types." + typ
-			if !nameRe.MatchString(typ) {
-				bad(jp, "job type must match [A-Za-z0-9._-]{1,64}")
+			if !keys.ValidID(typ) {
+				bad(jp, "job type must be %s (got %q)", keys.IDRule, typ)
 			}
-			jt.Admission.validate(bad, jp+".admission")
+			jt.Admission.validate(bad, jp+".admission", "type."+typ)
 			jt.Target.validate(bad, jp+".target", false)
 		}
 		t.Outflow.validate(bad, p+".outflow")
@@ -120,41 +129,62 @@ func (c *Config) Validate() error {
 
 type badFunc func(key, format string, args ...any)
 
-func (a Admission) validate(bad badFunc, p string) {
+// validate checks a policy with limits.Policy.Validate, the one home of the
+// bounds the admission script needs (so the configuration file, a reload and
+// the admin API refuse exactly what the script would), naming the key:
+// "tenants.acme.admission.limit: must be <= 1000000, one unit per µs of
+// period 1s (got 2000000)". name is the policy's name in the limiter
+// ("tenant", "type.<job type>"). Periods are also whole milliseconds here.
+func (a Admission) validate(bad badFunc, p, name string) {
 	if a.Algorithm == "" {
 		if a.Limit != 0 || a.Burst != 0 {
 			bad(p+".algorithm", "must be set when a limit is given (one of %s)", strings.Join(Algorithms, ", "))
 		}
 		return
 	}
-	known := false
-	for _, alg := range Algorithms {
-		known = known || alg == a.Algorithm
+	pol, _ := a.Policy(name)
+	if err := pol.Validate(); err != nil {
+		var pe *limits.PolicyError
+		switch {
+		case errors.As(err, &pe) && pe.Field != "name":
+			bad(p+"."+pe.Field, "%s", pe.Msg)
+		case errors.As(err, &pe):
+			bad(p, "policy name %q: %s", name, pe.Msg) // a job type too long for a policy name
+		default:
+			bad(p, "%v", err)
+		}
+		return
 	}
-	if !known {
-		bad(p+".algorithm", "unknown algorithm %q (want one of %s)", a.Algorithm, strings.Join(Algorithms, ", "))
-	}
-	if a.Limit < 1 {
-		bad(p+".limit", "must be >= 1 (got %d)", a.Limit)
-	}
-	if a.Period <= 0 {
-		bad(p+".period", "must be > 0 (got %s)", a.Period)
-	} else if a.Period%time.Millisecond != 0 {
+	if a.Period%time.Millisecond != 0 {
 		bad(p+".period", "must be a whole number of milliseconds (got %s)", a.Period)
-	}
-	if a.Burst < 0 {
-		bad(p+".burst", "must be >= 0 (got %d)", a.Burst)
 	}
 }
 
+// Policy is a as the limiter enforces it, named name ("tenant",
+// "type.<job type>"), with its defaults (period 1s, burst = limit) applied;
+// ok is false when a has no algorithm (no limit). It does not validate:
+// see limits.Policy.Validate.
+func (a Admission) Policy(name string) (pol limits.Policy, ok bool) {
+	if a.Algorithm == "" {
+		return limits.Policy{}, false
+	}
+	a.applyDefaults()
+	return limits.Policy{Name: name, Algorithm: limits.Algorithm(a.Algorithm), Limit: a.Limit, Period: a.Period, Burst: a.Burst}, true
+}
+
 func (o Outflow) validate(bad badFunc, p string) {
-	if o.Rate < 0 {
-		bad(p+".rate", "must be >= 0 (got %g)", o.Rate)
+	switch {
+	case o.Rate != 0 && rateProblem(o.Rate) != "":
+		bad(p+".rate", "%s", rateProblem(o.Rate))
+	case o.Unlimited && o.Rate != 0:
+		bad(p+".unlimited", "true excludes a rate (got rate %g); leave out one of them", o.Rate)
+	case !o.Unlimited && o.Rate == 0:
+		bad(p+".rate", "must be set, in units per second > 0, or outflow.unlimited true; %s", StopHint)
 	}
 	if o.Capacity < 0 {
 		bad(p+".capacity", "must be >= 0 (got %g)", o.Capacity)
 	}
-	if o.Rate > 0 && o.Capacity < 1 {
+	if o.Shaped() && o.Capacity < 1 {
 		bad(p+".capacity", "must be >= 1 so a job of cost 1 can ever go (got %g)", o.Capacity)
 	}
 	if o.MaxBacklog < 0 {
@@ -163,7 +193,7 @@ func (o Outflow) validate(bad badFunc, p string) {
 	if o.Concurrency < 0 {
 		bad(p+".concurrency", "must be >= 0 (got %d)", o.Concurrency)
 	}
-	if o.MinRate < 0 || (o.Rate > 0 && o.MinRate > o.Rate) {
+	if o.MinRate < 0 || (o.Shaped() && o.MinRate > o.Rate) {
 		bad(p+".min_rate", "must be between 0 and rate (got %g)", o.MinRate)
 	}
 }
@@ -180,6 +210,34 @@ func (t Target) validate(bad badFunc, p string, required bool) {
 		bad(p+".url", "must be an absolute http or https URL (got %q)", t.URL)
 	}
 	positiveDur(bad, p+".timeout", t.Timeout)
+}
+
+// Bounds of the HTTP server's client limits: below the minimum no honest
+// client gets through, above the maximum a client is not bounded at all.
+const (
+	maxClientTimeout = time.Hour
+	minHeaderBytes   = 1 << 10
+	maxHeaderBytes   = 16 << 20
+)
+
+// validateBounds checks the limits the HTTP server puts on each client.
+func (in Ingest) validateBounds(bad badFunc) {
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"ingest.read_header_timeout", in.ReadHeaderTimeout},
+		{"ingest.body_timeout", in.BodyTimeout},
+		{"ingest.write_timeout", in.WriteTimeout},
+		{"ingest.idle_timeout", in.IdleTimeout},
+	} {
+		if d.d <= 0 || d.d > maxClientTimeout {
+			bad(d.key, "must be a duration from 1ns to %s (got %s)", maxClientTimeout, d.d)
+		}
+	}
+	if in.MaxHeaderBytes < minHeaderBytes || in.MaxHeaderBytes > maxHeaderBytes {
+		bad("ingest.max_header_bytes", "must be from %d to %d (got %d)", minHeaderBytes, maxHeaderBytes, in.MaxHeaderBytes)
+	}
 }
 
 func positiveDur(bad badFunc, key string, d time.Duration) {

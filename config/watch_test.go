@@ -58,18 +58,27 @@ func TestWatcherReload(t *testing.T) {
 		t.Fatalf("applied rate = %g, want 7", got)
 	}
 
-	write("tenants: {a: {outflow: {rate: -3}}}\n")
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(w.ReloadsMetric().WithLabelValues("error")) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("bad file was not counted as a failed reload within 5s")
+	// A reload runs the same validation as the start: a bad value, a rate
+	// of 0 and a policy the admission script cannot compute are each
+	// refused and the running config kept.
+	for i, bad := range []string{
+		"tenants: {a: {outflow: {rate: -3}}}\n",
+		"tenants: {a: {outflow: {rate: 0}}}\n",
+		"tenants: {a: {outflow: {rate: 7}, admission: {algorithm: gcra, limit: 2000000, period: 1s}}}\n",
+	} {
+		write(bad)
+		deadline := time.Now().Add(5 * time.Second)
+		for testutil.ToFloat64(w.ReloadsMetric().WithLabelValues("error")) != float64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("bad file %q was not counted as a failed reload within 5s", bad)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	select {
-	case c := <-applied:
-		t.Fatalf("a bad file was applied: %+v", c.Tenants)
-	default:
+		select {
+		case c := <-applied:
+			t.Fatalf("bad file %q was applied: %+v", bad, c.Tenants)
+		default:
+		}
 	}
 
 	write("tenants: {a: {outflow: {rate: 9}}}\n")

@@ -37,3 +37,26 @@ func (b Backoff) Delay(n int, r float64) time.Duration {
 
 // next is Delay with a random jitter.
 func (b Backoff) next(n int) time.Duration { return b.Delay(n, rand.Float64()) }
+
+// errorBackoff is the pause of a loop whose backend call keeps failing:
+// errorPause after the first failure, doubling up to errorPauseMax, each
+// drawn uniformly from [pause/2, pause] so the lanes that failed together
+// do not retry in one wave. A success resets it. A lane never retries a
+// failed call without this pause, so a backend that answers every call
+// with an error (down, or a stored value a script refuses) costs each lane
+// at most one call per errorPauseMax/2 once the pause is capped. Not safe
+// for concurrent use; each loop has its own.
+type errorBackoff struct{ cur time.Duration }
+
+// next returns the pause before the next retry and doubles the one after.
+func (b *errorBackoff) next() time.Duration {
+	if b.cur <= 0 {
+		b.cur = errorPause
+	}
+	d := b.cur
+	b.cur = min(b.cur*2, errorPauseMax)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// reset starts the next run of failures at errorPause again.
+func (b *errorBackoff) reset() { b.cur = 0 }

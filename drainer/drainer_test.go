@@ -431,7 +431,7 @@ func TestDrainerAdaptiveRateBacksOff(t *testing.T) {
 	waitFor(t, 5*time.Second, "a 429", func() bool { return s.count(tenant) >= 1 })
 	var eff float64
 	waitFor(t, 2*time.Second, "a lowered rate", func() bool {
-		r, err := drainer.EffectiveRate(ctx, rdb, tenant, 100)
+		r, _, err := drainer.EffectiveRate(ctx, rdb, tenant, config.Outflow{Rate: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

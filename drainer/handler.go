@@ -5,9 +5,12 @@
 // A Drainer runs one lane per tenant: claim → drop if cancelled or expired →
 // wait for the tenant's concurrency slot and its shared leaky bucket
 // (limits.Leaky) → dispatch to the Handler → finish, defer a retry, or
-// dead-letter. Lanes are independent goroutines, so a throttled, slow or
-// backlogged tenant never delays another; a retry waits outside its lane
-// (queue.Consumer.Defer), so it delays neither.
+// dead-letter. A job whose cost exceeds the bucket's capacity can never
+// pass it and is dead-lettered at once (cost_exceeds_capacity). Lanes are
+// independent goroutines, so a throttled, slow or backlogged tenant never
+// delays another; a retry waits outside its lane (queue.Consumer.Defer), so
+// it delays neither. A lane whose backend call fails pauses (100 ms doubling
+// to 5 s, jittered) before it tries again.
 package drainer
 
 import (

@@ -3,6 +3,7 @@ package drainer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,9 @@ const (
 	errorPause    = 100 * time.Millisecond
 	errorPauseMax = 5 * time.Second
 )
+
+// claimWaitMin is the least a pull loop sleeps after a claim found no job.
+const claimWaitMin = time.Millisecond
 
 // settleTimeout bounds a finish, defer or release call, which must happen
 // also while the drainer is shutting down.
@@ -64,12 +68,12 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 // done or stop reports the tenant removed. An extra loop idles while the
 // tenant has an outflow rate or a concurrency cap.
 func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, extra bool) {
-	pause := errorPause
+	var pause errorBackoff
 	for ctx.Err() == nil {
 		if stop() {
 			return
 		}
-		if tn, _ := d.tenant(tenant); extra && (tn.Outflow.Rate > 0 || tn.Outflow.Concurrency > 0) {
+		if tn, _ := d.tenant(tenant); extra && (tn.Outflow.Shaped() || tn.Outflow.Concurrency > 0) {
 			sleep(ctx, discoverEvery)
 			continue
 		}
@@ -79,14 +83,16 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 				return
 			}
 			d.m.errors.WithLabelValues("claim").Inc()
-			d.log.Warn("drainer: claim", "tenant", tenant, "err", err, "pause", pause.String())
-			sleep(ctx, pause)
-			pause = min(pause*2, errorPauseMax)
+			p := pause.next()
+			d.log.Warn("drainer: claim", "tenant", tenant, "err", err, "pause", p.String())
+			sleep(ctx, p)
 			continue
 		}
-		pause = errorPause
+		pause.reset()
 		if job == nil {
-			sleep(ctx, wait)
+			// A wait of 0 (the Kafka consumer's, after its own ClaimWait)
+			// still sleeps claimWaitMin, so no answer makes the loop spin.
+			sleep(ctx, max(wait, claimWaitMin))
 			continue
 		}
 		d.held.add(tenant, job)
@@ -101,10 +107,20 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 			continue
 		}
 		o := outflowOf(tn.Outflow)
-		if !d.acquireSlot(ctx, job, o) || !d.waitOutflow(ctx, job, o) {
+		f := flowStop
+		var capacity float64
+		if d.acquireSlot(ctx, job, o) {
+			f, capacity = d.waitOutflow(ctx, job, o)
+		}
+		switch f {
+		case flowStop:
 			d.releaseSlot(job, o)
 			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 			return
+		case flowNever:
+			d.releaseSlot(job, o)
+			d.deadTooCostly(job, capacity)
+			continue
 		}
 		select {
 		case d.slots <- struct{}{}:
@@ -145,6 +161,24 @@ func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 	}
 	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, dead) }, "finish")
 	return true
+}
+
+// ReasonCostExceedsCapacity is the dead-letter reason of a job whose cost
+// exceeds its tenant's outflow capacity (the configured one or the
+// override the bucket script read): the bucket can never let it pass, so it
+// is dead-lettered at the head of its lane instead of holding the lane.
+const ReasonCostExceedsCapacity = "cost_exceeds_capacity"
+
+// deadTooCostly sends a job the outflow bucket can never pass to the
+// dead-letter queue (flowNever), through the one Finish path every dead
+// letter takes. It spends no outflow slot and no delivery attempt.
+func (d *Drainer) deadTooCostly(job *queue.Claimed, capacity float64) {
+	env := job.Envelope
+	d.m.dlq.WithLabelValues(d.label(env.Tenant), ReasonCostExceedsCapacity).Inc()
+	err := fmt.Errorf("cost %d exceeds the tenant's outflow capacity %v", env.Cost, capacity)
+	d.log.Warn("drainer: job can never pass the outflow bucket; dead-lettered", "tenant", env.Tenant, "job_id", env.ID, "cost", env.Cost, "capacity", capacity)
+	dead := deadLetter(ReasonCostExceedsCapacity, err, env.Attempt)
+	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, dead) }, "finish")
 }
 
 // dispatch makes one delivery attempt and settles the job by its outcome.

@@ -38,100 +38,134 @@ const (
 
 // outflow is a tenant's outflow configuration with defaults applied.
 type outflow struct {
-	limit       limits.LeakyLimit // Rate 0: unlimited
+	shaped      bool              // config.Outflow.Shaped: limit applies
+	limit       limits.LeakyLimit // when shaped
 	concurrency int               // 0: no cap
 	adaptive    bool
 	floor       float64
 }
 
-// outflowOf applies the defaults of config.Outflow: Capacity max(1, Rate),
-// Adaptive true, MinRate Rate/10.
+// outflowOf applies config.Outflow's defaults (WithDefaults: unlimited
+// without a rate, capacity max(1, Rate), adaptive on, min_rate Rate/10).
 func outflowOf(c config.Outflow) outflow {
-	o := outflow{limit: limits.LeakyLimit{Rate: c.Rate, Capacity: c.Capacity}, concurrency: c.Concurrency, adaptive: true, floor: c.MinRate}
-	if o.limit.Capacity <= 0 {
-		o.limit.Capacity = max(1, c.Rate)
+	c = c.WithDefaults()
+	return outflow{
+		shaped:      c.Shaped(),
+		limit:       limits.LeakyLimit{Rate: c.Rate, Capacity: c.Capacity},
+		concurrency: c.Concurrency,
+		adaptive:    c.AdaptiveOn(),
+		floor:       c.MinRate,
 	}
-	if c.Adaptive != nil {
-		o.adaptive = *c.Adaptive
-	}
-	if o.floor <= 0 {
-		o.floor = c.Rate / 10
-	}
-	return o
 }
+
+// Bounds of a lane's sleep between two asks of the outflow bucket. A wait
+// the script answers is clamped into them: below outflowWaitMin a lane
+// would call the script as fast as Redis answers (no wait that short loses
+// throughput: the water leaked meanwhile is spent at the next call), and
+// past outflowWaitMax it asks again anyway, so an override raising the rate
+// is seen within it.
+const (
+	outflowWaitMin = time.Millisecond
+	outflowWaitMax = 10 * time.Second
+)
+
+// flow is waitOutflow's answer.
+type flow int
+
+const (
+	flowGo    flow = iota // the job may go now
+	flowStop              // ctx is done
+	flowNever             // the job's cost exceeds the bucket's capacity
+)
 
 // waitOutflow waits until the tenant's shared bucket lets job go, asking
 // again after each returned wait (another drainer may take the slot). It
-// returns false when ctx is done first. Backend errors pause and retry: the
-// job stays leased meanwhile.
-func (d *Drainer) waitOutflow(ctx context.Context, job *queue.Claimed, o outflow) bool {
-	if o.limit.Rate <= 0 {
-		return ctx.Err() == nil
+// returns flowStop when ctx is done first, and flowNever with the capacity
+// the script used when the job's cost exceeds it (limits.LeakyResult.Never):
+// that job can never pass. Backend errors, and replies the bucket's Go twin
+// refuses, pause with errorBackoff and retry: the job stays leased
+// meanwhile.
+func (d *Drainer) waitOutflow(ctx context.Context, job *queue.Claimed, o outflow) (flow, float64) {
+	if !o.shaped {
+		if ctx.Err() != nil {
+			return flowStop, 0
+		}
+		return flowGo, 0
 	}
 	tenant := job.Envelope.Tenant
 	lbl := d.label(tenant)
 	start := time.Now()
-	pause := errorPause
+	var pause errorBackoff
 	for {
 		res, err := d.leaky.Take(ctx, tenant, o.limit, job.Envelope.Cost)
 		if err != nil {
 			if ctx.Err() != nil {
-				return false
+				return flowStop, 0
 			}
 			d.m.errors.WithLabelValues("outflow").Inc()
-			d.log.Warn("drainer: outflow bucket", "tenant", tenant, "err", err)
-			if !sleep(ctx, pause) {
-				return false
+			p := pause.next()
+			d.log.Warn("drainer: outflow bucket", "tenant", tenant, "err", err, "pause", p.String())
+			if !sleep(ctx, p) {
+				return flowStop, 0
 			}
-			pause = min(pause*2, errorPauseMax)
 			continue
+		}
+		pause.reset()
+		if res.Never {
+			return flowNever, res.Capacity
 		}
 		d.m.water.WithLabelValues(lbl).Set(res.Water)
 		d.m.effective.WithLabelValues(lbl).Set(res.Rate)
 		d.m.configured.WithLabelValues(lbl).Set(o.limit.Rate)
 		if res.Allowed {
 			d.m.outflowWaits.Observe(time.Since(start).Seconds())
-			return true
+			return flowGo, 0
 		}
-		if !sleep(ctx, res.Wait) {
-			return false
+		if !sleep(ctx, min(max(res.Wait, outflowWaitMin), outflowWaitMax)) {
+			return flowStop, 0
 		}
 	}
 }
 
 // acquireSlot takes one of the tenant's concurrency slots (a lease-based
 // semaphore in Redis shared by all drainers; a dead drainer's slots expire
-// with their lease). It returns false when ctx is done first.
+// with their lease). It returns false when ctx is done first. Errors and
+// replies of another shape (a wait below 1 ms) pause with errorBackoff.
 func (d *Drainer) acquireSlot(ctx context.Context, job *queue.Claimed, o outflow) bool {
 	if o.concurrency <= 0 {
 		return true
 	}
 	tenant := job.Envelope.Tenant
-	pause := errorPause
+	var pause errorBackoff
 	for {
 		res, err := semAcquireScript.Run(ctx, d.cfg.Redis, []string{keys.Inflight(tenant)},
 			o.concurrency, job.Token(), d.cfg.Settings.Lease.Milliseconds(), 0).Int64Slice()
-		if err == nil && len(res) != 2 {
+		switch {
+		case err != nil:
+		case len(res) != 2:
 			err = fmt.Errorf("reply has %d values, want 2", len(res))
+		case res[0] != 0 && res[0] != 1, res[0] == 0 && res[1] < 1:
+			err = fmt.Errorf("reply %v, want {1, 0} or {0, wait_ms >= 1}", res)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
 			}
 			d.m.errors.WithLabelValues("semaphore").Inc()
-			d.log.Warn("drainer: concurrency slot", "tenant", tenant, "err", err)
-			if !sleep(ctx, pause) {
+			p := pause.next()
+			d.log.Warn("drainer: concurrency slot", "tenant", tenant, "err", err, "pause", p.String())
+			if !sleep(ctx, p) {
 				return false
 			}
-			pause = min(pause*2, errorPauseMax)
 			continue
 		}
+		pause.reset()
 		if res[0] == 1 {
 			return true
 		}
 		// A slot frees when a holder finishes (any drainer) or expires;
 		// poll, but no later than the earliest expiry.
-		if !sleep(ctx, min(time.Duration(res[1])*time.Millisecond, 50*time.Millisecond)) {
+		if !sleep(ctx, time.Duration(min(res[1], 50))*time.Millisecond) {
 			return false
 		}
 	}
@@ -153,7 +187,7 @@ func (d *Drainer) releaseSlot(job *queue.Claimed, o outflow) {
 
 // decrease lowers the tenant's shared effective rate after a 429/503.
 func (d *Drainer) decrease(tenant string, o outflow) {
-	if o.limit.Rate <= 0 {
+	if !o.shaped {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
@@ -176,11 +210,21 @@ func (d *Drainer) decrease(tenant string, o outflow) {
 	}
 }
 
-// EffectiveRate returns the tenant's effective outflow rate now, as every
-// drainer computes it: the override rate (keys.Override outflow_rate) or
-// configured, lowered by adaptive backoff while it recovers. It is meant for
-// an admin API; 0 means unlimited (configured 0 and no override).
-func EffectiveRate(ctx context.Context, rdb redis.UniversalClient, tenant string, configured float64) (float64, error) {
+// EffectiveRate returns the effective outflow rate now of a tenant whose
+// outflow is o, as every drainer computes it: the override rate
+// (keys.Override outflow_rate, when > 0; 0 there is no override, never
+// unlimited) or o.Rate, lowered by adaptive backoff while it recovers. It is
+// meant for an admin API. An outflow that is not o.Shaped() has no rate: ok
+// is false and nothing is read.
+func EffectiveRate(ctx context.Context, rdb redis.UniversalClient, tenant string, o config.Outflow) (rate float64, ok bool, err error) {
+	if !o.Shaped() {
+		return 0, false, nil
+	}
+	r, err := effectiveRate(ctx, rdb, tenant, o.Rate)
+	return r, err == nil, err
+}
+
+func effectiveRate(ctx context.Context, rdb redis.UniversalClient, tenant string, configured float64) (float64, error) {
 	ov := rdb.HGet(ctx, keys.Override(tenant), "outflow_rate")
 	st := rdb.HMGet(ctx, keys.Water(tenant), "eff", "eff_ts", "eff_inc")
 	now := rdb.Time(ctx)
@@ -210,9 +254,13 @@ func EffectiveRate(ctx context.Context, rdb redis.UniversalClient, tenant string
 	if !ok || eff <= 0 || rate <= 0 {
 		return rate, nil
 	}
-	ts, _ := num(vals[1])
+	// As leaky_bucket.lua: a missing eff_ts is now (no recovery yet), a
+	// missing eff_inc no recovery.
+	since := 0.0
+	if ts, ok := num(vals[1]); ok {
+		since = max(float64(t.UnixMicro())-ts, 0) / 1e6
+	}
 	inc, _ := num(vals[2])
-	since := max(float64(t.UnixMicro())-ts, 0) / 1e6
 	return min(rate, eff+since*inc), nil
 }
 

@@ -3,6 +3,7 @@ package drainer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -24,9 +25,12 @@ const startTimeout = time.Second
 // startDelivery records that job's delivery starts (jobstate.Dispatch:
 // state in_flight, the dispatched sequence, the deliveries in progress and
 // the tenant's outflow of this second). It returns false when the job was
-// cancelled after its claim, so it must be dropped. A Redis error is
-// counted and logged and the delivery goes on: a stale record never holds
-// a job back. Concurrent starts share round trips (startGroup).
+// cancelled after its claim, so it must be dropped: only the script's
+// answer 0 drops a job. A Redis error, or a reply other than 0 or 1, is
+// counted (sluice_drainer_errors_total{op="job_state"}) and logged and the
+// delivery goes on: a stale record never holds a job back, and an
+// unexpected reply never drops one (at least once). Concurrent starts share
+// round trips (startGroup).
 func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) bool {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -40,8 +44,25 @@ func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) bool {
 		d.log.Warn("drainer: record delivery start", "tenant", env.Tenant, "job_id", env.ID, "err", err)
 		return true
 	}
-	n, _ := v.(int64)
-	return n == 1 // else cancelled after its claim
+	deliver, ok := startReply(v)
+	if !ok {
+		d.m.errors.WithLabelValues("job_state").Inc()
+		d.log.Warn("drainer: record delivery start: unexpected reply; delivering", "tenant", env.Tenant, "job_id", env.ID, "reply", fmt.Sprintf("%T %v", v, v))
+	}
+	return deliver
+}
+
+// startReply reads job_state_dispatch.lua's reply: 1 delivers, 0 drops (the
+// job was cancelled after its claim). Any other reply is unexpected (ok
+// false) and delivers: only the script's explicit 0 drops a job.
+func startReply(v any) (deliver, ok bool) {
+	switch n, isInt := v.(int64); {
+	case isInt && n == 1:
+		return true, true
+	case isInt && n == 0:
+		return false, true
+	}
+	return true, false
 }
 
 // startPipelines is how many pipelines of delivery starts may be in

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -29,7 +28,8 @@ import (
 //	PUT    /admin/v1/tenants/{id}        body = spec; 201 created, 200 replaced
 //	PATCH  /admin/v1/tenants/{id}        body = JSON merge patch (RFC 7396) of the spec; 200
 //	DELETE /admin/v1/tenants/{id}        204
-//	GET    /admin/v1/tenants/{id}/audit  {"entries": [...]}, newest first; ?limit=N (default 100, at most 1000)
+//	GET    /admin/v1/tenants/{id}/audit  {"entries": [...], "next_cursor": "…"|null}, newest first;
+//	                                     ?limit=N (default and most tenants.AuditPageMax = 100) &cursor=C
 //
 // Every request carries "Authorization: Bearer <admin token>"; the token's
 // SHA-256 is looked up among ingest.admin_tokens, whose name is the "who" of
@@ -40,10 +40,11 @@ import (
 // adminTimeout bounds the Redis work of one admin request.
 const adminTimeout = 5 * time.Second
 
-// Audit listing bounds.
+// Audit page size: a larger limit is a 400 naming it, as every bad query
+// parameter is.
 const (
-	auditDefault = 100
-	auditMax     = keys.AuditMaxEntries
+	auditDefault = tenants.AuditPageMax
+	auditMax     = tenants.AuditPageMax
 )
 
 // adminMetrics are the admin API's series.
@@ -104,6 +105,9 @@ func (s *Server) handleAdmin(w http.ResponseWriter, r *http.Request) {
 		s.admin.requests.WithLabelValues(action, strconv.Itoa(sw.code)).Inc()
 	}()
 	w = sw
+	// An admin answer (every tenant, an audit page) may be large and comes
+	// after Redis work bounded by adminTimeout: it gets that much more time.
+	armWrite(w, s.snap.Load(), adminTimeout)
 	w.Header().Set("Cache-Control", "no-store")
 	admins := s.admins.Load()
 	if s.registry == nil || admins == nil || len(*admins) == 0 {
@@ -214,7 +218,7 @@ func (s *Server) adminGet(w http.ResponseWriter, r *http.Request, id, _ string) 
 
 func (s *Server) adminPut(w http.ResponseWriter, r *http.Request, id, who string) {
 	if !keys.ValidTenant(id) {
-		writeProblem(w, newProblem(http.StatusUnprocessableEntity, "id", fmt.Sprintf("tenant id must match [A-Za-z0-9._-]{1,64} (got %q)", id)))
+		writeProblem(w, newProblem(http.StatusUnprocessableEntity, "id", fmt.Sprintf("tenant id must be %s (got %q)", keys.TenantRule, id)))
 		return
 	}
 	body, p := s.adminBody(w, r, "application/json")
@@ -292,21 +296,40 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request, id, _ string
 		}
 		n = v
 	}
+	var before int64 // the cursor: a version; the page holds the entries below it
+	if q := r.URL.Query().Get("cursor"); q != "" {
+		v, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || v < 1 {
+			writeProblem(w, newProblem(http.StatusBadRequest, "cursor", fmt.Sprintf("cursor must be a next_cursor of an earlier page (got %q)", q)))
+			return
+		}
+		before = v
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	entries, err := s.registry.Store().Audit(ctx, id, n)
+	page, err := s.registry.Store().Audit(ctx, id, before, n)
 	if err != nil {
 		s.adminError(w, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Entries []tenants.AuditEntry `json:"entries"`
-	}{Entries: entries})
+	out := struct {
+		Entries    []tenants.AuditEntry `json:"entries"`
+		NextCursor *string              `json:"next_cursor"`
+	}{Entries: page.Entries}
+	if page.Next > 0 {
+		c := strconv.FormatInt(page.Next, 10)
+		out.NextCursor = &c
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
-// adminBody checks the Content-Type against types and reads the body, at
-// most the ingest body limit; it must be JSON (400 otherwise).
+// adminBody checks the Content-Type against types and reads the body under
+// the bounds of job bodies (body.go: ingest.max_body_bytes, body_timeout);
+// it must be JSON (400 otherwise). Its field names are checked strictly by
+// tenants.DecodeSpec and ApplyPatch.
 func (s *Server) adminBody(w http.ResponseWriter, r *http.Request, types ...string) ([]byte, *problem) {
+	snap := s.snap.Load()
+	armBody(w, snap, adminTimeout)
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	known := false
@@ -317,16 +340,15 @@ func (s *Server) adminBody(w http.ResponseWriter, r *http.Request, types ...stri
 		return nil, newProblem(http.StatusUnsupportedMediaType, "Content-Type",
 			fmt.Sprintf("Content-Type must be %s (got %q)", strings.Join(types, " or "), ct))
 	}
-	limit := s.snap.Load().maxBody
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var maxErr *http.MaxBytesError
-	switch {
-	case errors.As(err, &maxErr):
-		p := newProblem(http.StatusRequestEntityTooLarge, "", fmt.Sprintf("the body exceeds the limit of %d bytes", limit))
-		p.Limit = limit
+	if p := checkBodyHeaders(w, r, snap.maxBody); p != nil {
 		return nil, p
-	case err != nil:
-		return nil, newProblem(http.StatusBadRequest, "", "read body: "+err.Error())
+	}
+	body, p := readBody(w, r, snap.maxBody)
+	armWrite(w, snap, adminTimeout)
+	switch {
+	case p != nil:
+		s.logBodyError(r, "", p)
+		return nil, p
 	case !json.Valid(body):
 		return nil, newProblem(http.StatusBadRequest, "", "the body is not valid JSON")
 	}

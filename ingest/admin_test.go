@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -140,7 +141,7 @@ func TestAdminRoutes(t *testing.T) {
 				}
 			}},
 		{"put invalid value", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"outflow":{"rate":-1}}`, 422,
-			problemField("outflow.rate", "tenants.newco.outflow.rate: must be >= 0 (got -1)")},
+			problemField("outflow.rate", "tenants.newco.outflow.rate: must be > 0 units per second (got -1); to stop delivery, pause the tenant")},
 		{"put unknown field", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"outflow":{"rte":1}}`, 422,
 			problemField("outflow.rte", "tenants.newco.outflow.rte: unknown field")},
 		{"put duration without unit", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"target":{"timeout":10}}`, 422,
@@ -155,7 +156,7 @@ func TestAdminRoutes(t *testing.T) {
 					t.Errorf("problem %s, want the clashing key named", a.body)
 				}
 			}},
-		{"put bad id", "PUT", "/admin/v1/tenants/a%7Bb%7D", aliceToken, `{}`, 422, problemField("id", "tenant id must match")},
+		{"put bad id", "PUT", "/admin/v1/tenants/a%7Bb%7D", aliceToken, `{}`, 422, problemField("id", "tenant id must be 1 to 64 characters")},
 		{"put not json", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"outflow":`, 400, nil},
 		{"put too large", "PUT", "/admin/v1/tenants/newco", aliceToken, `{"api_keys":["` + strings.Repeat("x", 3000) + `"]}`, 413, nil},
 		{"patch changes one field", "PATCH", "/admin/v1/tenants/acme", aliceToken, `{"outflow":{"rate":20}}`, 200,
@@ -195,34 +196,51 @@ func TestAdminRoutes(t *testing.T) {
 				Entries []struct {
 					At, Who, Action string
 					Version         int64
-					Old, New        map[string]any
+					Changes         []struct {
+						Path     string
+						Old, New *string
+					}
 				}
+				NextCursor *string `json:"next_cursor"`
 			}
 			if err := json.Unmarshal(a.body, &got); err != nil {
 				t.Fatal(err)
 			}
+			side := func(v *string) string {
+				if v == nil {
+					return "-"
+				}
+				return *v
+			}
 			var summary []string
 			for _, e := range got.Entries {
-				s := e.Who + " " + e.Action
-				if e.Old != nil {
-					s += " old.rate=" + jsonString(specNumber(e.Old, "outflow.rate"))
-				}
-				if e.New != nil {
-					s += " new.rate=" + jsonString(specNumber(e.New, "outflow.rate"))
+				s := e.Who + " " + e.Action + " v" + strconv.FormatInt(e.Version, 10)
+				for _, c := range e.Changes {
+					if c.Path == "outflow.rate" {
+						s += " rate " + side(c.Old) + " → " + side(c.New)
+					}
 				}
 				if e.At == "" {
 					t.Errorf("entry without at: %s", a.body)
 				}
 				summary = append(summary, s)
 			}
-			want := []string{"bob delete old.rate=4", "bob update old.rate=2 new.rate=4", "alice create new.rate=2"}
+			want := []string{"bob delete v3 rate 4 → -", "bob update v2 rate 2 → 4", "alice create v1 rate - → 2"}
 			if diff := cmp.Diff(want, summary); diff != "" {
 				t.Errorf("audit, newest first (-want +got):\n%s", diff)
+			}
+			if got.NextCursor != nil || !strings.Contains(string(a.body), `"next_cursor":null`) {
+				t.Errorf("next_cursor of the only page: %s, want null", a.body)
 			}
 		}},
 		{"audit limit", "GET", "/admin/v1/tenants/newco/audit?limit=1", aliceToken, "", 200, func(t *testing.T, a answer) {
 			if n := strings.Count(string(a.body), `"who"`); n != 1 {
 				t.Errorf("limit=1 gave %d entries: %s", n, a.body)
+			}
+		}},
+		{"audit limit, cursor", "GET", "/admin/v1/tenants/newco/audit?limit=1&cursor=3", aliceToken, "", 200, func(t *testing.T, a answer) {
+			if !strings.Contains(string(a.body), `"version":2`) || !strings.Contains(string(a.body), `"next_cursor":"2"`) {
+				t.Errorf("limit=1&cursor=3: %s, want version 2 and next_cursor 2", a.body)
 			}
 		}},
 		{"audit bad limit", "GET", "/admin/v1/tenants/newco/audit?limit=0", aliceToken, "", 400, problemField("limit", "limit must be")},
@@ -281,11 +299,6 @@ func metricValue(t testing.TB, h *harness, name string, labels map[string]string
 		}
 	}
 	return 0
-}
-
-func jsonString(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 // TestAdminTombstonesFileTenant deletes a tenant of the file: its key stops

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -40,18 +41,40 @@ func (c *charge) names() []string {
 	return out
 }
 
-// chargeOf works out which of ts's policies jobs use and their total cost.
-func chargeOf(ts *tenantState, jobs []job) charge {
-	var c charge
-	var types []string
-	typeCost := map[string]int64{}
+// chargeOf works out which of ts's policies jobs use and what each is
+// charged, every sum checked (limits.AddCost), so nothing wrapped or beyond
+// what the admission script can take ever reaches the Admitter. It refuses,
+// with a 422 naming the cost of the job at fault ("cost", or "jobs[i].cost"
+// in a batch), the first job that
+//
+//   - costs more than ts.maxJobCost for its type;
+//   - brings the request's total above limits.MaxCost;
+//   - brings the tenant policy's or its type's policy's charge above the
+//     policy's Capacity (Burst for gcra and token_bucket, Limit otherwise):
+//     the request could never be admitted whatever the wait, so the client
+//     is not told to retry forever;
+//   - brings the total above the tenant's max_backlog: it could never pass
+//     the backlog gate.
+//
+// It needs no Redis, so a refusal comes before any Redis call. The policies
+// of the charge are known even when it refuses.
+func chargeOf(ts *tenantState, jobs []job) (charge, *problem) {
+	var (
+		c        charge
+		types    []string
+		typeCost = map[string]int64{}
+		refused  *problem
+	)
 	for _, j := range jobs {
-		c.total += j.cost
-		if _, ok := ts.typePolicies[j.typ]; ok {
+		_, typed := ts.typePolicies[j.typ]
+		if typed {
 			if _, seen := typeCost[j.typ]; !seen {
 				types = append(types, j.typ)
+				typeCost[j.typ] = 0
 			}
-			typeCost[j.typ] += j.cost
+		}
+		if refused == nil {
+			refused = c.add(ts, j, typed, typeCost)
 		}
 	}
 	if ts.tenantPolicy != nil {
@@ -63,24 +86,47 @@ func chargeOf(ts *tenantState, jobs []job) charge {
 		c.policies = append(c.policies, ts.typePolicies[t])
 		c.costs = append(c.costs, typeCost[t])
 	}
-	return c
+	if refused != nil {
+		c.total, c.costs = 0, nil
+	}
+	return c, refused
 }
 
-// overCapacity returns a 422 when some policy could never admit the request
-// whatever the wait (its cost above the policy's Capacity: Burst for gcra
-// and token_bucket, Limit otherwise), so the client is not told to retry
-// forever.
-func overCapacity(c *charge, batch bool) *problem {
-	for i, p := range c.policies {
-		if c.costs[i] > p.Capacity() {
-			field := "cost"
-			if batch {
-				field = "jobs"
-			}
-			return newProblem(http.StatusUnprocessableEntity, field, fmt.Sprintf(
-				"the request's cost %d for policy %q exceeds its capacity %d, so it can never be admitted",
-				c.costs[i], p.Name, p.Capacity()))
+// add charges j to c.total and, when typed (j's type has a policy), to
+// typeCost[j.typ], and returns the 422 of chargeOf when j breaks a bound.
+func (c *charge) add(ts *tenantState, j job, typed bool, typeCost map[string]int64) *problem {
+	// refuse names the field only when it refuses: the accepted path
+	// allocates nothing per job.
+	refuse := func(limit int64, format string, args ...any) *problem {
+		f := fieldName(j.field, "cost")
+		p := newProblem(http.StatusUnprocessableEntity, f, f+fmt.Sprintf(format, args...))
+		p.Limit = limit
+		return p
+	}
+	if b := ts.maxJobCost(j.typ); j.cost < 1 || j.cost > b.max {
+		return refuse(b.max, " must be between 1 and %d, the most one job of type %q may cost: %s (got %d)", b.max, j.typ, b, j.cost)
+	}
+	total, ok := limits.AddCost(c.total, j.cost)
+	if !ok {
+		return refuse(limits.MaxCost, " brings the request's total cost above %d, the most one admission can take", limits.MaxCost)
+	}
+	c.total = total
+	if p := ts.tenantPolicy; p != nil && total > p.Capacity() {
+		return refuse(p.Capacity(), " brings the request's cost %d for policy %q above its capacity %d, so the request could never be admitted; send fewer units at once",
+			total, p.Name, p.Capacity())
+	}
+	if typed {
+		sub, ok := limits.AddCost(typeCost[j.typ], j.cost)
+		p := ts.typePolicies[j.typ]
+		if !ok || sub > p.Capacity() {
+			return refuse(p.Capacity(), " brings the request's cost %d for policy %q above its capacity %d, so the request could never be admitted; send fewer units at once",
+				sub, p.Name, p.Capacity())
 		}
+		typeCost[j.typ] = sub
+	}
+	if ts.maxBacklog > 0 && total > ts.maxBacklog {
+		return refuse(ts.maxBacklog, " brings the request's cost %d above the tenant's max_backlog %d, so the request could never be admitted; send fewer units at once",
+			total, ts.maxBacklog)
 	}
 	return nil
 }
@@ -98,7 +144,9 @@ type verdict struct {
 // admit runs the request's admission: one Admitter call bounded by the Redis
 // timeout, so a dead Redis answers within it. On an error, a tenant with
 // on_limiter_error "allow" is decided by its in-process limiters (failOpen);
-// a "deny" tenant gets the error back (the caller answers 503).
+// a "deny" tenant gets the error back (the caller answers 503). An error
+// wrapping limits.ErrInvalidRequest is always given back (the caller answers
+// 500), never decided in process.
 func (s *Server) admit(ctx context.Context, snap *snapshot, ts *tenantState, c *charge) verdict {
 	if len(c.policies) == 0 && ts.maxBacklog <= 0 {
 		return verdict{decision: limits.Decision{Allowed: true}}
@@ -119,7 +167,9 @@ func (s *Server) admit(ctx context.Context, snap *snapshot, ts *tenantState, c *
 	if err == nil {
 		return verdict{decision: d}
 	}
-	if !ts.allowOnError {
+	// A request the limiter refuses as invalid is not Redis being down:
+	// deciding it in process would run the tenant without its shared limit.
+	if !ts.allowOnError || errors.Is(err, limits.ErrInvalidRequest) {
 		return verdict{err: err}
 	}
 	return verdict{decision: localDecision(ts, c, s.now()), failOpen: true, err: err}
@@ -165,12 +215,14 @@ func refusal(snap *snapshot, ts *tenantState, d limits.Decision) *problem {
 	}
 	if d.Violated == limits.ViolatedBacklog {
 		p.RetryAfter = retryAfterSeconds(snap.retryAfter)
-		if ts.outflowRate > 0 {
-			p.RetryAfter = max(1, int64(math.Ceil(float64(d.Backlog)/ts.outflowRate)))
+		rate := "an unlimited rate"
+		if o := ts.outflow; o.Shaped() {
+			p.RetryAfter = backlogRetryAfter(d.Backlog, o.Rate)
+			rate = fmt.Sprintf("%g per second", o.Rate)
 		}
 		p.Backlog = d.Backlog
-		p.Detail = fmt.Sprintf("tenant %s has %d units queued (max_backlog %d); at %g per second they leave in %d s",
-			ts.name, d.Backlog, ts.maxBacklog, ts.outflowRate, p.RetryAfter)
+		p.Detail = fmt.Sprintf("tenant %s has %d units queued (max_backlog %d); at %s they leave in %d s",
+			ts.name, d.Backlog, ts.maxBacklog, rate, p.RetryAfter)
 		return p
 	}
 	var wait time.Duration
@@ -186,6 +238,21 @@ func refusal(snap *snapshot, ts *tenantState, d limits.Decision) *problem {
 	}
 	p.Detail = fmt.Sprintf("tenant %s exceeded policy %s; retry after %d s", ts.name, desc, p.RetryAfter)
 	return p
+}
+
+// maxRetryAfter caps every Retry-After ingest computes, in seconds (2^31 − 1,
+// about 68 years): a bound against overflow, not a policy.
+const maxRetryAfter = math.MaxInt32
+
+// backlogRetryAfter is ⌈backlog ÷ rate⌉ seconds, at least 1 and at most
+// maxRetryAfter, for any backlog and any rate > 0 (a huge backlog or a tiny
+// rate never wraps the int64).
+func backlogRetryAfter(backlog int64, rate float64) int64 {
+	s := math.Ceil(float64(max(backlog, 0)) / rate)
+	if !(s < maxRetryAfter) { // also NaN
+		return maxRetryAfter
+	}
+	return max(1, int64(s))
 }
 
 // limiterNow is the now given to the limiter: the Clock's time when one was

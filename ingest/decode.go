@@ -7,21 +7,27 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/strictjson"
 	"github.com/sluicehq/sluice/keys"
 )
 
 // jobRequest is the JSON body of POST /v1/jobs and one element of a batch.
-// Unknown fields are refused, so a misspelt "dedline" is a 400 and not a job
-// without a deadline.
+// Field names are matched exactly and each may appear once (strictjson), so
+// a misspelt "dedline", a "Cost" or a second "cost" is a 400 and not a job
+// without a deadline, with the default cost or with the last cost given.
+// The payload is free-form: its keys are the client's business and are not
+// looked at (a repeated key inside it reaches the target as sent). ID is nil
+// when no id (or null) was given; "" is an id, and refused.
 type jobRequest struct {
 	Type     string          `json:"type"`
 	Payload  json.RawMessage `json:"payload"`
-	ID       string          `json:"id"`
+	ID       *string         `json:"id"`
 	Deadline *string         `json:"deadline"`
 	Cost     *int64          `json:"cost"`
 }
@@ -67,22 +73,40 @@ func checkContentType(r *http.Request) *problem {
 	return nil
 }
 
-// decodeBody decodes exactly one JSON value of r's body into v, with unknown
-// fields refused and the body capped at limit bytes.
+// decodeBody reads r's body (at most limit bytes, under body.go's bounds)
+// and decodes exactly one JSON value of it into v, strictly: field names
+// exactly as v's json tags spell them, none repeated (400 naming it).
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *problem {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
+	body, p := readBody(w, r, limit)
+	if p != nil {
+		return p
+	}
+	return decodeStrict(body, "", limit, v)
+}
+
+// decodeStrict decodes exactly one JSON value of data into v, with every
+// field name checked by strictjson; prefix is the path of data in the
+// request ("jobs[3]" for a batch element).
+func decodeStrict(data []byte, prefix string, limit int64, v any) *problem {
+	if err := strictjson.Check(data, v, "json"); err != nil {
+		var fe *strictjson.Error
+		if !errors.As(err, &fe) {
+			return decodeProblem(err, prefix, limit)
+		}
+		f := fieldName(prefix, fe.Path)
+		if fe.Kind == strictjson.Repeated {
+			return newProblem(http.StatusBadRequest, f, fmt.Sprintf("field %q appears more than once; give each field once", f))
+		}
+		return newProblem(http.StatusBadRequest, f, fmt.Sprintf("unknown field %q (field names are case-sensitive)", f))
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeProblem(err, "", limit)
+		return decodeProblem(err, prefix, limit)
 	}
 	var rest json.RawMessage
-	switch err := dec.Decode(&rest); {
-	case err == io.EOF:
-	case err != nil && decodeProblem(err, "", limit).Status == http.StatusRequestEntityTooLarge:
-		return decodeProblem(err, "", limit)
-	default:
-		return newProblem(http.StatusBadRequest, "", "the body must hold one JSON object and nothing after it")
+	if err := dec.Decode(&rest); err != io.EOF {
+		return newProblem(http.StatusBadRequest, prefix, orBody(prefix)+" must hold one JSON object and nothing after it")
 	}
 	return nil
 }
@@ -113,6 +137,15 @@ func decodeProblem(err error, prefix string, limit int64) *problem {
 		return newProblem(http.StatusBadRequest, prefix, orBody(prefix)+" is empty; want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return newProblem(http.StatusBadRequest, prefix, "malformed JSON in "+orBody(prefix)+": unexpected end")
+	}
+	// A connection error never reaches the client: it names socket
+	// addresses. (Bodies are read before they are decoded, so it is not
+	// expected here.)
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		p := newProblem(http.StatusBadRequest, "", "the body could not be read")
+		p.err = err
+		return p
 	}
 	// DisallowUnknownFields reports `json: unknown field "name"`; it has no
 	// error type of its own.
@@ -149,17 +182,15 @@ func jsonKind(kind string) string {
 // decodeJob decodes and validates one batch element.
 func decodeJob(raw json.RawMessage, prefix string, now time.Time) (job, *problem) {
 	var req jobRequest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return job{}, decodeProblem(err, prefix, 0)
+	if p := decodeStrict(raw, prefix, 0, &req); p != nil {
+		return job{}, p
 	}
 	return validateJob(req, prefix, now)
 }
 
 // validateJob checks one decoded job:
 //   - type is required and keys.ValidID (422);
-//   - id, when given, is keys.ValidID (422);
+//   - id, when given, is keys.ValidID (422; "" too);
 //   - cost defaults to 1 and must be >= 1 (422);
 //   - deadline, when given, is RFC 3339 (400 otherwise) and after now (422).
 func validateJob(req jobRequest, prefix string, now time.Time) (job, *problem) {
@@ -167,14 +198,18 @@ func validateJob(req jobRequest, prefix string, now time.Time) (job, *problem) {
 		f := fieldName(prefix, name)
 		return job{}, newProblem(http.StatusUnprocessableEntity, f, f+" "+fmt.Sprintf(format, args...))
 	}
-	j := job{typ: req.Type, id: req.ID, payload: req.Payload, cost: 1, field: prefix}
+	var id string
+	if req.ID != nil {
+		id = *req.ID
+	}
+	j := job{typ: req.Type, id: id, payload: req.Payload, cost: 1, field: prefix}
 	switch {
 	case req.Type == "":
 		return unprocessable("type", "is required")
 	case !keys.ValidID(req.Type):
-		return unprocessable("type", "must be 1 to 128 characters of [A-Za-z0-9._:-] (got %q)", req.Type)
-	case req.ID != "" && !keys.ValidID(req.ID):
-		return unprocessable("id", "must be 1 to 128 characters of [A-Za-z0-9._:-] (got %q)", req.ID)
+		return unprocessable("type", "must be %s (got %q)", keys.IDRule, req.Type)
+	case req.ID != nil && !keys.ValidID(id):
+		return unprocessable("id", "must be %s (got %q); leave it out for no id", keys.IDRule, id)
 	}
 	if req.Cost != nil {
 		if *req.Cost < 1 {

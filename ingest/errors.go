@@ -41,6 +41,9 @@ type problem struct {
 	Backlog int64 `json:"backlog,omitempty"`
 	// Backend names what is down on a 503: "redis" or "kafka".
 	Backend string `json:"backend,omitempty"`
+	// err is the cause the client is not told (a connection error that
+	// names socket addresses); the handler logs it.
+	err error
 }
 
 // newProblem returns an about:blank problem for status.
@@ -93,10 +96,15 @@ func retryAfterSeconds(d time.Duration) int64 {
 	return max(1, ceilSeconds(d))
 }
 
-// ceilSeconds is d in whole seconds, rounded up; negative d gives 0.
+// ceilSeconds is d in whole seconds, rounded up, without overflow for any
+// d; negative d gives 0.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -27,13 +28,19 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 
 // submit runs a submission through its steps, each of which may answer:
 //
-//	auth → content type → decode and validate → capacity check →
-//	idempotency reservation → admission → enqueue → stored answers → 202
+//	auth → content type → body headers → decode and validate → cost and
+//	capacity check (chargeOf) → idempotency reservation → admission →
+//	enqueue → stored answers → 202
 //
-// Every refusal after the reservation releases it, so the client can retry
-// with the same ids.
+// Everything up to the cost check needs no Redis, so a request it refuses
+// writes nothing (the limit-state headers of the answer are read by a dry
+// run that writes nothing either). Every refusal after the reservation
+// releases it, so the client can retry with the same ids. The body has
+// ingest.body_timeout to arrive, and the answer ingest.write_timeout after
+// it (body.go).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	snap := s.snap.Load()
+	armBody(w, snap, 0)
 	ts, p := authenticate(r, snap)
 	if p != nil {
 		writeProblem(w, p)
@@ -43,6 +50,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	// tenant's until the jobs are decoded, then every policy they use.
 	var policies []limits.Policy
 	fail := func(p *problem) {
+		s.logBodyError(r, ts.name, p)
 		p.Tenant = ts.name
 		if p.Backend != "redis" {
 			s.stateHeaders(r.Context(), w, snap, ts, policies)
@@ -57,20 +65,25 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 		fail(p)
 		return
 	}
+	if p := checkBodyHeaders(w, r, snap.maxBody); p != nil {
+		fail(p)
+		return
+	}
 	now := s.now()
 	decode := decodeSingle
 	if batch {
 		decode = decodeBatch
 	}
 	jobs, p := decode(w, r, snap, now)
+	armWrite(w, snap, 0)
 	if p != nil {
 		fail(p)
 		return
 	}
-	all := chargeOf(ts, jobs)
+	all, p := chargeOf(ts, jobs)
 	policies = all.policies
 	setPolicyHeader(w.Header(), ts, all.names())
-	if p := overCapacity(&all, batch); p != nil {
+	if p != nil {
 		fail(p)
 		return
 	}
@@ -91,8 +104,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	for i, k := range sub.fresh {
 		fresh[i] = jobs[k]
 	}
-	c := chargeOf(ts, fresh)
-	if p := s.admitAndHeaders(r.Context(), w, snap, ts, &c); p != nil {
+	// fresh is a part of jobs, whose charge passed: its own cannot fail.
+	c, p := chargeOf(ts, fresh)
+	if p == nil {
+		p = s.admitAndHeaders(r.Context(), w, snap, ts, &c)
+	}
+	if p != nil {
 		s.releaseIDs(r.Context(), snap, ts, sub.reserved)
 		fail(p)
 		return
@@ -125,6 +142,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 // decision, and returns the problem to answer when the request is refused.
 func (s *Server) admitAndHeaders(ctx context.Context, w http.ResponseWriter, snap *snapshot, ts *tenantState, c *charge) *problem {
 	v := s.admit(ctx, snap, ts, c)
+	if errors.Is(v.err, limits.ErrInvalidRequest) {
+		s.metrics.decision(ts, "", resultInvalid)
+		s.log.Error("admission request refused by the limiter", "tenant", ts.name, "err", v.err)
+		return newProblem(http.StatusInternalServerError, "",
+			"the rate limiter refused this request's arguments (a policy it cannot run, or a bug); retrying will not help")
+	}
 	if v.err != nil && !v.failOpen {
 		s.metrics.decision(ts, "", resultError)
 		s.log.Warn("admission failed, tenant fails closed", "tenant", ts.name, "err", v.err)

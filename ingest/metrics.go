@@ -16,6 +16,7 @@ const (
 	resultBacklog  = "backlog"   // refused by the backlog gate
 	resultFailOpen = "fail_open" // decided in process, Redis unreachable
 	resultError    = "error"     // Redis unreachable, tenant fails closed (503)
+	resultInvalid  = "invalid"   // the limiter refused the request's arguments (500)
 )
 
 // metrics are ingest's Prometheus metrics. Label values are bounded: tenant
@@ -35,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_admission_decisions_total",
-			Help: "Admission decisions by tenant, algorithm of the deciding policy, and result (allowed, denied, backlog, fail_open, error).",
+			Help: "Admission decisions by tenant, algorithm of the deciding policy, and result (allowed, denied, backlog, fail_open, error, invalid).",
 		}, []string{"tenant", "algorithm", "result"}),
 		admissionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_admission_duration_seconds",

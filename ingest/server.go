@@ -166,7 +166,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	route := func(pattern, name string, h http.HandlerFunc) {
-		mux.Handle(pattern, s.metrics.instrument(name, h))
+		mux.Handle(pattern, s.metrics.instrument(name, s.armed(h)))
 	}
 	route("/v1/jobs", "jobs", s.post(s.handleJob))
 	route("/v1/jobs:batch", "jobs_batch", s.post(s.handleBatch))
@@ -176,13 +176,24 @@ func (s *Server) routes() http.Handler {
 	route("/v1/jobs/{id}", "job", s.handleJobState)
 	route("/v1/tenants/{id}/stats", "stats", s.handleStats)
 	if s.gatherer != nil {
-		mux.Handle("GET /metrics", s.metrics.instrument("metrics",
-			promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)})))
+		mux.Handle("GET /metrics", s.metrics.instrument("metrics", s.armed(
+			promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}).ServeHTTP)))
 	}
 	route("/", "other", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, newProblem(http.StatusNotFound, "", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
 	})
 	return mux
+}
+
+// armed gives every answer ingest.write_timeout from the start of its
+// handler, from the config current then (http.Server.WriteTimeout, the
+// value at Serve, covers what net/http writes itself). Routes with a body
+// move the deadline once it is read (armBody); admin answers get more.
+func (s *Server) armed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		armWrite(w, s.snap.Load(), 0)
+		h(w, r)
+	}
 }
 
 // post answers 405 (as problem+json, with Allow) to anything but POST.
@@ -220,15 +231,26 @@ func (s *Server) Run(ctx context.Context) error {
 //
 // It returns nil after a clean shutdown, or the error that stopped serving.
 // The Redis client belongs to the caller and stays open.
+//
+// Every client is bounded (the ingest.* keys, as they are when Serve
+// starts; body_timeout and write_timeout are read again by each request):
+// its request line and headers must arrive within read_header_timeout and
+// fit in max_header_bytes (net/http answers 431 itself), its body within
+// body_timeout (408, body.go), its answer must be taken within
+// write_timeout (the connection is closed), and a keep-alive connection
+// waits idle_timeout for its next request. ReadTimeout, the whole request's
+// bound, is read_header_timeout + body_timeout, so a body that no handler
+// reads (net/http discards it) is bounded too.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	snap := s.snap.Load()
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// A body of max_body_bytes (1 MiB) has 30 s to arrive; a slower
-		// client holds a connection and a goroutine no longer.
-		ReadTimeout: 30 * time.Second,
-		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: snap.readHeaderTimeout,
+		ReadTimeout:       snap.readHeaderTimeout + snap.bodyTimeout,
+		WriteTimeout:      snap.writeTimeout,
+		IdleTimeout:       snap.idleTimeout,
+		MaxHeaderBytes:    snap.maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,12 @@ const (
 	fallbackShutdown     = 10 * time.Second
 	fallbackRetryAfter   = time.Second
 	fallbackRedisTimeout = 250 * time.Millisecond
+
+	fallbackReadHeaderTimeout = 10 * time.Second
+	fallbackBodyTimeout       = 30 * time.Second
+	fallbackWriteTimeout      = 10 * time.Second
+	fallbackIdleTimeout       = 2 * time.Minute
+	fallbackMaxHeaderBytes    = 64 << 10
 )
 
 // snapshot is everything a request needs from the configuration, computed
@@ -38,6 +45,14 @@ type snapshot struct {
 	retryAfter   time.Duration
 	redisTimeout time.Duration
 	shutdown     time.Duration
+	// bodyTimeout and writeTimeout bound each request from the config
+	// current at its start; readHeaderTimeout, idleTimeout and
+	// maxHeaderBytes are the http.Server's, set when Serve starts.
+	bodyTimeout       time.Duration
+	writeTimeout      time.Duration
+	readHeaderTimeout time.Duration
+	idleTimeout       time.Duration
+	maxHeaderBytes    int
 	// backend is the queue backend's name, given in a 503 when it is down.
 	backend string
 	// listen is the address Run listens on.
@@ -46,10 +61,12 @@ type snapshot struct {
 	// backend.
 	kafkaBrokers []string
 	kafkaTopic   string
-	// invalid lists policies the limiter will refuse (limits.Policy.Validate
-	// is stricter than config validation: period >= limit µs and such);
-	// SetConfig logs them, and their tenants' requests meet the limiter
-	// error path (fail open or 503).
+	// invalid lists policies the limiter will refuse (limits.Policy.Validate).
+	// config.Validate runs that same check on the file, a reload and every
+	// admin write, so a validated config has none; this is a defence for a
+	// config.Config built by hand or a runtime spec stored by an older
+	// version. SetConfig logs them, and their tenants' requests that reach
+	// admission get a 500 (limits.ErrInvalidRequest never fails open).
 	invalid []error
 }
 
@@ -71,11 +88,15 @@ type tenantState struct {
 	// algorithm is the metric label of the tenant's decisions: the tenant
 	// policy's algorithm, or "none".
 	algorithm string
-	// maxBacklog and outflowRate are the backlog gate's inputs.
-	maxBacklog  int64
-	outflowRate float64
-	// outflow is the tenant's outflow configuration, for the stats API
-	// (visibility_stats.go).
+	// maxBacklog is the backlog gate's input.
+	maxBacklog int64
+	// maxCost is the most one job of a type without a policy of its own may
+	// cost, typeMaxCost that of each type with one (see maxJobCost).
+	maxCost     costBound
+	typeMaxCost map[string]costBound
+	// outflow is the tenant's outflow configuration, defaults applied
+	// (config.Outflow.WithDefaults): its rate gives a backlog refusal's
+	// Retry-After when Shaped, and the stats API shows it.
 	outflow config.Outflow
 }
 
@@ -91,6 +112,13 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		retryAfter:   orDefault(cfg.Ingest.RetryAfter, fallbackRetryAfter),
 		redisTimeout: orDefault(cfg.Redis.Timeout, fallbackRedisTimeout),
 		shutdown:     orDefault(cfg.Ingest.ShutdownTimeout, fallbackShutdown),
+
+		bodyTimeout:       orDefault(cfg.Ingest.BodyTimeout, fallbackBodyTimeout),
+		writeTimeout:      orDefault(cfg.Ingest.WriteTimeout, fallbackWriteTimeout),
+		readHeaderTimeout: orDefault(cfg.Ingest.ReadHeaderTimeout, fallbackReadHeaderTimeout),
+		idleTimeout:       orDefault(cfg.Ingest.IdleTimeout, fallbackIdleTimeout),
+		maxHeaderBytes:    int(orDefault(int64(cfg.Ingest.MaxHeaderBytes), fallbackMaxHeaderBytes)),
+
 		backend:      cfg.Queue.Backend,
 		listen:       cfg.Ingest.Listen,
 		kafkaBrokers: cfg.Kafka.Brokers,
@@ -104,7 +132,7 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		if old != nil {
 			prev = old.tenants[name]
 		}
-		ts := newTenantState(name, t, prev)
+		ts := newTenantState(name, t, prev, cfg.Ingest.MaxJobCost)
 		s.tenants[name] = ts
 		for _, p := range ts.allPolicies() {
 			if err := p.Validate(); err != nil {
@@ -126,17 +154,19 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 	return s
 }
 
-func newTenantState(name string, t config.Tenant, old *tenantState) *tenantState {
+// newTenantState precomputes tenant t called name; maxJobCost is
+// ingest.max_job_cost (0: the default).
+func newTenantState(name string, t config.Tenant, old *tenantState, maxJobCost int64) *tenantState {
 	ts := &tenantState{
 		name:         name,
 		allowOnError: t.OnLimiterError != "deny",
 		typePolicies: map[string]limits.Policy{},
+		typeMaxCost:  map[string]costBound{},
 		items:        map[string]string{},
 		local:        map[string]*limits.Local{},
 		algorithm:    "none",
 		maxBacklog:   t.Outflow.MaxBacklog,
-		outflowRate:  t.Outflow.Rate,
-		outflow:      t.Outflow,
+		outflow:      t.Outflow.WithDefaults(),
 	}
 	add := func(p limits.Policy) {
 		ts.items[p.Name] = policyItem(p)
@@ -159,7 +189,72 @@ func newTenantState(name string, t config.Tenant, old *tenantState) *tenantState
 			add(p)
 		}
 	}
+	ts.maxCost = jobCostBound(maxJobCost, ts.outflow, ts.tenantPolicy)
+	for typ, p := range ts.typePolicies {
+		ts.typeMaxCost[typ] = jobCostBound(maxJobCost, ts.outflow, ts.tenantPolicy, &p)
+	}
 	return ts
+}
+
+// costBound is the most units one job may cost and what sets it.
+type costBound struct {
+	max int64
+	// policy is the policy whose Capacity sets max; "" when it is not a
+	// policy.
+	policy string
+	// outflow says the tenant's outflow capacity sets max (policy is "").
+	outflow bool
+}
+
+// maxJobCost is the most units one job of type typ may cost for ts: the
+// least of ingest.max_job_cost, the Capacity of every admission policy the
+// job is charged to (the tenant's and its type's: a larger job could never
+// be admitted), and, when the tenant's outflow is shaped (config.Outflow.Shaped), the
+// outflow bucket's capacity (a larger job could never be delivered; the
+// drainer sends one it finds queued to the DLQ as cost_exceeds_capacity).
+// Ingest refuses a costlier job with a 422 before any Redis call. This is
+// the one home of the rule; it is computed once per SetConfig
+// (jobCostBound).
+func (ts *tenantState) maxJobCost(typ string) costBound {
+	if b, ok := ts.typeMaxCost[typ]; ok {
+		return b
+	}
+	return ts.maxCost
+}
+
+// jobCostBound computes maxJobCost for a job charged to policies, with
+// maxJobCost ingest.max_job_cost (0: config.DefaultMaxJobCost; never above
+// config.MaxMaxJobCost) and the tenant's outflow o.
+func jobCostBound(maxJobCost int64, o config.Outflow, policies ...*limits.Policy) costBound {
+	if maxJobCost <= 0 {
+		maxJobCost = config.DefaultMaxJobCost
+	}
+	b := costBound{max: min(maxJobCost, config.MaxMaxJobCost)}
+	for _, p := range policies {
+		if p != nil && p.Capacity() < b.max {
+			b = costBound{max: max(p.Capacity(), 1), policy: p.Name}
+		}
+	}
+	if o.Shaped() {
+		// A job leaves when water + cost <= capacity, so a whole cost fits
+		// when it is at most ⌊capacity⌋ (at least 1: config validation
+		// requires capacity >= 1).
+		if c := math.Floor(o.BucketCapacity()); c < float64(b.max) {
+			b = costBound{max: max(int64(c), 1), outflow: true}
+		}
+	}
+	return b
+}
+
+// String says what sets b, for a 422's detail.
+func (b costBound) String() string {
+	switch {
+	case b.policy != "":
+		return fmt.Sprintf("set by the capacity of admission policy %q, so a costlier job could never be admitted", b.policy)
+	case b.outflow:
+		return "set by the tenant's outflow capacity, so a costlier job could never be delivered"
+	}
+	return "set by ingest.max_job_cost"
 }
 
 // allPolicies returns the tenant's policies, the tenant's first.
@@ -186,28 +281,9 @@ func (ts *tenantState) policy(name string) (limits.Policy, bool) {
 	return p, ok && p.Name == name
 }
 
-// policyOf converts a configured admission policy; ok is false when the
-// policy has no algorithm (no limit).
-func policyOf(name string, a config.Admission) (limits.Policy, bool) {
-	if a.Algorithm == "" {
-		return limits.Policy{}, false
-	}
-	burst := a.Burst
-	if burst == 0 {
-		burst = a.Limit
-	}
-	period := a.Period
-	if period == 0 {
-		period = time.Second
-	}
-	return limits.Policy{
-		Name:      name,
-		Algorithm: limits.Algorithm(a.Algorithm),
-		Limit:     a.Limit,
-		Period:    period,
-		Burst:     burst,
-	}, true
-}
+// policyOf converts a configured admission policy (config.Admission.Policy);
+// ok is false when the policy has no algorithm (no limit).
+func policyOf(name string, a config.Admission) (limits.Policy, bool) { return a.Policy(name) }
 
 // policyItem is p's member of the RateLimit-Policy field
 // (draft-ietf-httpapi-ratelimit-headers-11 §4): the name as an sf-string, the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -110,7 +111,7 @@ func (s *Server) jobTenant(ctx context.Context, snap *snapshot, v viewer, named,
 		}
 		return v.tenant, nil
 	case named != "":
-		if _, ok := snap.tenants[named]; !ok {
+		if _, ok := snap.tenants[named]; !ok || !keys.ValidTenant(named) {
 			return "", notFound("tenant", named)
 		}
 		return named, nil
@@ -180,9 +181,10 @@ func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapsh
 			writeProblem(w, s.redisProblem(snap, "get job", err))
 			return
 		}
-		if st.Outflow.EffectiveRate > 0 {
-			eta := float64(ahead) / st.Outflow.EffectiveRate
-			out.ETASeconds = &eta
+		if !st.Outflow.Unlimited && st.Outflow.EffectiveRate > 0 {
+			if eta := float64(ahead) / st.Outflow.EffectiveRate; !math.IsInf(eta, 0) {
+				out.ETASeconds = &eta
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -37,14 +38,17 @@ type statsAnswer struct {
 	// (Kafka backend, keys.DLQCount).
 	DLQ int64 `json:"dlq"`
 	// ETASeconds is Backlog ÷ Outflow.EffectiveRate; null when the tenant's
-	// outflow is unlimited (rate 0).
+	// outflow is unlimited (Outflow.Unlimited).
 	ETASeconds *float64 `json:"eta_seconds"`
 }
 
 // outflowAnswer compares the tenant's outflow rates, in units per second.
 type outflowAnswer struct {
+	// Unlimited is outflow.unlimited: delivery is not rate-limited, and the
+	// rates and capacity below are 0.
+	Unlimited bool `json:"unlimited"`
 	// ConfiguredRate is outflow.rate, or the runtime override
-	// (keys.Override outflow_rate) that the drainers apply; 0 is unlimited.
+	// (keys.Override outflow_rate) that the drainers apply.
 	ConfiguredRate float64 `json:"configured_rate"`
 	// EffectiveRate is ConfiguredRate lowered by adaptive backoff while it
 	// recovers, as the bucket script computes it (lua/leaky_bucket.lua).
@@ -72,7 +76,7 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant := r.PathValue("id")
-	if _, ok := snap.tenants[tenant]; !ok || (v.tenant != "" && v.tenant != tenant) {
+	if _, ok := snap.tenants[tenant]; !ok || !keys.ValidTenant(tenant) || (v.tenant != "" && v.tenant != tenant) {
 		writeProblem(w, notFound("tenant", tenant))
 		return
 	}
@@ -103,33 +107,57 @@ func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (
 	if ts := snap.tenants[tenant]; ts != nil {
 		o = ts.outflow
 	}
-	return computeStats(tenant, o.Rate, o.Capacity, snap.backend, res), nil
+	return computeStats(tenant, o, snap.backend, res), nil
 }
 
 // computeStats turns the raw values of tenant_stats.lua into the answer,
-// for a tenant configured with outflow rate and capacity on the queue
+// for a tenant configured with outflow o (defaults applied) on the queue
 // backend ("redis" or "kafka").
-func computeStats(tenant string, rate, capacity float64, backend string, res []string) statsAnswer {
+func computeStats(tenant string, o config.Outflow, backend string, res []string) statsAnswer {
+	// Stored values are read defensively: a missing, malformed or
+	// non-finite number is 0 (NaN or ±Inf would make the answer unencodable),
+	// and a count beyond int64 is the largest int64, never wrapped.
 	num := func(i int) float64 {
-		f, _ := strconv.ParseFloat(res[i], 64)
+		f, err := strconv.ParseFloat(res[i], 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0
+		}
 		return f
 	}
+	count := func(i int) int64 {
+		if n, err := strconv.ParseInt(res[i], 10, 64); err == nil {
+			return max(n, 0)
+		}
+		switch f := num(i); {
+		case f <= 0:
+			return 0
+		case f >= math.MaxInt64:
+			return math.MaxInt64
+		default:
+			return int64(f)
+		}
+	}
 	nowUS := num(0)
-	out := statsAnswer{Tenant: tenant, Backlog: max(int64(num(1)), 0), InFlight: int64(num(9))}
+	out := statsAnswer{Tenant: tenant, Backlog: count(1), InFlight: count(9)}
 	if backend == "kafka" {
-		out.DLQ = int64(num(11))
+		out.DLQ = count(11)
 	} else {
-		out.DLQ = int64(num(10))
+		out.DLQ = count(10)
 	}
 	out.Outflow.MeasuredRate = num(12) / measureWindow
 
-	// As the drainers do (drainer.outflowOf, limits.Leaky): capacity
-	// defaults to max(1, rate); a rate of 0 is unlimited and ignores the
-	// override; the override replaces a configured rate and capacity.
+	// As the drainers do (drainer.outflowOf, limits.Leaky): an unlimited
+	// outflow has no bucket and ignores the override; the override (when
+	// > 0) replaces a configured rate and capacity.
+	if !o.Shaped() {
+		out.Outflow.Unlimited = true
+		return out
+	}
+	rate, capacity := o.Rate, o.Capacity
 	if capacity <= 0 {
 		capacity = max(1, rate)
 	}
-	if ov := num(2); rate > 0 && ov > 0 {
+	if ov := num(2); ov > 0 {
 		rate = ov
 	}
 	if ov := num(3); ov > 0 {
@@ -145,17 +173,21 @@ func computeStats(tenant string, rate, capacity float64, backend string, res []s
 	// since ts (µs).
 	water := num(4) - max(nowUS-num(5), 0)*eff
 	out.WaterLevel = max(water, 0) / 1e6
-	eta := float64(out.Backlog) / eff
-	out.ETASeconds = &eta
+	if math.IsInf(out.WaterLevel, 0) || math.IsNaN(out.WaterLevel) {
+		out.WaterLevel = 0
+	}
+	if eta := float64(out.Backlog) / eff; !math.IsInf(eta, 0) {
+		out.ETASeconds = &eta
+	}
 	return out
 }
 
 // adaptiveRate is the rate the outflow bucket uses now (lua/leaky_bucket.lua,
 // drainer.EffectiveRate): rate, lowered to eff at effTS (µs) after a
 // downstream 429/503 and recovering by inc units/s every second since.
-// Without adaptive state (eff 0) it is rate; an unlimited rate stays 0.
+// Without adaptive state (eff 0) it is rate.
 func adaptiveRate(rate, eff, effTS, inc, nowUS float64) float64 {
-	if rate <= 0 || eff <= 0 {
+	if eff <= 0 {
 		return rate
 	}
 	return min(rate, eff+max(nowUS-effTS, 0)/1e6*inc)

@@ -26,6 +26,7 @@ type statsView struct {
 	Tenant  string `json:"tenant"`
 	Backlog int64  `json:"backlog"`
 	Outflow struct {
+		Unlimited      bool    `json:"unlimited"`
 		ConfiguredRate float64 `json:"configured_rate"`
 		EffectiveRate  float64 `json:"effective_rate"`
 		MeasuredRate   float64 `json:"measured_rate"`
@@ -70,6 +71,7 @@ func TestTenantStats(t *testing.T) {
 	ctx := context.Background()
 	type want struct {
 		configured, effective, measured, capacity float64
+		unlimited                                 bool
 		inFlight, dlq                             int64
 		eta                                       *float64
 		waterMin, waterMax                        float64
@@ -115,8 +117,12 @@ func TestTenantStats(t *testing.T) {
 				rdb.HSet(ctx, keys.Outflow(tenant), fmt.Sprint(s), 5)
 			}
 		}, with(func(w *want) { w.measured = 5 })},
-		{"unlimited outflow", "    outflow: {rate: 0}\n", nil,
-			want{capacity: 1}},
+		// An unlimited outflow has no rate, no bucket and no ETA; an
+		// override outflow_rate (0 or not) does not give it one.
+		{"unlimited outflow", "    outflow: {unlimited: true}\n", func(t *testing.T, tenant string) {
+			rdb.HSet(ctx, keys.Override(tenant), "outflow_rate", "0")
+			rdb.PExpire(ctx, keys.Override(tenant), time.Minute)
+		}, want{unlimited: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,6 +146,7 @@ func TestTenantStats(t *testing.T) {
 				t.Errorf("water_level = %v, want in [%v, %v]", got.WaterLevel, w.waterMin, w.waterMax)
 			}
 			wantView := statsView{Tenant: tenant, Backlog: 6, WaterLevel: got.WaterLevel, InFlight: w.inFlight, DLQ: w.dlq, ETASeconds: w.eta}
+			wantView.Outflow.Unlimited = w.unlimited
 			wantView.Outflow.ConfiguredRate, wantView.Outflow.EffectiveRate = w.configured, w.effective
 			wantView.Outflow.MeasuredRate, wantView.Outflow.Capacity = w.measured, w.capacity
 			if diff := cmp.Diff(wantView, got); diff != "" {

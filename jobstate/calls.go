@@ -149,13 +149,17 @@ func (d Dispatch) Call() Call {
 // Start records d in one round trip: the job is in flight, its seq has
 // left the queue, the delivery counts as in flight and its cost in the
 // tenant's outflow. It returns false, writing nothing, when the job was
-// cancelled after it was claimed: the caller must drop it unsent. On a
-// Redis error it returns true with the error: the job's record is stale,
-// but a delivery is never held back for it.
+// cancelled after it was claimed (the script's answer 0): the caller must
+// drop it unsent. On a Redis error, or a reply other than 0 or 1, it
+// returns true with the error: the job's record is stale, but a delivery
+// is never held back, nor a job dropped, for it.
 func Start(ctx context.Context, rdb redis.Scripter, d Dispatch) (bool, error) {
 	n, err := d.Call().Run(ctx, rdb).Int64()
 	if err != nil {
 		return true, fmt.Errorf("jobstate: start %s of %s: %w", d.JobID, d.Tenant, err)
+	}
+	if n != 0 && n != 1 {
+		return true, fmt.Errorf("jobstate: start %s of %s: job_state_dispatch.lua answered %d, want 0 or 1", d.JobID, d.Tenant, n)
 	}
 	return n == 1, nil
 }

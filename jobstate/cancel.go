@@ -46,7 +46,9 @@ func Cancel(ctx context.Context, rdb redis.Scripter, tenant, id string) error {
 		return nil
 	case 0:
 		return &ConflictError{JobID: id, State: state}
-	default:
+	case -1:
 		return ErrNotFound
+	default:
+		return fmt.Errorf("jobstate: cancel %s of %s: job_state_cancel.lua answered code %d, want 1, 0 or -1", id, tenant, code)
 	}
 }

@@ -77,8 +77,8 @@ type Record struct {
 	Seq int64
 	// LastError is the last failed delivery's error.
 	LastError string
-	// Reason says why a dead job is dead: rejected, attempts_exhausted or
-	// poison.
+	// Reason says why a dead job is dead: rejected, attempts_exhausted,
+	// poison or cost_exceeds_capacity.
 	Reason string
 	// Ahead is how many of the tenant's jobs are ahead of this one in its
 	// queue (0: next to leave), for a queued job with a Seq; -1 otherwise.
@@ -123,8 +123,9 @@ func Get(ctx context.Context, rdb redis.UniversalClient, tenant, id string) (Rec
 	}
 	rec.fill(h)
 	if rec.State == Queued && rec.Seq > 0 {
+		// A negative or unreadable counter is 0, so Seq − d − 1 cannot wrap.
 		d, _ := strconv.ParseInt(gone.Val(), 10, 64)
-		rec.Ahead = max(0, rec.Seq-d-1)
+		rec.Ahead = max(0, rec.Seq-max(d, 0)-1)
 	}
 	return rec, nil
 }

@@ -15,21 +15,35 @@ import (
 // Prefix starts every key sluice writes.
 const Prefix = "sluice:"
 
-// tenantRe is the allowed shape of a tenant id (and of other ids that are
-// embedded in keys, such as a job type or a client job id).
+// tenantRe is the allowed shape of a tenant id (ValidTenant adds the
+// reserved names).
 var tenantRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// ValidTenant reports whether id is a valid tenant id: 1 to 64 characters of
-// [A-Za-z0-9._-].
-func ValidTenant(id string) bool { return tenantRe.MatchString(id) }
+// TenantRule states the tenant id rule of ValidTenant, for error messages.
+const TenantRule = `1 to 64 characters of [A-Za-z0-9._-], not "." or "..", not starting with "_" (reserved for sluice's own labels)`
+
+// ValidTenant reports whether id is a valid tenant id (TenantRule): 1 to 64
+// characters of [A-Za-z0-9._-], except "." and ".." (an id is a URL path
+// segment: /admin/v1/tenants/{id}) and ids starting with "_", which are
+// reserved for sluice's own labels (the metrics' catch-all tenant "_other").
+// It is the one tenant id rule: the configuration, the admin API, ingest and
+// every key builder's caller use it.
+func ValidTenant(id string) bool {
+	return tenantRe.MatchString(id) && id != "." && id != ".." && id[0] != '_'
+}
 
 // idRe is the allowed shape of other ids embedded in keys: a job type, a
 // client job id, a policy name.
 var idRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
-// ValidID reports whether id may be used inside a key (a job type, a client
-// job id, a policy name): 1 to 128 characters of [A-Za-z0-9._:-].
-func ValidID(id string) bool { return idRe.MatchString(id) }
+// IDRule states the rule of ValidID, for error messages.
+const IDRule = `1 to 128 characters of [A-Za-z0-9._:-], not "." or ".."`
+
+// ValidID reports whether id may be used inside a key and a URL path (a job
+// type, a client job id, a policy name): IDRule, 1 to 128 characters of
+// [A-Za-z0-9._:-] except "." and ".." (a job id is a path segment,
+// /v1/jobs/{id}).
+func ValidID(id string) bool { return idRe.MatchString(id) && id != "." && id != ".." }
 
 func tag(tenant string) string { return Prefix + "{" + tenant + "}" }
 
@@ -121,8 +135,9 @@ func Delayed(tenant string) string { return tag(tenant) + ":delayed" }
 func DLQ(tenant string) string { return tag(tenant) + ":dlq" }
 
 // Audit is the tenant's capped list of admin changes, newest first: one JSON
-// entry per change (who, when, action, old and new spec), at most
-// AuditMaxEntries. TTL: OverrideTTL, refreshed on every write.
+// entry per change and tenant version (who, when, action, version and the
+// fields changed, see tenants.AuditEntry), at most AuditMaxEntries and
+// AuditMaxBytes. TTL: OverrideTTL, refreshed on every write.
 func Audit(tenant string) string { return tag(tenant) + ":audit" }
 
 // TenantsVersion is the global counter of runtime tenant changes, raised

@@ -19,6 +19,13 @@ const (
 	OutflowTTL = 30 * time.Second
 )
 
-// AuditMaxEntries caps a tenant's audit list (keys.Audit); older entries are
-// trimmed on write.
-const AuditMaxEntries = 1000
+// Caps of a tenant's audit list (keys.Audit): each write keeps the newest
+// entries within both, trimming the older ones in the same script. An entry
+// is at most tenants.AuditEntryMaxBytes, so the byte cap binds from about
+// AuditMaxBytes / 4 KiB = 256 entries of large changes.
+const (
+	// AuditMaxEntries is the most entries kept.
+	AuditMaxEntries = 1000
+	// AuditMaxBytes is the most bytes of entries kept (1 MiB).
+	AuditMaxBytes = 1 << 20
+)

@@ -189,5 +189,5 @@ func ExampleParseAlgorithm() {
 func ExamplePolicy_Validate() {
 	p := limits.Policy{Name: "type.encode", Algorithm: limits.AlgGCRA, Limit: 0, Period: time.Second}
 	fmt.Println(p.Validate())
-	// Output: limits: policy type.encode: limit 0 must be >= 1
+	// Output: limits: policy type.encode: limit: must be >= 1 (got 0)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -364,26 +365,30 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
 	return decode(s.Name(), r, reply)
 }
 
-// encode fills e with r's share of a script call (see lua/admit.lua).
+// encode fills e with r's share of a script call (see lua/admit.lua). Every
+// error wraps ErrInvalidRequest: nothing is sent.
 func (a *Admitter) encode(r Request, e *encoded) error {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("limits: admit %s: %w: %s", r.Tenant, ErrInvalidRequest, fmt.Sprintf(format, args...))
+	}
 	backlog := a.tenants.get(r.Tenant, backlogKey)
 	if backlog == "" {
-		return fmt.Errorf("limits: admit: invalid tenant %q", r.Tenant)
+		return fmt.Errorf("limits: admit: %w: invalid tenant %q", ErrInvalidRequest, r.Tenant)
 	}
 	cost := r.Cost
 	if cost == 0 {
 		cost = 1
 	}
-	if cost < 0 || r.MaxBacklog < 0 {
-		return fmt.Errorf("limits: admit %s: cost %d and max backlog %d must be >= 0", r.Tenant, r.Cost, r.MaxBacklog)
+	if cost < 0 || cost > MaxCost || r.MaxBacklog < 0 {
+		return invalid("cost %d must be in [0, %d] and max backlog %d >= 0", r.Cost, MaxCost, r.MaxBacklog)
 	}
 	if !r.Now.IsZero() {
 		if e.now = r.Now.UnixMicro(); e.now <= 0 {
-			return fmt.Errorf("limits: admit %s: now %v is not after the unix epoch", r.Tenant, r.Now)
+			return invalid("now %v is not after the unix epoch", r.Now)
 		}
 	}
 	if len(r.Costs) != 0 && len(r.Costs) != len(r.Policies) {
-		return fmt.Errorf("limits: admit %s: %d costs for %d policies", r.Tenant, len(r.Costs), len(r.Policies))
+		return invalid("%d costs for %d policies", len(r.Costs), len(r.Policies))
 	}
 	e.cost, e.maxBacklog, e.dry = cost, r.MaxBacklog, r.DryRun
 	e.keys = make([]string, 0, 1+len(r.Policies))
@@ -394,11 +399,11 @@ func (a *Admitter) encode(r Request, e *encoded) error {
 	for i, p := range r.Policies {
 		def := a.policies.get(p, encodePolicy)
 		if def.err != nil {
-			return fmt.Errorf("limits: admit %s: %w", r.Tenant, def.err)
+			return invalid("%v", def.err)
 		}
 		for _, q := range r.Policies[:i] {
 			if q.Name == p.Name {
-				return fmt.Errorf("limits: admit %s: policy name %q used twice", r.Tenant, p.Name)
+				return invalid("policy name %q used twice", p.Name)
 			}
 		}
 		e.keys = append(e.keys, a.stateKey.get(stateKeyOf{r.Tenant, string(p.Algorithm), p.Name}, stateKey))
@@ -406,8 +411,8 @@ func (a *Admitter) encode(r Request, e *encoded) error {
 		if len(r.Costs) != 0 && r.Costs[i] != 0 {
 			pcost = r.Costs[i]
 		}
-		if pcost < 0 {
-			return fmt.Errorf("limits: admit %s: cost %d of policy %q must be >= 0", r.Tenant, pcost, p.Name)
+		if pcost < 0 || pcost > MaxCost {
+			return invalid("cost %d of policy %q must be in [0, %d]", pcost, p.Name, MaxCost)
 		}
 		e.pols = append(e.pols, polRef{def, pcost})
 	}
@@ -431,7 +436,14 @@ func decode(script string, r Request, reply any) (Decision, error) {
 		}
 		return n
 	}
-	d := Decision{Allowed: at(0) == 1, Backlog: at(2)}
+	flag := func(i int) bool {
+		n := at(i)
+		if n != 0 && n != 1 && bad == nil {
+			bad = fmt.Errorf("limits: admit %s: %s: %w: element %d is %d, want 0 or 1", r.Tenant, script, ErrReply, i+1, n)
+		}
+		return n == 1
+	}
+	d := Decision{Allowed: flag(0), Backlog: at(2)}
 	violated := at(1)
 	if len(r.Policies) > 0 {
 		d.Results = make([]Result, len(r.Policies))
@@ -440,7 +452,7 @@ func decode(script string, r Request, reply any) (Decision, error) {
 		e := 3 + 5*i
 		d.Results[i] = Result{
 			Policy:     p.Name,
-			Allowed:    at(e) == 1,
+			Allowed:    flag(e),
 			Limit:      at(e + 1),
 			Remaining:  at(e + 2),
 			RetryAfter: micros(at(e + 3)),
@@ -464,10 +476,14 @@ func decode(script string, r Request, reply any) (Decision, error) {
 	return d, nil
 }
 
-// micros converts the script's µs, keeping -1 as Never.
+// micros converts the script's µs, keeping -1 as Never; a wait too long for
+// a Duration is the longest one.
 func micros(us int64) time.Duration {
 	if us < 0 {
 		return Never
+	}
+	if us > int64(math.MaxInt64/time.Microsecond) {
+		return math.MaxInt64
 	}
 	return time.Duration(us) * time.Microsecond
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -30,8 +31,9 @@ var leakyScript = lua.MustLoad("leaky_bucket.lua")
 type LeakyLimit struct {
 	// Rate is units per second, > 0.
 	Rate float64
-	// Capacity is the bucket size in units, > 0. A job may leave as soon as
-	// water + cost ≤ Capacity, so Capacity is the largest burst.
+	// Capacity is the bucket size in units, > 0, with Capacity × 10^6 < 2^53.
+	// A job may leave as soon as water + cost ≤ Capacity, so Capacity is the
+	// largest burst; a job whose cost exceeds it never leaves (Never).
 	Capacity float64
 }
 
@@ -39,8 +41,14 @@ type LeakyLimit struct {
 type LeakyResult struct {
 	// Allowed says whether the job may go now; its cost was added to the water.
 	Allowed bool
-	// Wait is how long until the job would be allowed (0 when Allowed). Other
-	// drainers may take the slot first, so the caller asks again after it.
+	// Never says the job's cost exceeds the capacity the script used (the
+	// override or configured): it can never pass, and nothing was written.
+	// Allowed is false and Wait 0.
+	Never bool
+	// Wait is how long until the job would be allowed (0 when Allowed or
+	// Never, at least 1µs otherwise, at most an hour: the script caps it).
+	// Other drainers may take the slot first, so the caller asks again
+	// after it.
 	Wait time.Duration
 	// Water is the level after the call, in units.
 	Water float64
@@ -57,8 +65,14 @@ type LeakyResult struct {
 //
 //	leaked = (now − ts) × rate
 //	water  = max(0, water − leaked)
-//	a job of cost c goes when water + min(c, capacity) ≤ capacity; water += c
-//	otherwise wait = (water + min(c, capacity) − capacity) ÷ rate
+//	a job of cost c > capacity never goes (Never; nothing written)
+//	a job of cost c goes when water + c ≤ capacity; water += c
+//	otherwise wait = (water + c − capacity) ÷ rate
+//
+// The script refuses, with an error and no write, numbers it cannot hold
+// exactly in micro-units (rate × 1000 or capacity × 10^6 not below 2^53, a
+// NaN or infinite one, a stored water or ts out of range), and caps the
+// key's TTL at 30 days, so no call leaves the key without one.
 //
 // Water is kept in integer micro-units. Every drainer instance calls the same
 // script on the same key, so a tenant's total outflow is its rate however
@@ -96,7 +110,7 @@ func (l *Leaky) TakeAt(ctx context.Context, tenant string, lim LeakyLimit, cost 
 }
 
 func (l *Leaky) take(ctx context.Context, tenant string, lim LeakyLimit, cost int64, nowUS int64) (LeakyResult, error) {
-	if !(lim.Rate > 0) || !(lim.Capacity > 0) {
+	if !(lim.Rate > 0) || !(lim.Capacity > 0) || math.IsInf(lim.Rate, 0) || math.IsInf(lim.Capacity, 0) {
 		return LeakyResult{}, fmt.Errorf("limits: leaky take %s: rate %v and capacity %v must be > 0", tenant, lim.Rate, lim.Capacity)
 	}
 	if cost < 1 {
@@ -114,13 +128,37 @@ func (l *Leaky) take(ctx context.Context, tenant string, lim LeakyLimit, cost in
 	if len(res) != 5 {
 		return LeakyResult{}, fmt.Errorf("limits: leaky take %s: %w: %d values, want 5", tenant, errLeakyReply, len(res))
 	}
+	if err := checkLeakyReply(res); err != nil {
+		return LeakyResult{}, fmt.Errorf("limits: leaky take %s: %w", tenant, err)
+	}
 	return LeakyResult{
 		Allowed:  res[0] == 1,
+		Never:    res[0] == -1,
 		Wait:     time.Duration(res[1]) * time.Microsecond,
 		Water:    float64(res[2]) / leakyMicro,
 		Rate:     float64(res[3]) / 1000,
 		Capacity: float64(res[4]) / leakyMicro,
 	}, nil
+}
+
+// checkLeakyReply refuses a reply the script never gives: an allowed
+// outside {-1, 0, 1}, a wait that is not ≥ 1µs when the job must wait (or
+// not 0 otherwise) or does not fit a time.Duration, a negative level, rate
+// or capacity. Its error wraps errLeakyReply, so the caller backs off as
+// after any error instead of trusting a value such as a wait of 0.
+func checkLeakyReply(res []int64) error {
+	allowed, wait := res[0], res[1]
+	switch {
+	case allowed < -1 || allowed > 1:
+		return fmt.Errorf("%w: allowed %d", errLeakyReply, allowed)
+	case allowed == 0 && (wait < 1 || wait > math.MaxInt64/int64(time.Microsecond)):
+		return fmt.Errorf("%w: wait %dµs", errLeakyReply, wait)
+	case allowed != 0 && wait != 0:
+		return fmt.Errorf("%w: allowed %d with wait %dµs", errLeakyReply, allowed, wait)
+	case res[2] < 0 || res[3] < 0 || res[4] < 0:
+		return fmt.Errorf("%w: negative level, rate or capacity %v", errLeakyReply, res[2:])
+	}
+	return nil
 }
 
 // errLeakyReply marks a script reply of an unexpected shape.

@@ -3,6 +3,7 @@ package limits_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -46,11 +47,19 @@ func TestLeakyAtFixedInstants(t *testing.T) {
 			{0, 2, limits.LeakyResult{Allowed: true, Water: 2, Rate: 10, Capacity: 3}},
 			{10 * time.Second, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 10, Capacity: 3}},
 		}},
-		{"cost above capacity goes only when empty", lim, []step{
+		// A job larger than the bucket never goes, even when it is empty
+		// (it used to go then): nothing is written and the next job goes.
+		{"cost above capacity never goes", lim, []step{
 			{0, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 10, Capacity: 3}},
-			{0, 5, limits.LeakyResult{Wait: 100 * time.Millisecond, Water: 1, Rate: 10, Capacity: 3}},
-			{100 * time.Millisecond, 5, limits.LeakyResult{Allowed: true, Water: 5, Rate: 10, Capacity: 3}},
-			{100 * time.Millisecond, 1, limits.LeakyResult{Wait: 300 * time.Millisecond, Water: 5, Rate: 10, Capacity: 3}},
+			{0, 4, limits.LeakyResult{Never: true, Water: 1, Rate: 10, Capacity: 3}},
+			{100 * time.Millisecond, 4, limits.LeakyResult{Never: true, Water: 0, Rate: 10, Capacity: 3}},
+			{100 * time.Millisecond, math.MaxInt64, limits.LeakyResult{Never: true, Water: 0, Rate: 10, Capacity: 3}},
+			{100 * time.Millisecond, 3, limits.LeakyResult{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
+			{100 * time.Millisecond, 1, limits.LeakyResult{Wait: 100 * time.Millisecond, Water: 3, Rate: 10, Capacity: 3}},
+		}},
+		{"a wait is capped at an hour", limits.LeakyLimit{Rate: 1e-6, Capacity: 1}, []step{
+			{0, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 0, Capacity: 1}},
+			{0, 1, limits.LeakyResult{Wait: time.Hour, Water: 1, Rate: 0, Capacity: 1}},
 		}},
 		{"fractional rate", limits.LeakyLimit{Rate: 0.5, Capacity: 1}, []step{
 			{0, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 0.5, Capacity: 1}},

@@ -57,9 +57,16 @@ const Never time.Duration = -1
 // per admitted unit.
 const MaxLogLimit = 100_000
 
-// maxExact is 2^53: products the scripts compute must stay below it to be
-// exact in Lua's doubles.
-const maxExact = 1 << 53
+// MaxPeriod caps Period: 366 days, a year's quota. It keeps every instant the
+// scripts compute (now plus two periods, for sliding_window's reset) far
+// below 2^53 µs, where Lua's doubles stop being exact, and every reset and
+// retry they return inside a time.Duration.
+const MaxPeriod = 366 * 24 * time.Hour
+
+// MaxExact is 2^53: a product the scripts compute in Lua's doubles (burst ×
+// period in µs for gcra and token_bucket, limit × period in µs for
+// sliding_window) must stay below it to be exact.
+const MaxExact = 1 << 53
 
 // Policy is one rate limit: Limit units per Period, by Algorithm. Policies
 // are comparable, so a caller can tell whether a reloaded policy changed.
@@ -100,36 +107,80 @@ func (p Policy) Capacity() int64 {
 	return p.Limit
 }
 
-// Validate reports the first invalid field of p, naming it.
+// PolicyError is a policy field outside its bounds, as Validate reports it.
+type PolicyError struct {
+	// Policy is the policy's Name.
+	Policy string
+	// Field is the offending field as configured: "name", "algorithm",
+	// "limit", "period" or "burst".
+	Field string
+	// Msg states the bound and the value, e.g. "must be <= 1000000, one unit
+	// per µs of period 1s (got 2000000)".
+	Msg string
+}
+
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("limits: policy %s: %s: %s", e.Policy, e.Field, e.Msg)
+}
+
+// Validate reports the first field of p outside the bounds the admission
+// script (lua/admit.lua and its modules) needs to compute exactly, as a
+// *PolicyError naming the field and the bound:
+//
+//   - Name: keys.ValidID;
+//   - Algorithm: one of Algorithms;
+//   - Limit >= 1, and at most one unit per µs of Period (Limit <= Period in
+//     µs; gcra's emission interval is then >= 1 µs);
+//   - 1ms <= Period <= MaxPeriod;
+//   - Burst >= 0 (0 means Limit);
+//   - gcra and token_bucket: Burst (default Limit) × Period in µs < MaxExact
+//     (GCRA's tolerance, the token bucket's scaled size);
+//   - sliding_window: Limit × Period in µs < MaxExact (its weighted count);
+//   - sliding_log: Limit <= MaxLogLimit (one sorted-set member per unit).
+//
+// Every policy Validate accepts is admitted by the script without an error
+// and with results inside int64 and time.Duration; the table test
+// TestPolicyBoundsAgainstScript walks each bound from both sides.
 func (p Policy) Validate() error {
-	us := p.Period.Microseconds()
-	switch {
-	case !keys.ValidID(p.Name):
-		return fmt.Errorf("limits: policy %q: name must be 1-128 characters of [A-Za-z0-9._:-]", p.Name)
-	case p.Limit < 1:
-		return fmt.Errorf("limits: policy %s: limit %d must be >= 1", p.Name, p.Limit)
-	case p.Period < time.Millisecond:
-		return fmt.Errorf("limits: policy %s: period %v must be >= 1ms", p.Name, p.Period)
-	case us < p.Limit:
-		return fmt.Errorf("limits: policy %s: period %v must be >= limit %d µs (at most one unit per µs)", p.Name, p.Period, p.Limit)
-	case p.Burst < 0:
-		return fmt.Errorf("limits: policy %s: burst %d must be >= 0", p.Name, p.Burst)
+	bad := func(field, format string, args ...any) error {
+		return &PolicyError{Policy: p.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	if !keys.ValidID(p.Name) {
+		return bad("name", "must be %s (got %q)", keys.IDRule, p.Name)
 	}
 	if _, err := ParseAlgorithm(string(p.Algorithm)); err != nil {
-		return fmt.Errorf("limits: policy %s: algorithm: %w", p.Name, err)
+		return bad("algorithm", "unknown algorithm %q (want one of fixed_window, sliding_window, gcra, token_bucket, sliding_log)", p.Algorithm)
 	}
+	us := p.Period.Microseconds()
+	switch {
+	case p.Limit < 1:
+		return bad("limit", "must be >= 1 (got %d)", p.Limit)
+	case p.Period < time.Millisecond:
+		return bad("period", "must be >= 1ms (got %v)", p.Period)
+	case p.Period > MaxPeriod:
+		return bad("period", "must be <= %v (366 days) (got %v)", MaxPeriod, p.Period)
+	case p.Limit > us:
+		return bad("limit", "must be <= %d, one unit per µs of period %v (got %d)", us, p.Period, p.Limit)
+	case p.Burst < 0:
+		return bad("burst", "must be >= 0 (got %d)", p.Burst)
+	}
+	maxProduct := (MaxExact - 1) / us // the largest factor f with f × us < 2^53
 	switch p.Algorithm {
 	case AlgGCRA, AlgTokenBucket:
-		if float64(p.burst())*float64(us) >= maxExact {
-			return fmt.Errorf("limits: policy %s: burst %d × period %v must be < 2^53 µs", p.Name, p.burst(), p.Period)
+		if b := p.burst(); b > maxProduct {
+			field := "burst"
+			if p.Burst == 0 {
+				field = "limit" // the burst defaults to it
+			}
+			return bad(field, "must be <= %d: burst × period (%d µs) must stay below 2^53 (got %d)", maxProduct, us, b)
 		}
 	case AlgSlidingWindow:
-		if float64(p.Limit)*float64(us) >= maxExact {
-			return fmt.Errorf("limits: policy %s: limit %d × period %v must be < 2^53 µs", p.Name, p.Limit, p.Period)
+		if p.Limit > maxProduct {
+			return bad("limit", "must be <= %d: limit × period (%d µs) must stay below 2^53 for sliding_window (got %d)", maxProduct, us, p.Limit)
 		}
 	case AlgSlidingLog:
 		if p.Limit > MaxLogLimit {
-			return fmt.Errorf("limits: policy %s: limit %d must be <= %d for sliding_log", p.Name, p.Limit, MaxLogLimit)
+			return bad("limit", "must be <= %d for sliding_log, which keeps one entry per unit (got %d)", MaxLogLimit, p.Limit)
 		}
 	}
 	return nil

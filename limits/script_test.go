@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -190,7 +191,8 @@ func TestSplitReplyCutsTheFlatReply(t *testing.T) {
 }
 
 // TestAdmitRejectsBadRequests: invalid requests fail before any round trip,
-// with an error naming what is wrong.
+// with an error naming what is wrong that wraps ErrInvalidRequest (a caller
+// never fails open on it).
 func TestAdmitRejectsBadRequests(t *testing.T) {
 	a := NewAdmitter(testenv.Redis(t))
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 10, Period: time.Second}
@@ -203,14 +205,19 @@ func TestAdmitRejectsBadRequests(t *testing.T) {
 		{"cost", Request{Tenant: "acme", Policies: []Policy{p}, Cost: -1}, "cost -1"},
 		{"backlog", Request{Tenant: "acme", Policies: []Policy{p}, MaxBacklog: -1}, "max backlog -1"},
 		{"now", Request{Tenant: "acme", Policies: []Policy{p}, Now: time.Unix(-5, 0)}, "not after the unix epoch"},
-		{"policy", Request{Tenant: "acme", Policies: []Policy{{Name: "tenant", Algorithm: AlgGCRA}}}, "limit 0"},
+		{"policy", Request{Tenant: "acme", Policies: []Policy{{Name: "tenant", Algorithm: AlgGCRA}}}, "limit: must be >= 1 (got 0)"},
 		{"duplicate", Request{Tenant: "acme", Policies: []Policy{p, p}}, `"tenant" used twice`},
+		{"cost above MaxCost", Request{Tenant: "acme", Policies: []Policy{p}, Cost: MaxCost + 1}, "cost 9007199254740992"},
+		{"cost wrapped", Request{Tenant: "acme", Cost: math.MinInt64 + 1}, "cost -9223372036854775807"},
+		{"policy cost above MaxCost", Request{Tenant: "acme", Policies: []Policy{p}, Costs: []int64{math.MaxInt64}}, `cost 9223372036854775807 of policy "tenant"`},
+		{"policy cost negative", Request{Tenant: "acme", Policies: []Policy{p}, Costs: []int64{-2}}, `cost -2 of policy "tenant"`},
+		{"costs count", Request{Tenant: "acme", Policies: []Policy{p}, Costs: []int64{1, 1}}, "2 costs for 1 policies"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := a.Admit(context.Background(), c.req)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("Admit(%+v) error = %v, want it to contain %q", c.req, err, c.want)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrInvalidRequest) {
+				t.Errorf("Admit(%+v) error = %v, want ErrInvalidRequest containing %q", c.req, err, c.want)
 			}
 		})
 	}

@@ -18,9 +18,19 @@
 -- ARGV[3]  spec JSON (mode put; otherwise ignored)
 -- ARGV[4]  outflow_rate, units/s, > 0 or "" for none (mode put)
 -- ARGV[5]  outflow_capacity, units, > 0 or "" for none (mode put)
--- ARGV[6]  the audit entry JSON, pushed as it is
+-- ARGV[6]  the audit entry JSON, pushed as it is (at most ARGV[9] bytes;
+--          tenants.AuditEntryMaxBytes by construction)
 -- ARGV[7]  PEXPIRE of both keys in ms (keys.OverrideTTL), integer >= 1
 -- ARGV[8]  most audit entries kept (keys.AuditMaxEntries), integer >= 1
+-- ARGV[9]  most audit bytes kept (keys.AuditMaxBytes), integer >= 1
+--
+-- The audit keeps the newest entries whose lengths add up to at most
+-- ARGV[9] bytes, at most ARGV[8] of them: after the push the list is read
+-- from its head in chunks, summing lengths, and cut before the first entry
+-- that would pass either cap. The walk reads at most ARGV[9] bytes plus one
+-- chunk, and also trims entries of an older, unbounded format on the first
+-- write after an upgrade. One entry per version, pushed at the head and
+-- trimmed only at the tail: audit_page.lua relies on it.
 --
 -- Returns {1, new_version} when written, or {0, current_version} when the
 -- version was not the expected one (nothing is written). Arguments are
@@ -30,8 +40,12 @@ local expect = tonumber(ARGV[1])
 local mode = ARGV[2]
 local ttl = tonumber(ARGV[7])
 local keep = tonumber(ARGV[8])
-if expect == nil or ttl == nil or ttl < 1 or keep == nil or keep < 1 then
-  return redis.error_reply('ERR tenant_write: expected version, ttl and audit cap must be numbers (ttl, cap >= 1)')
+local keepBytes = tonumber(ARGV[9])
+if expect == nil or ttl == nil or ttl < 1 or keep == nil or keep < 1 or keepBytes == nil or keepBytes < 1 then
+  return redis.error_reply('ERR tenant_write: expected version, ttl and audit caps must be numbers (ttl, caps >= 1)')
+end
+if #ARGV[6] > keepBytes then
+  return redis.error_reply('ERR tenant_write: the audit entry is larger than the audit byte cap')
 end
 if mode ~= 'put' and mode ~= 'tombstone' and mode ~= 'clear' then
   return redis.error_reply('ERR tenant_write: mode must be put, tombstone or clear')
@@ -76,6 +90,20 @@ end
 redis.call('PEXPIRE', KEYS[1], ttl)
 
 redis.call('LPUSH', KEYS[2], ARGV[6])
-redis.call('LTRIM', KEYS[2], 0, keep - 1)
+local kept, bytes, full = 0, 0, false
+while not full do
+  local chunk = redis.call('LRANGE', KEYS[2], kept, kept + 15)
+  for _, e in ipairs(chunk) do
+    if kept >= keep or bytes + #e > keepBytes then
+      full = true
+      break
+    end
+    kept, bytes = kept + 1, bytes + #e
+  end
+  if #chunk < 16 then
+    break
+  end
+end
+redis.call('LTRIM', KEYS[2], 0, kept - 1)
 redis.call('PEXPIRE', KEYS[2], ttl)
 return { 1, ver }

@@ -35,7 +35,9 @@ type Claimed struct {
 // DeadLetter is the record a dead job leaves in the dead-letter queue.
 type DeadLetter struct {
 	// Reason says why the job is dead: "rejected" (4xx or a permanent
-	// handler error), "attempts_exhausted", "poison".
+	// handler error), "attempts_exhausted", "poison", "cost_exceeds_capacity"
+	// (the job's cost exceeds its tenant's outflow capacity: it could never
+	// be sent).
 	Reason string `json:"reason"`
 	// Error is the last error's text.
 	Error string `json:"error,omitempty"`

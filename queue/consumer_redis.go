@@ -269,9 +269,12 @@ func (c *RedisConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLett
 	if err != nil {
 		return fmt.Errorf("queue: finish %s: %w: %w", job.Envelope.ID, ErrUnavailable, err)
 	}
-	if n, ok := v.(int64); !ok {
-		return fmt.Errorf("queue: finish %s: ack.lua answered %T, want an integer", job.Envelope.ID, v)
-	} else if n == 0 {
+	switch n, ok := v.(int64); {
+	case !ok || (n != 0 && n != 1):
+		// Not known to be finished: the lease expires and the job comes
+		// again (at least once), never lost to a reply read as success.
+		return fmt.Errorf("queue: finish %s: ack.lua answered %T %v, want 1 or 0", job.Envelope.ID, v, v)
+	case n == 0:
 		return fmt.Errorf("queue: finish %s: %w", job.Envelope.ID, ErrLeaseLost)
 	}
 	return nil
@@ -326,6 +329,9 @@ func (c *RedisConsumer) Release(ctx context.Context, job *Claimed) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("queue: release %s: %w", job.Envelope.ID, ErrLeaseLost)
+	}
+	if n != 1 {
+		return fmt.Errorf("queue: release %s: release.lua answered %d, want 1 or 0", job.Envelope.ID, n)
 	}
 	return nil
 }

@@ -2,12 +2,15 @@ package tenants
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/keys"
 )
 
 // BenchmarkPropagation measures one admin change from the write (Patch on
@@ -40,4 +43,63 @@ func BenchmarkPropagation(b *testing.B) {
 	}
 	b.ReportMetric(float64(sum.Microseconds())/float64(len(lat))/1000, "ms/change")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// BenchmarkAuditPage reads one page of AuditPageMax entries from a tenant
+// whose audit is at its byte cap with changes of 64 KiB specs: the newest
+// page and one from the middle of the list (a cursor), each one round
+// trip. The requirement is well under a second a page.
+func BenchmarkAuditPage(b *testing.B) {
+	rdb := testenv.Redis(b)
+	s := newStore(b, rdb)
+	id := tenantName(b, rdb)
+	fillAudit(b, s, id, keys.AuditMaxBytes/AuditEntryMaxBytes+10)
+	count, size := auditBytes(b, rdb, id)
+	ctx := context.Background()
+	newest, err := s.Audit(ctx, id, 0, AuditPageMax)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name   string
+		before int64
+	}{{"newest", 0}, {"cursor", newest.Next}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var bytes int
+			for b.Loop() {
+				p, err := s.Audit(ctx, id, bc.before, AuditPageMax)
+				if err != nil || len(p.Entries) != AuditPageMax {
+					b.Fatalf("page: %d entries, %v", len(p.Entries), err)
+				}
+				enc, _ := json.Marshal(p.Entries)
+				bytes = len(enc)
+			}
+			b.ReportMetric(float64(bytes), "page-bytes")
+			b.ReportMetric(float64(count), "stored-entries")
+			b.ReportMetric(float64(size), "stored-bytes")
+		})
+	}
+}
+
+// BenchmarkAuditWrite is one Store.Write of a change between two 64 KiB
+// specs on an audit at its byte cap: the diff, the entry and the script's
+// trim walk.
+func BenchmarkAuditWrite(b *testing.B) {
+	rdb := testenv.Redis(b)
+	s := newStore(b, rdb)
+	id := tenantName(b, rdb)
+	n := keys.AuditMaxBytes/AuditEntryMaxBytes + 60
+	fillAudit(b, s, id, n)
+	specs := []config.Tenant{bigSpec(0), bigSpec(1)}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := n
+	for b.Loop() {
+		c := Change{Tenant: id, Expect: int64(i), Op: OpPut, Spec: specs[(i+1)%2], Old: &specs[i%2], Who: "alice", Action: ActionUpdate, At: testAt}
+		if _, err := s.Write(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
 }

@@ -3,6 +3,7 @@ package tenants
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -149,7 +150,7 @@ func (r *Registry) Delete(ctx context.Context, id, who string, at time.Time) (Re
 func (r *Registry) write(ctx context.Context, id, who string, at time.Time,
 	change func(cur *View) (Op, config.Tenant, error)) (Result, error) {
 	if !keys.ValidTenant(id) {
-		return Result{}, specError(id, FieldError{Msg: "tenant id must match [A-Za-z0-9._-]{1,64}"})
+		return Result{}, specError(id, FieldError{Field: "id", Msg: fmt.Sprintf("tenant id must be %s (got %q)", keys.TenantRule, id)})
 	}
 	for try := 1; ; try++ {
 		recs, err := r.store.List(ctx)

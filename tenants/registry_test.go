@@ -121,7 +121,7 @@ func TestRegistryPollCatchesLostMessage(t *testing.T) {
 	raw, _ := EncodeSpec(spec)
 	start := time.Now()
 	if err := writeScript.Run(ctx, rdb, []string{keys.Override("a"), keys.Audit("a")},
-		0, "put", string(raw), "9", "9", `{}`, keys.OverrideTTL.Milliseconds(), keys.AuditMaxEntries).Err(); err != nil {
+		0, "put", string(raw), "9", "9", `{}`, keys.OverrideTTL.Milliseconds(), keys.AuditMaxEntries, keys.AuditMaxBytes).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rdb.SAdd(ctx, keys.Tenants(), "a")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/strictjson"
 )
 
 // A tenant spec is the JSON form of a config.Tenant, with the same field
@@ -24,7 +26,7 @@ import (
 //	 "admission": {"algorithm": "gcra", "limit": 10, "period": "1s", "burst": 5},
 //	 "job_types": {"encode": {"admission": {…}, "target": {…}}},
 //	 "outflow": {"rate": 5, "capacity": 5, "max_backlog": 10000, "concurrency": 0,
-//	             "adaptive": true, "min_rate": 0.5},
+//	             "adaptive": true, "min_rate": 0.5},   (or {"unlimited": true, …})
 //	 "target": {"url": "http://…", "timeout": "10s"},
 //	 "on_limiter_error": "allow"}
 //
@@ -32,8 +34,10 @@ import (
 // YAML one shape: a field added to config.Tenant appears in the spec too.
 
 // EncodeSpec returns t as spec JSON. Every field is written except a policy
-// or target whose fields are all zero and an empty job_types map, so the
-// output decodes back to t.
+// or target whose fields are all zero, an empty job_types map and a zero
+// field tagged omitempty (an unlimited outflow is {"unlimited": true}
+// without a rate, a shaped one has no "unlimited"), so the output decodes
+// back to t.
 func EncodeSpec(t config.Tenant) ([]byte, error) {
 	v, _ := specValue(reflect.ValueOf(t))
 	b, err := json.Marshal(v)
@@ -63,11 +67,14 @@ func specValue(v reflect.Value) (out any, zero bool) {
 		m := map[string]any{}
 		allZero := true
 		for i := range v.NumField() {
-			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("mapstructure"), ",")
+			name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("mapstructure"), ",")
 			if name == "" || name == "-" {
 				continue
 			}
 			fv, fz := specValue(v.Field(i))
+			if fz && opts == "omitempty" {
+				continue
+			}
 			allZero = allZero && fz
 			k := v.Field(i).Kind()
 			if fz && (k == reflect.Struct || k == reflect.Map || k == reflect.Pointer) {
@@ -102,7 +109,7 @@ type FieldError struct {
 	// Key is the full configuration key, as config.Validate names it:
 	// "tenants.acme.outflow.rate".
 	Key string
-	// Msg says what is wrong, e.g. "must be >= 0 (got -1)".
+	// Msg says what is wrong, e.g. "must be >= 1 (got 0)".
 	Msg string
 }
 
@@ -135,9 +142,10 @@ func specError(tenant string, problems ...FieldError) *SpecError {
 }
 
 // DecodeSpec decodes spec JSON into a config.Tenant, strictly: unknown
-// fields, wrong types, fractional integers and durations without a unit are
-// a *SpecError naming each field. Defaults are not applied and values are
-// not validated (see Validate).
+// fields (names are exact: "Outflow" is an unknown field), a field given
+// twice in one object, wrong types, fractional integers and durations
+// without a unit are a *SpecError naming the field. Defaults are not
+// applied and values are not validated (see Validate).
 func DecodeSpec(tenant string, raw []byte) (config.Tenant, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -148,7 +156,28 @@ func DecodeSpec(tenant string, raw []byte) (config.Tenant, error) {
 	if dec.More() {
 		return config.Tenant{}, specError(tenant, FieldError{Msg: "more than one JSON value"})
 	}
+	if err := checkNames(tenant, raw); err != nil {
+		return config.Tenant{}, err
+	}
 	return decodeDoc(tenant, doc)
+}
+
+// checkNames refuses, with strictjson, a key of spec (or patch) JSON that
+// is not exactly a field name of config.Tenant's mapstructure tags, and a
+// key given twice in one object: mapstructure would match the first
+// regardless of case, and a generic decode keeps the last of repeats.
+func checkNames(tenant string, raw []byte) error {
+	err := strictjson.Check(raw, config.Tenant{}, "mapstructure")
+	var fe *strictjson.Error
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &fe):
+		return specError(tenant, FieldError{Msg: "not JSON: " + err.Error()})
+	case fe.Kind == strictjson.Repeated:
+		return specError(tenant, FieldError{Field: fe.Path, Msg: "given more than once"})
+	}
+	return specError(tenant, FieldError{Field: fe.Path, Msg: "unknown field"})
 }
 
 // decodeDoc decodes a generic JSON document (numbers as json.Number).
@@ -158,7 +187,7 @@ func decodeDoc(tenant string, doc any) (config.Tenant, error) {
 	}
 	var t config.Tenant
 	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		DecodeHook:  durationHook,
+		DecodeHook:  mapstructure.ComposeDecodeHookFunc(durationHook, config.OutflowHook),
 		ErrorUnused: true,
 		Result:      &t,
 		TagName:     "mapstructure",
@@ -208,6 +237,11 @@ func decodeProblems(err error) []FieldError {
 		}
 		field := specPath(de.Name())
 		msg := de.Unwrap().Error()
+		var fe *config.FieldError
+		if errors.As(de.Unwrap(), &fe) {
+			out = append(out, FieldError{Field: joinPath(field, fe.Field), Msg: fe.Msg})
+			return
+		}
 		if keys, ok := strings.CutPrefix(msg, "has invalid keys: "); ok {
 			for _, k := range strings.Split(keys, ", ") {
 				out = append(out, FieldError{Field: joinPath(field, k), Msg: "unknown field"})
@@ -248,9 +282,18 @@ func specPath(name string) string {
 }
 
 // ApplyPatch applies a JSON merge patch (RFC 7396) to cur's spec and decodes
-// the result strictly, as DecodeSpec does: members of the patch replace those
+// the result strictly, as DecodeSpec does (the patch's own names are checked
+// exactly, and none may repeat): members of the patch replace those
 // of the spec, objects merge recursively, and null removes a member (so its
 // default applies again). The result has no defaults applied.
+//
+// An outflow's rate and unlimited are one choice, so a patch that sets one
+// of them and does not mention the other replaces it: {"outflow":{"rate":5}}
+// shapes an unlimited tenant, {"outflow":{"unlimited":true}} lifts a shaped
+// tenant's rate, and with it the bucket's capacity and min_rate unless the
+// patch sets them (they describe a bucket an unlimited tenant no longer
+// has, and would otherwise come back stale with the next rate). A patch
+// giving both is decoded as it is (and refused when both are set).
 func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, error) {
 	dec := json.NewDecoder(bytes.NewReader(patch))
 	dec.UseNumber()
@@ -260,6 +303,9 @@ func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, 
 	}
 	if dec.More() {
 		return config.Tenant{}, specError(tenant, FieldError{Msg: "patch has more than one JSON value"})
+	}
+	if err := checkNames(tenant, patch); err != nil {
+		return config.Tenant{}, err
 	}
 	raw, err := EncodeSpec(cur)
 	if err != nil {
@@ -271,7 +317,51 @@ func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, 
 	if err := dec.Decode(&doc); err != nil {
 		return config.Tenant{}, fmt.Errorf("tenants: patch %s: %w", tenant, err)
 	}
-	return decodeDoc(tenant, mergePatch(doc, p))
+	return decodeDoc(tenant, mergePatch(outflowChoice(doc, p), p))
+}
+
+// outflowChoice returns doc without the outflow members that patch p
+// replaces by setting the other: "unlimited" when p sets a rate; "rate",
+// "capacity" and "min_rate" when p sets unlimited: true (see ApplyPatch).
+func outflowChoice(doc, p any) any {
+	po, _ := objectAt(p, "outflow")
+	do, ok := objectAt(doc, "outflow")
+	if po == nil || !ok {
+		return doc
+	}
+	rate, setsRate := po["rate"]
+	unl, setsUnl := po["unlimited"]
+	var drop []string
+	switch {
+	case setsRate && rate != nil && !setsUnl:
+		drop = []string{"unlimited"}
+	case setsUnl && unl == true && !setsRate:
+		drop = []string{"rate", "capacity", "min_rate"}
+	default:
+		return doc
+	}
+	o := make(map[string]any, len(do))
+	for k, v := range do {
+		if _, set := po[k]; set || !slices.Contains(drop, k) {
+			o[k] = v
+		}
+	}
+	d := make(map[string]any, len(doc.(map[string]any)))
+	for k, v := range doc.(map[string]any) {
+		d[k] = v
+	}
+	d["outflow"] = o
+	return d
+}
+
+// objectAt returns v's member k when v and it are JSON objects.
+func objectAt(v any, k string) (map[string]any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	o, ok := m[k].(map[string]any)
+	return o, ok
 }
 
 // mergePatch is RFC 7396 §2 MergePatch(target, patch).

@@ -95,6 +95,13 @@ func TestDecodeSpecProblems(t *testing.T) {
 			Msg: "expected type 'string', got unconvertible type 'bool'"}}},
 		{"not an object", `[1]`, []FieldError{{Key: "tenants.acme", Msg: "must be a JSON object"}}},
 		{"two values", `{} {}`, []FieldError{{Key: "tenants.acme", Msg: "more than one JSON value"}}},
+		// Strict names (issue 7): exact case, each key once, at any depth.
+		{"other case", `{"Outflow":{"rate":1}}`, []FieldError{{Field: "Outflow", Key: "tenants.acme.Outflow", Msg: "unknown field"}}},
+		{"other case inside", `{"outflow":{"Rate":1}}`, []FieldError{{Field: "outflow.Rate", Key: "tenants.acme.outflow.Rate", Msg: "unknown field"}}},
+		{"repeated", `{"outflow":{"rate":-1,"rate":1}}`, []FieldError{{Field: "outflow.rate", Key: "tenants.acme.outflow.rate", Msg: "given more than once"}}},
+		{"repeated top", `{"target":{},"target":{}}`, []FieldError{{Field: "target", Key: "tenants.acme.target", Msg: "given more than once"}}},
+		{"repeated job type", `{"job_types":{"a":{},"a":{}}}`, []FieldError{{Field: "job_types.a", Key: "tenants.acme.job_types.a", Msg: "given more than once"}}},
+		{"job type case", `{"job_types":{"a":{"Target":{}}}}`, []FieldError{{Field: "job_types.a.Target", Key: "tenants.acme.job_types.a.Target", Msg: "unknown field"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeSpec("acme", []byte(tc.json))
@@ -182,6 +189,24 @@ func TestApplyPatch(t *testing.T) {
 	if _, err := ApplyPatch("acme", cur, []byte(`not json`)); err == nil {
 		t.Error("a patch that is not JSON gave no error")
 	}
+	// The patch's own names are strict: another case is not merged as a
+	// second member mapstructure would match, a repeat is not "the last".
+	for patch, want := range map[string]FieldError{
+		`{"Outflow":{"rate":1}}`:              {Field: "Outflow", Key: "tenants.acme.Outflow", Msg: "unknown field"},
+		`{"outflow":{"rate":1,"rate":2}}`:     {Field: "outflow.rate", Key: "tenants.acme.outflow.rate", Msg: "given more than once"},
+		`{"outflow":null,"outflow":{}}`:       {Field: "outflow", Key: "tenants.acme.outflow", Msg: "given more than once"},
+		`{"job_types":{"mail":{"TARGET":1}}}`: {Field: "job_types.mail.TARGET", Key: "tenants.acme.job_types.mail.TARGET", Msg: "unknown field"},
+	} {
+		_, err := ApplyPatch("acme", cur, []byte(patch))
+		se, ok := IsSpecError(err)
+		if !ok {
+			t.Errorf("ApplyPatch(%s) = %v, want a *SpecError", patch, err)
+			continue
+		}
+		if diff := cmp.Diff([]FieldError{want}, se.Problems); diff != "" {
+			t.Errorf("ApplyPatch(%s) problems (-want +got):\n%s", patch, diff)
+		}
+	}
 }
 
 func TestValidateNamesFields(t *testing.T) {
@@ -193,7 +218,7 @@ func TestValidateNamesFields(t *testing.T) {
 	*base = *cfg
 	key := config.HashKey("shared")
 	base.Tenants = map[string]config.Tenant{"other": config.Tenant{APIKeys: []string{key}}.WithDefaults()}
-	bad := config.Tenant{APIKeys: []string{key}, Outflow: config.Outflow{Rate: -1}, Admission: config.Admission{Algorithm: "gcra"}}.WithDefaults()
+	bad := config.Tenant{APIKeys: []string{key}, Outflow: config.Outflow{Rate: -1, MinRate: -1}, Admission: config.Admission{Algorithm: "gcra"}}.WithDefaults()
 	err = Validate(Merge(base, []Record{{Tenant: "acme", Spec: &bad}}), "acme")
 	se, ok := IsSpecError(err)
 	if !ok {

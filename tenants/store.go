@@ -15,6 +15,7 @@
 package tenants
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,24 +43,6 @@ const (
 	ActionUpdate = "update"
 	ActionDelete = "delete"
 )
-
-// AuditEntry is one admin change of a tenant, as kept in its audit list
-// (keys.Audit, newest first, at most keys.AuditMaxEntries).
-type AuditEntry struct {
-	// At is when the change was made (the serving ingest's clock).
-	At time.Time `json:"at"`
-	// Who is the admin token's name (ingest.admin_tokens).
-	Who string `json:"who"`
-	// Action is create, update or delete.
-	Action string `json:"action"`
-	// Version is the tenant's version after the change.
-	Version int64 `json:"version"`
-	// Old is the tenant's spec before the change (null when it did not
-	// exist), as the admin saw it: the runtime spec or the file's.
-	Old json.RawMessage `json:"old"`
-	// New is the spec after the change; null for a delete.
-	New json.RawMessage `json:"new"`
-}
 
 // Op is what a Write does to a tenant's runtime record.
 type Op int
@@ -185,7 +168,7 @@ func recordOf(tenant string, vals []any) (Record, error) {
 		r.Deleted = true
 	}
 	if v, ok := vals[0].(string); ok && v != "" {
-		t, err := DecodeSpec(tenant, []byte(v))
+		t, err := decodeStored(tenant, []byte(v))
 		if err != nil {
 			return Record{}, fmt.Errorf("tenants: read %s: stored spec: %w", tenant, err)
 		}
@@ -204,7 +187,6 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 	if !keys.ValidTenant(c.Tenant) {
 		return Record{}, fmt.Errorf("tenants: write %q: invalid tenant id", c.Tenant)
 	}
-	entry := AuditEntry{At: c.At.UTC(), Who: c.Who, Action: c.Action, Version: c.Expect + 1, Old: jsonNull, New: jsonNull}
 	var spec, rate, capacity string
 	mode := map[Op]string{OpPut: "put", OpTombstone: "tombstone", OpClear: "clear"}[c.Op]
 	if mode == "" {
@@ -215,24 +197,17 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 		if err != nil {
 			return Record{}, err
 		}
-		spec, entry.New = string(b), b
-		if c.Spec.Outflow.Rate > 0 {
+		spec = string(b)
+		if c.Spec.Outflow.Shaped() {
 			rate = strconv.FormatFloat(c.Spec.Outflow.Rate, 'f', -1, 64)
 		}
 		if c.Spec.Outflow.Capacity > 0 {
 			capacity = strconv.FormatFloat(c.Spec.Outflow.Capacity, 'f', -1, 64)
 		}
 	}
-	if c.Old != nil {
-		b, err := EncodeSpec(*c.Old)
-		if err != nil {
-			return Record{}, err
-		}
-		entry.Old = b
-	}
-	audit, err := json.Marshal(entry)
+	audit, err := c.auditEntry(spec)
 	if err != nil {
-		return Record{}, fmt.Errorf("tenants: write %s: audit entry: %w", c.Tenant, err)
+		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
 	ttl := keys.OverrideTTL.Milliseconds()
 	// The set first: a tenant with a spec is always listed, even when this
@@ -245,12 +220,15 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
 	res, err := writeScript.Run(ctx, s.rdb, []string{keys.Override(c.Tenant), keys.Audit(c.Tenant)},
-		c.Expect, mode, spec, rate, capacity, audit, ttl, keys.AuditMaxEntries).Int64Slice()
+		c.Expect, mode, spec, rate, capacity, audit, ttl, keys.AuditMaxEntries, keys.AuditMaxBytes).Int64Slice()
 	if err != nil {
 		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
 	if len(res) != 2 {
 		return Record{}, fmt.Errorf("tenants: write %s: script replied %d values, want 2", c.Tenant, len(res))
+	}
+	if res[0] != 0 && res[0] != 1 {
+		return Record{}, fmt.Errorf("tenants: write %s: script replied %v, want {1|0, version}", c.Tenant, res)
 	}
 	if res[0] != 1 {
 		return Record{}, fmt.Errorf("tenants: write %s: version %d, expected %d: %w", c.Tenant, res[1], c.Expect, ErrConflict)
@@ -274,31 +252,6 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 // global version INCR and the PUBLISH) failed.
 var ErrNotAnnounced = errors.New("stored but not announced")
 
-var jsonNull = json.RawMessage("null")
-
-// Audit returns up to n of tenant's audit entries, newest first.
-func (s *Store) Audit(ctx context.Context, tenant string, n int) ([]AuditEntry, error) {
-	if !keys.ValidTenant(tenant) {
-		return nil, fmt.Errorf("tenants: audit %q: invalid tenant id", tenant)
-	}
-	if n < 1 {
-		n = 1
-	}
-	vals, err := s.rdb.LRange(ctx, keys.Audit(tenant), 0, int64(n)-1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("tenants: audit %s: %w", tenant, err)
-	}
-	out := make([]AuditEntry, 0, len(vals))
-	for i, v := range vals {
-		var e AuditEntry
-		if err := json.Unmarshal([]byte(v), &e); err != nil {
-			return nil, fmt.Errorf("tenants: audit %s: entry %d: %w", tenant, i, err)
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
-
 // Version returns the global change counter (keys.TenantsVersion); 0 when
 // no change was ever made (or its key expired).
 func (s *Store) Version(ctx context.Context) (int64, error) {
@@ -310,4 +263,25 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("tenants: version: %w", err)
 	}
 	return v, nil
+}
+
+// decodeStored decodes a stored spec. A spec stored before outflow.unlimited
+// existed spells an unlimited outflow "rate": 0, which DecodeSpec refuses
+// now; it reads as {"unlimited": true}, what it meant.
+func decodeStored(tenant string, raw []byte) (config.Tenant, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return config.Tenant{}, specError(tenant, FieldError{Msg: "not JSON: " + err.Error()})
+	}
+	if o, ok := objectAt(doc, "outflow"); ok {
+		if r, ok := o["rate"].(json.Number); ok && o["unlimited"] == nil {
+			if f, err := r.Float64(); err == nil && f == 0 {
+				delete(o, "rate")
+				o["unlimited"] = true
+			}
+		}
+	}
+	return decodeDoc(tenant, doc)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,23 +110,31 @@ func TestStoreWrite(t *testing.T) {
 				t.Errorf("List has %s after clear", id)
 			}
 
-			entries, err := s.Audit(ctx, id, 10)
+			page, err := s.Audit(ctx, id, 0, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
+			entries := page.Entries
 			var summary []string
 			for _, e := range entries {
-				summary = append(summary, e.Who+" "+e.Action+" v"+itoa(e.Version)+" "+string(e.Old)+" -> "+string(e.New))
+				summary = append(summary, e.Who+" "+e.Action+" v"+itoa(e.Version)+" "+changesText(e))
 			}
-			rawSpec, _ := EncodeSpec(spec)
+			// spec → unlimited drops the outflow rate and capacity; the
+			// tombstone lists every field of the old spec as removed.
 			wantSummary := []string{
-				"bob delete v4 null -> null",
-				"bob delete v3 " + string(raw) + " -> null",
-				"alice update v2 " + string(rawSpec) + " -> " + string(raw),
-				"alice create v1 null -> " + string(rawSpec),
+				"bob delete v4 ",
+				"bob delete v3 " + changesText(AuditEntry{Changes: mustChanges(t, raw, nil)}),
+				"alice update v2 " + changesText(AuditEntry{Changes: mustChanges(t, rawSpec(t, spec), raw)}),
+				"alice create v1 " + changesText(AuditEntry{Changes: mustChanges(t, nil, rawSpec(t, spec))}),
 			}
 			if diff := cmp.Diff(wantSummary, summary); diff != "" {
 				t.Errorf("audit, newest first (-want +got):\n%s", diff)
+			}
+			if got := summary[2]; !strings.Contains(got, "outflow.rate: 5 → 0") {
+				t.Errorf("update entry %q does not show outflow.rate: 5 → 0", got)
+			}
+			if page.Next != 0 {
+				t.Errorf("next cursor %d after the only page, want 0", page.Next)
 			}
 			if !entries[0].At.Equal(testAt) {
 				t.Errorf("audit at = %v, want %v", entries[0].At, testAt)
@@ -167,10 +176,11 @@ func TestStoreAuditCapped(t *testing.T) {
 	if l, _ := rdb.LLen(ctx, keys.Audit(id)).Result(); l != keys.AuditMaxEntries {
 		t.Errorf("audit length %d, want %d", l, keys.AuditMaxEntries)
 	}
-	entries, err := s.Audit(ctx, id, 2)
+	page, err := s.Audit(ctx, id, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
+	entries := page.Entries
 	if len(entries) != 2 || entries[0].Version != int64(n) || entries[1].Version != int64(n-1) {
 		t.Errorf("newest entries = %+v, want versions %d and %d", entries, n, n-1)
 	}

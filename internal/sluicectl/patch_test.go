@@ -77,19 +77,29 @@ func TestPatchFromFlags(t *testing.T) {
 	}
 }
 
-func TestSpecDiff(t *testing.T) {
-	old := &client.TenantSpec{Outflow: client.Outflow{Rate: 5, Capacity: 5, Concurrency: 2}, Target: client.Target{URL: "http://a"}}
-	new := &client.TenantSpec{Outflow: client.Outflow{Rate: 20, Capacity: 5, MaxBacklog: 100}, Target: client.Target{URL: "http://a"},
-		APIKeys: []string{"sha256:aa"}}
-	want := []string{`+api_keys=["sha256:aa"]`, "+outflow.max_backlog=100", "-outflow.concurrency", "outflow.rate: 5 → 20"}
-	if diff := cmp.Diff(want, specDiff(old, new)); diff != "" {
-		t.Errorf("diff (-want +got):\n%s", diff)
-	}
-	if got := specDiff(nil, &client.TenantSpec{OnLimiterError: "deny"}); !cmp.Equal(got, []string{"+on_limiter_error=deny"}) {
-		t.Errorf("create diff = %q", got)
-	}
-	if got := specDiff(old, old); len(got) != 0 {
-		t.Errorf("no-change diff = %q, want none", got)
+func TestChangesText(t *testing.T) {
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		name string
+		e    client.AuditEntry
+		want string
+	}{
+		{"changed", client.AuditEntry{Changes: []client.AuditChange{{Path: "outflow.rate", Old: str("5"), New: str("20")}}, ChangesTotal: 1},
+			"outflow.rate: 5 → 20"},
+		{"set and removed", client.AuditEntry{Changes: []client.AuditChange{
+			{Path: "api_keys", New: str(`["sha256:aa"]`)}, {Path: "outflow.concurrency", Old: str("2")},
+			{Path: "target.url", Old: str(`"http://a"`), New: str(`"http://b"`)}}, ChangesTotal: 3},
+			`+api_keys=["sha256:aa"], -outflow.concurrency, target.url: http://a → http://b`},
+		{"cut value and left-out changes", client.AuditEntry{Changes: []client.AuditChange{
+			{Path: "target.url", New: str(`"http://aaaa`), Truncated: true}}, ChangesTotal: 4, Truncated: true},
+			"+target.url=http://aaaa…, … 3 more"},
+		{"no change", client.AuditEntry{Changes: []client.AuditChange{}}, "no change"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := changesText(tc.e); got != tc.want {
+				t.Errorf("changesText = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -128,7 +138,8 @@ func TestAdmissionAndOutflowText(t *testing.T) {
 		{admissionText(client.Admission{Algorithm: "sliding_window", Limit: 300, Period: client.Duration(60e9)}), "sliding_window 300/1m"},
 		{admissionText(client.Admission{}), "-"},
 		{outflowText(client.Outflow{Rate: 2.5, Capacity: 5, Concurrency: 4}), "2.5/s cap 5 conc 4"},
-		{outflowText(client.Outflow{}), "unlimited"},
+		{outflowText(client.Outflow{Unlimited: true}), "unlimited"},
+		{outflowText(client.Outflow{Unlimited: true, Concurrency: 2}), "unlimited conc 2"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

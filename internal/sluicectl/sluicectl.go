@@ -4,7 +4,7 @@
 //	sluicectl [global flags] <command> [flags] [args]
 //
 //	submit --type T [--payload JSON|@file|@-] [--cost N] [--id ID] [--count N] [--batch]
-//	tenants list | get ID | set ID (--file spec.json | --rate R --limit L ...) | delete ID | audit ID
+//	tenants list | get ID | set ID (--file spec.json | --rate R --limit L ...) | delete ID | audit ID [--limit N] [--cursor C | --all]
 //	stats TENANT
 //	job ID [--tenant T]
 //	cancel ID [--tenant T]
@@ -178,7 +178,8 @@ Commands:
   tenants set ID --rate R --limit L ...    change some keys (JSON merge patch);
                        sluicectl tenants set -h lists them
   tenants delete ID    remove a runtime tenant
-  tenants audit ID     who changed what, newest first
+  tenants audit ID [--limit N] [--cursor C | --all]
+                       who changed what, newest first, a page at a time (--all: every page)
   stats TENANT         backlog, outflow (configured/effective/measured), water level, ETA
   job ID [--tenant T]  a job's state, queue position and ETA (--tenant: with an admin token)
   cancel ID [--tenant T]

@@ -126,7 +126,7 @@ func TestSubmitErrors(t *testing.T) {
 		stderr string
 	}{
 		{"bad type", key, []string{"submit", "--type", "no spaces"}, 1,
-			`sluicectl submit: 422 Unprocessable Entity: type must be 1 to 128 characters of [A-Za-z0-9._:-] (got "no spaces") [field type]`},
+			`sluicectl submit: 422 Unprocessable Entity: type must be 1 to 128 characters of [A-Za-z0-9._:-], not "." or ".." (got "no spaces") [field type]`},
 		{"over capacity", key, []string{"submit", "--type", "email", "--cost", "4"}, 1,
 			`[field cost]`},
 		{"unknown key", map[string]string{"SLUICE_KEY": "nope"}, []string{"submit", "--type", "email"}, 1,

@@ -163,102 +163,99 @@ func (c *cmd) tenantsDelete(ctx context.Context, args []string) error {
 }
 
 // tenantsAudit prints one line per change, newest first: when, who, what,
-// and the keys it changed ("outflow.rate: 5 → 20").
+// and the fields it changed ("outflow.rate: 5 → 20"). It prints one page
+// (--limit entries, older than --cursor) and says on stderr how to get the
+// next; --all follows every page.
 func (c *cmd) tenantsAudit(ctx context.Context, args []string) error {
-	fs := c.flags("audit", "ID [--json]")
-	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	fs := c.flags("audit", "ID [--limit N] [--cursor C | --all] [--json]")
+	asJSON := fs.Bool("json", false, "print the API's JSON answer (with --all: every entry)")
+	limit := fs.Int("limit", 0, "entries per page, 1 to 100 (default: the server's, 100)")
+	cursor := fs.String("cursor", "", "start below this cursor (a next_cursor of an earlier page)")
+	all := fs.Bool("all", false, "follow every page: the whole audit the server keeps")
 	a, pos, err := c.adminArgs(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	entries, err := a.Audit(ctx, pos[0])
+	if *all && *cursor != "" {
+		return usagef("--all reads from the newest entry; give it or --cursor, not both")
+	}
+	page, err := a.AuditPage(ctx, pos[0], *limit, *cursor)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return c.printJSON(map[string]any{"entries": entries})
-	}
-	if len(entries) == 0 {
-		fmt.Fprintf(c.env.Stdout, "no changes of tenant %s\n", pos[0])
-		return nil
-	}
-	for _, e := range entries {
-		changes := strings.Join(specDiff(e.Old, e.New), ", ")
-		if changes == "" {
-			changes = "no change"
+	for *all && page.NextCursor != "" {
+		next, err := a.AuditPage(ctx, pos[0], *limit, page.NextCursor)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(c.env.Stdout, "%s  %s  %s  %s\n", e.At.UTC().Format(time.RFC3339), e.Who, e.Action, changes)
+		if next.NextCursor == page.NextCursor {
+			return fmt.Errorf("audit of %s: the server answered the same cursor %q again", pos[0], next.NextCursor)
+		}
+		page = client.AuditPage{Entries: append(page.Entries, next.Entries...), NextCursor: next.NextCursor}
+	}
+	if *asJSON {
+		out := map[string]any{"entries": page.Entries}
+		if !*all {
+			out["next_cursor"] = nil
+			if page.NextCursor != "" {
+				out["next_cursor"] = page.NextCursor
+			}
+		}
+		return c.printJSON(out)
+	}
+	if len(page.Entries) == 0 {
+		fmt.Fprintf(c.env.Stdout, "no changes of tenant %s\n", pos[0])
+	}
+	for _, e := range page.Entries {
+		fmt.Fprintf(c.env.Stdout, "%s  %s  %s  %s\n", e.At.UTC().Format(time.RFC3339), e.Who, e.Action, changesText(e))
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(c.env.Stderr, "older changes: sluicectl tenants audit %s --cursor %s (or --all)\n", pos[0], page.NextCursor)
 	}
 	return nil
 }
 
-// specDiff lists the keys that differ between two specs, by path, sorted:
-// "outflow.rate: 5 → 20", "+target.url=http://…", "-outflow.concurrency".
-func specDiff(old, new *client.TenantSpec) []string {
-	a, b := flatten(old), flatten(new)
-	paths := map[string]bool{}
-	for p := range a {
-		paths[p] = true
+// changesText is an entry's changes in a line, by path: "outflow.rate: 5 →
+// 20", "+target.url=http://…" (set), "-outflow.concurrency" (removed), a
+// cut value ending in "…", and "… N more" when the entry lists only some.
+func changesText(e client.AuditEntry) string {
+	parts := make([]string, 0, len(e.Changes)+1)
+	for _, ch := range e.Changes {
+		parts = append(parts, changeText(ch))
 	}
-	for p := range b {
-		paths[p] = true
+	if more := e.ChangesTotal - len(e.Changes); e.Truncated && more > 0 {
+		parts = append(parts, fmt.Sprintf("… %d more", more))
 	}
-	var out []string
-	for p := range paths {
-		va, ina := a[p]
-		vb, inb := b[p]
-		switch {
-		case ina && inb && va != vb:
-			out = append(out, fmt.Sprintf("%s: %s → %s", p, va, vb))
-		case !ina && inb:
-			out = append(out, fmt.Sprintf("+%s=%s", p, vb))
-		case ina && !inb:
-			out = append(out, "-"+p)
-		}
+	if len(parts) == 0 {
+		return "no change"
 	}
-	sort.Strings(out)
-	return out
+	return strings.Join(parts, ", ")
 }
 
-// flatten maps every leaf of spec's JSON to its dotted path; arrays are
-// leaves, written as JSON.
-func flatten(spec *client.TenantSpec) map[string]string {
-	out := map[string]string{}
-	if spec == nil {
-		return out
+// changeText is one change as changesText writes it.
+func changeText(ch client.AuditChange) string {
+	cut := ""
+	if ch.Truncated {
+		cut = "…"
 	}
-	b, err := json.Marshal(spec)
-	if err != nil {
-		return out
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return out
-	}
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		if obj, ok := v.(map[string]any); ok {
-			for k, child := range obj {
-				walk(joinPath(prefix, k), child)
-			}
-			return
+	value := func(v *string) string {
+		var s string
+		if json.Unmarshal([]byte(*v), &s) == nil {
+			return s // a JSON string, shown without its quotes
 		}
-		if s, ok := v.(string); ok {
-			out[prefix] = s
-			return
+		if ch.Truncated && strings.HasPrefix(*v, `"`) {
+			return strings.TrimPrefix(*v, `"`) // a cut string: no closing quote
 		}
-		j, _ := json.Marshal(v)
-		out[prefix] = string(j)
+		return *v
 	}
-	walk("", m)
-	return out
-}
-
-func joinPath(prefix, k string) string {
-	if prefix == "" {
-		return k
+	switch {
+	case ch.Old != nil && ch.New != nil:
+		return fmt.Sprintf("%s: %s → %s%s", ch.Path, value(ch.Old), value(ch.New), cut)
+	case ch.New != nil:
+		return fmt.Sprintf("+%s=%s%s", ch.Path, value(ch.New), cut)
+	default:
+		return "-" + ch.Path + cut
 	}
-	return prefix + "." + k
 }
 
 // admissionText is a policy in a few words: "gcra 20/1s burst 10".
@@ -275,12 +272,12 @@ func admissionText(a client.Admission) string {
 
 // outflowText is an outflow in a few words: "5/s cap 5", "unlimited".
 func outflowText(o client.Outflow) string {
-	if o.Rate == 0 {
-		return "unlimited"
-	}
-	s := num(o.Rate) + "/s"
-	if o.Capacity != 0 {
-		s += " cap " + num(o.Capacity)
+	s := "unlimited"
+	if !o.Unlimited {
+		s = num(o.Rate) + "/s"
+		if o.Capacity != 0 {
+			s += " cap " + num(o.Capacity)
+		}
 	}
 	if o.Concurrency > 0 {
 		s += fmt.Sprintf(" conc %d", o.Concurrency)

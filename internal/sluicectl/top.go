@@ -195,7 +195,7 @@ func render(f frame) string {
 func note(s client.Stats) string {
 	o := s.Outflow
 	switch {
-	case o.ConfiguredRate == 0:
+	case o.Unlimited:
 		return "no outflow limit"
 	case o.EffectiveRate < o.ConfiguredRate:
 		return "backing off (downstream 429/503)"

@@ -27,7 +27,7 @@ func TestRenderFixedFrame(t *testing.T) {
 			{Tenant: "globex", Stats: client.Stats{Tenant: "globex", Backlog: 200, WaterLevel: 2, DLQ: 3, ETASeconds: f64(200.2),
 				Outflow: client.OutflowStats{ConfiguredRate: 2, EffectiveRate: 1, MeasuredRate: 1, Capacity: 2}}},
 			{Tenant: "initech-long-name", Stats: client.Stats{Tenant: "initech-long-name", Backlog: 0,
-				Outflow: client.OutflowStats{Capacity: 1}}},
+				Outflow: client.OutflowStats{Unlimited: true}}},
 			{Tenant: "gone", Err: &client.Error{Status: 404, Title: "Not Found", Detail: "no tenant gone"}},
 		},
 	}
@@ -37,7 +37,7 @@ func TestRenderFixedFrame(t *testing.T) {
 		"TENANT             BACKLOG  CONF/s   EFF/s  MEAS/s  WATER/CAP                IN-FLIGHT   DLQ      ETA  NOTE",
 		"acme                   120     5.0     5.0     4.9  2.5/5       [#####.....]         1     0      24s",
 		"globex                 200     2.0     1.0     1.0  2.0/2       [##########]         0     3    3m21s  backing off (downstream 429/503)",
-		"initech-long-name        0     0.0     0.0     0.0  0.0/1       [..........]         0     0        -  no outflow limit",
+		"initech-long-name        0     0.0     0.0     0.0  0.0/0       [..........]         0     0        -  no outflow limit",
 		"gone              error: 404 Not Found: no tenant gone",
 		"",
 		"4 tenants · backlog 320 · delivering 5.9/s · 1 not answered",

@@ -38,7 +38,7 @@ type drainerConf struct {
 	group     string // kafka consumer group
 	listen    string // ops endpoints, one port per process
 	tenants   []string
-	rate      float64 // 0: unlimited; capacity is left to its default
+	rate      float64 // 0: outflow.unlimited; capacity is left to its default
 	sinkURL   string
 }
 
@@ -57,7 +57,11 @@ func (c drainerConf) yaml() string {
 	b.WriteString("tenants:\n")
 	for _, t := range c.tenants {
 		fmt.Fprintf(&b, "  %s:\n", t)
-		fmt.Fprintf(&b, "    outflow: {rate: %s}\n", strconv.FormatFloat(c.rate, 'f', -1, 64))
+		if c.rate > 0 {
+			fmt.Fprintf(&b, "    outflow: {rate: %s}\n", strconv.FormatFloat(c.rate, 'f', -1, 64))
+		} else {
+			b.WriteString("    outflow: {unlimited: true}\n")
+		}
 		fmt.Fprintf(&b, "    target: {url: %q}\n", c.sinkURL)
 	}
 	return b.String()

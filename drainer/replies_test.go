@@ -1,0 +1,32 @@
+package drainer
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestStartReplyNeverDropsOnAnUnexpectedReply: only the script's 0 drops a
+// job; every other reply (another integer, a string, nil, an array, an
+// error value) delivers and is reported unexpected, so it is counted.
+func TestStartReplyNeverDropsOnAnUnexpectedReply(t *testing.T) {
+	tests := []struct {
+		reply       any
+		deliver, ok bool
+	}{
+		{int64(1), true, true},
+		{int64(0), false, true},
+		{int64(2), true, false},
+		{int64(-1), true, false},
+		{"1", true, false},
+		{"cancelled", true, false},
+		{nil, true, false},
+		{[]any{int64(0)}, true, false},
+		{errors.New("boom"), true, false},
+	}
+	for _, tc := range tests {
+		deliver, ok := startReply(tc.reply)
+		if deliver != tc.deliver || ok != tc.ok {
+			t.Errorf("startReply(%#v) = deliver %v, ok %v; want deliver %v, ok %v", tc.reply, deliver, ok, tc.deliver, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,34 @@
+package limits_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/limits"
+)
+
+// TestLeakyOverrideRateZeroIsNoOverride: an override outflow_rate of 0 (or
+// one that is not a number) never lifts the limit: the configured rate
+// applies, the second job of a 1-unit bucket at 2/s waits half a second.
+func TestLeakyOverrideRateZeroIsNoOverride(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	for _, ov := range []string{"0", "-1", "x"} {
+		tenant := testenv.Name(t, "lk")
+		t.Cleanup(func() { rdb.Del(ctx, keys.Water(tenant), keys.Override(tenant)) })
+		rdb.HSet(ctx, keys.Override(tenant), "outflow_rate", ov)
+		rdb.PExpire(ctx, keys.Override(tenant), time.Minute)
+		l := limits.NewLeaky(rdb)
+		lim := limits.LeakyLimit{Rate: 2, Capacity: 1}
+		if r, err := l.TakeAt(ctx, tenant, lim, 1, t0); err != nil || !r.Allowed || r.Rate != 2 {
+			t.Fatalf("override %q: first take = %+v, %v; want allowed at rate 2", ov, r, err)
+		}
+		r, err := l.TakeAt(ctx, tenant, lim, 1, t0)
+		if err != nil || r.Allowed || r.Wait != 500*time.Millisecond || r.Rate != 2 {
+			t.Errorf("override %q: second take = %+v, %v; want a 500ms wait at rate 2", ov, r, err)
+		}
+	}
+}
