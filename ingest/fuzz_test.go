@@ -133,14 +133,15 @@ func fuzzDeleteAll(rdb *redis.Client, tenant string) {
 	}
 }
 
-// pendingFixes are the invariants whose fixes are items of issue 7 owned by
-// other branches. A violation of one skips the input naming the item
-// instead of failing it, so the fuzzer keeps looking for other bugs; delete
-// an entry once its branch is merged, and the seeds that exercise it then
-// pass.
+// pendingFixes are the invariants whose fixes are still open in issue 7: a
+// violation of one skips the input naming the item instead of failing it,
+// so the fuzzer keeps looking for other bugs. Delete an entry once it is
+// fixed; the seeds and testdata inputs that exercise it then pass.
 var pendingFixes = map[string]string{
-	"cost":   "issue 7 requirement 1 (checked cost arithmetic, max job cost: branch edges-cost)",
-	"strict": "issue 7 requirement 6 (strict JSON: branch edges-http)",
+	// internal/strictjson joins an empty key to its path as nothing, so
+	// {"":1,"type":"ok"} is a 400 with no field and {"jobs":[{"":1}]} one
+	// naming "jobs[0]" as the unknown field.
+	"empty-name": "issue 7 requirement 6 (strict JSON: a member named \"\" is not named; found by FuzzSpecPatch and FuzzJob after the edges-http merge)",
 }
 
 // violation reports a broken invariant of kind ("cost", "strict", "" for
@@ -177,6 +178,8 @@ var (
 		`{"type":"ok","id":"."}`,
 		`{"type":"ok","id":".."}`,
 		`{"type":"_other","id":"_other"}`,
+		`{"":1,"type":"ok"}`,
+		`{"type":"ok","payload":{"":1,"a":1,"a":2}}`,
 		`{"type":"email","payload":{"to":"a@example.com"},"id":"j-1","cost":3,"deadline":"2099-01-02T04:00:00Z"}`,
 		`{"type":"email","cost":21}`,
 		`{"type":"ok","cost":51}`,
@@ -195,6 +198,9 @@ var (
 		`{"jobs":[{"cost":-1,"cost":1,"type":"ok"}]}`,
 		`{"jobs":[{"type":"ok"}],"jobs":[{"type":"ok"}]}`,
 		`{"jobs":[{"type":"ok","id":""}]}`,
+		`{"jobs":[{"":1,"type":"ok"}]}`,
+		`{"":[],"jobs":[{"type":"ok"}]}`,
+		`{"jobs":[1,{"type":"ok","Type":"ok"}]}`,
 		`{"jobs":[{"type":"ok","id":"."},{"type":"ok","id":".."},{"type":"_other","id":"_other"}]}`,
 		`{"jobs":[{"type":"email","id":"a","cost":10},{"type":"email","id":"a","cost":10}]}`,
 		`{"jobs":[{"type":"email","cost":10},{"type":"email","cost":11},{"type":"ok","cost":100}]}`,
@@ -325,7 +331,17 @@ func (e *fuzzEnv) check(t *testing.T, batch bool, tenant, ct, ce uint8, body str
 	after := e.state(t, ft.name)
 
 	if status != http.StatusAccepted {
-		e.checkRefusal(t, resp, answer, local, remote, overCost(ft, []byte(body), batch))
+		field := e.checkRefusal(t, resp, answer, local, remote, overCost(ft, []byte(body), batch))
+		if f := strictProblem([]byte(body), batch); f.isName && status == http.StatusBadRequest {
+			switch {
+			case f.name == "" && (field == "" || field == strings.TrimSuffix(f.field, ".")):
+				violation(t, "empty-name", "400 for %q names field %q for its member named \"\"", body, field)
+			case f.name != "" && field == "":
+				// Not necessarily f.field: a batch's top-level names and its
+				// earlier elements' problems come first.
+				t.Fatalf("400 for %q names no field, but the body has %s", body, f.msg)
+			}
+		}
 		if after != before {
 			violation(t, "", "%d for %q, but the tenant's Redis state changed: before %+v, after %+v", status, body, before, after)
 		}
@@ -347,8 +363,8 @@ func (e *fuzzEnv) check(t *testing.T, batch bool, tenant, ct, ce uint8, body str
 	if len(envs) == 0 && resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("202 for %q, but nothing was queued: %s", body, answer)
 	}
-	if msg := strictProblem([]byte(body), batch); msg != "" {
-		violation(t, "strict", "202 for %q, which is not strict JSON: %s", body, msg)
+	if f := strictProblem([]byte(body), batch); f.msg != "" {
+		violation(t, "strict", "202 for %q, which is not strict JSON: %s", body, f.msg)
 	}
 	if encoding == "gzip" {
 		violation(t, "strict", "202 for %q sent with Content-Encoding: gzip, which the server does not decode", body)
@@ -377,12 +393,13 @@ func (e *fuzzEnv) check(t *testing.T, batch bool, tenant, ct, ce uint8, body str
 }
 
 // checkRefusal checks a non-202 answer: its status, problem+json body and
-// that it echoes no socket address of the connection.
+// that it echoes no socket address of the connection; it returns the
+// problem's field.
 //
 // costly says the body holds a cost above the tenant's largest or costs
 // whose sum overflows: a 503 for it is the unchecked cost arithmetic of
 // issue 7 requirement 1.
-func (e *fuzzEnv) checkRefusal(t *testing.T, resp *http.Response, answer []byte, local, remote string, costly bool) {
+func (e *fuzzEnv) checkRefusal(t *testing.T, resp *http.Response, answer []byte, local, remote string, costly bool) string {
 	t.Helper()
 	status := resp.StatusCode
 	if status == http.StatusServiceUnavailable {
@@ -404,6 +421,7 @@ func (e *fuzzEnv) checkRefusal(t *testing.T, resp *http.Response, answer []byte,
 	var p struct {
 		Status int    `json:"status"`
 		Detail string `json:"detail"`
+		Field  string `json:"field"`
 	}
 	if err := json.Unmarshal(answer, &p); err != nil {
 		t.Fatalf("%d with a body that is not a problem object: %v: %s", status, err, answer)
@@ -419,6 +437,7 @@ func (e *fuzzEnv) checkRefusal(t *testing.T, resp *http.Response, answer []byte,
 	if _, port, err := net.SplitHostPort(local); err == nil && strings.Contains(string(answer), ":"+port+"->") {
 		t.Fatalf("%d echoes the connection: %s", status, answer)
 	}
+	return p.Field
 }
 
 // overCost says whether body, read as leniently as encoding/json does, holds
@@ -459,18 +478,31 @@ var (
 	batchFields = map[string]bool{"jobs": true}
 )
 
-// strictProblem says why body is not strict JSON for a submission (an
-// unknown or differently spelt field name, a repeated one, an empty id), or
-// returns "" when it is strict or not a well-formed object at all. Only the
-// job-level names are checked; a payload is anything.
-func strictProblem(body []byte, batch bool) string {
+// strictFinding is why a body is not strict JSON for a submission.
+type strictFinding struct {
+	// msg says what is wrong; "" when the body is strict (or not a
+	// well-formed object at all).
+	msg string
+	// isName says the finding is an unknown or repeated member name (a 400
+	// that must name it), not an empty id (a 422).
+	isName bool
+	// field is that member's path as a problem names it ("cost",
+	// "jobs[3].cost"), and name the member's name.
+	field, name string
+}
+
+// strictProblem finds the first reason body is not strict JSON for a
+// submission: a member name at job or batch level that is not exactly one
+// of the documented ones, or is repeated, or an empty id. A payload is
+// anything.
+func strictProblem(body []byte, batch bool) strictFinding {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if !batch {
 		return strictObject(dec, jobFields, "", nil)
 	}
-	return strictObject(dec, batchFields, "", func(name string) string {
-		return strictArray(dec, func(i int) string {
+	return strictObject(dec, batchFields, "", func(name string) strictFinding {
+		return strictArray(dec, func(i int) strictFinding {
 			return strictObject(dec, jobFields, fmt.Sprintf("jobs[%d].", i), nil)
 		})
 	})
@@ -479,54 +511,54 @@ func strictProblem(body []byte, batch bool) string {
 // strictObject reads one object from dec and checks its member names
 // against allowed; member, when set, reads each member's value instead of
 // skipping it.
-func strictObject(dec *json.Decoder, allowed map[string]bool, prefix string, member func(string) string) string {
+func strictObject(dec *json.Decoder, allowed map[string]bool, prefix string, member func(string) strictFinding) strictFinding {
 	tok, err := dec.Token()
 	if err != nil || tok != json.Delim('{') {
-		return ""
+		return strictFinding{}
 	}
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return ""
+			return strictFinding{}
 		}
 		name, _ := tok.(string)
 		switch {
 		case !allowed[name]:
-			return fmt.Sprintf("unknown field %q", prefix+name)
+			return strictFinding{msg: fmt.Sprintf("unknown field %q", prefix+name), isName: true, field: prefix + name, name: name}
 		case seen[name]:
-			return fmt.Sprintf("repeated field %q", prefix+name)
+			return strictFinding{msg: fmt.Sprintf("repeated field %q", prefix+name), isName: true, field: prefix + name, name: name}
 		}
 		seen[name] = true
 		if member != nil {
-			if msg := member(name); msg != "" {
-				return msg
+			if f := member(name); f.msg != "" {
+				return f
 			}
 			continue
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return ""
+			return strictFinding{}
 		}
 		if name == "id" && string(v) == `""` {
-			return fmt.Sprintf("empty %q", prefix+name)
+			return strictFinding{msg: fmt.Sprintf("empty %q", prefix+name)}
 		}
 	}
 	_, _ = dec.Token() // }
-	return ""
+	return strictFinding{}
 }
 
 // strictArray reads one array from dec, element i by elem.
-func strictArray(dec *json.Decoder, elem func(i int) string) string {
+func strictArray(dec *json.Decoder, elem func(i int) strictFinding) strictFinding {
 	tok, err := dec.Token()
 	if err != nil || tok != json.Delim('[') {
-		return ""
+		return strictFinding{}
 	}
 	for i := 0; dec.More(); i++ {
-		if msg := elem(i); msg != "" {
-			return msg
+		if f := elem(i); f.msg != "" {
+			return f
 		}
 	}
 	_, _ = dec.Token() // ]
-	return ""
+	return strictFinding{}
 }

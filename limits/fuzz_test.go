@@ -14,11 +14,6 @@ import (
 	"github.com/sluicehq/sluice/keys"
 )
 
-// fuzzMaxCost is the largest cost FuzzAdmit holds the script to: 2^53 − 1,
-// the largest integer a Lua number (a double) holds exactly. Above it a
-// call must still not panic, but may be refused with an error.
-const fuzzMaxCost = 1<<53 - 1
-
 // fuzzMaxNow is the latest instant FuzzAdmit holds the script to, in unix
 // µs (2^52 µs is in the year 2112): the scripts add periods to now in Lua
 // doubles.
@@ -28,9 +23,10 @@ const fuzzMaxNow = 1 << 52
 // on the real Redis: one policy's algorithm, limit, period and burst, the
 // backlog gate, two costs and two instants. For each input:
 //
-//   - a policy Policy.Validate refuses, a negative cost or max backlog, or
-//     an instant before the epoch is an error from Admit and writes nothing;
-//   - otherwise, while costs are within [1, fuzzMaxCost] and instants within
+//   - a policy Policy.Validate refuses, a cost outside [0, MaxCost], a
+//     negative max backlog, or an instant before the epoch is an error from
+//     Admit and writes nothing;
+//   - otherwise, while costs are within [1, MaxCost] and instants within
 //     (0, fuzzMaxNow], each of an admission at now, a dry run and a second
 //     admission at now+dt returns no error and a Result with Limit =
 //     Capacity (the first admission, from an empty state, allowed when the
@@ -99,9 +95,9 @@ func FuzzAdmit(f *testing.F) {
 		rdb.Del(ctx, keyAt(nowUs))
 
 		req := Request{Tenant: tenant, Policies: []Policy{p}, Cost: cost, MaxBacklog: maxBacklog, Now: time.UnixMicro(nowUs)}
-		if p.Validate() != nil || cost < 0 || maxBacklog < 0 || nowUs <= 0 {
-			if _, err := a.Admit(ctx, req); err == nil {
-				t.Fatalf("Admit(%+v) = no error, want one (Validate: %v)", req, p.Validate())
+		if p.Validate() != nil || cost < 0 || cost > MaxCost || maxBacklog < 0 || nowUs <= 0 {
+			if _, err := a.Admit(ctx, req); !errors.Is(err, ErrInvalidRequest) {
+				t.Fatalf("Admit(%+v) = %v, want ErrInvalidRequest (Validate: %v)", req, err, p.Validate())
 			}
 			if key := keyAt(nowUs); rdb.Exists(ctx, key).Val() != 0 {
 				t.Fatalf("Admit(%+v) refused the request but wrote %s", req, key)
@@ -109,7 +105,7 @@ func FuzzAdmit(f *testing.F) {
 			return
 		}
 		checked := func(c, us int64) bool {
-			return (c == 0 || c >= 1 && c <= fuzzMaxCost) && us > 0 && us <= fuzzMaxNow
+			return (c == 0 || c >= 1 && c <= MaxCost) && us > 0 && us <= fuzzMaxNow
 		}
 		later := nowUs + dtUs
 		if dtUs > 0 && later < nowUs { // overflow
@@ -136,15 +132,18 @@ func FuzzAdmit(f *testing.F) {
 				dumpBefore = rdb.Dump(ctx, key).Val()
 			}
 			d, err := a.Admit(ctx, req)
+			if st.cost > MaxCost && !errors.Is(err, ErrInvalidRequest) {
+				t.Fatalf("%s: Admit(%+v) = %v, want ErrInvalidRequest", st.name, req, err)
+			}
 			if !checked(st.cost, st.now) {
 				continue // no panic is all that is asked
 			}
 			if err != nil {
-				fuzzFail(t, p, "%s: Admit(%+v): %v", st.name, req, err)
+				t.Fatalf("%s: Admit(%+v): %v", st.name, req, err)
 			}
 			fuzzCheckResult(t, st.name, req, d)
 			if c := max(st.cost, 1); st.name == "admission" && c <= p.Capacity() && !d.Results[0].Allowed {
-				fuzzFail(t, p, "%s: Admit(%+v) refused cost %d from an empty state, capacity %d: %+v", st.name, req, c, p.Capacity(), d)
+				t.Fatalf("%s: Admit(%+v) refused cost %d from an empty state, capacity %d: %+v", st.name, req, c, p.Capacity(), d)
 			}
 			if st.dry {
 				// The key may expire meanwhile (its TTL runs in real time, a
@@ -160,7 +159,7 @@ func FuzzAdmit(f *testing.F) {
 			}
 			// -2 is no key (nothing admitted yet), -1 a key without a TTL.
 			if pttl == -1 || (pttl < 0 && pttl != -2) {
-				fuzzFail(t, p, "%s: after Admit(%+v) key %s has PTTL %v, want > 0", st.name, req, key, pttl)
+				t.Fatalf("%s: after Admit(%+v) key %s has PTTL %v, want > 0", st.name, req, key, pttl)
 			}
 		}
 	})
@@ -180,47 +179,33 @@ func fuzzKey(tenant string, p Policy, nowUs int64) string {
 // fuzzCheckResult checks one decision of FuzzAdmit.
 func fuzzCheckResult(t *testing.T, step string, req Request, d Decision) {
 	t.Helper()
-	fatalf := func(format string, args ...any) { t.Helper(); fuzzFail(t, req.Policies[0], format, args...) }
 	p := req.Policies[0]
 	cost := req.Cost
 	if cost == 0 {
 		cost = 1
 	}
 	if len(d.Results) != 1 {
-		fatalf("%s: Admit(%+v) = %+v, want one Result", step, req, d)
+		t.Fatalf("%s: Admit(%+v) = %+v, want one Result", step, req, d)
 	}
 	r := d.Results[0]
 	gated := req.MaxBacklog > 0 && cost > req.MaxBacklog // the backlog key is never written here
 	switch {
 	case r.Limit != p.Capacity():
-		fatalf("%s: Admit(%+v): Limit %d, want Capacity %d", step, req, r.Limit, p.Capacity())
+		t.Fatalf("%s: Admit(%+v): Limit %d, want Capacity %d", step, req, r.Limit, p.Capacity())
 	case r.Remaining < 0 || r.Remaining > r.Limit:
-		fatalf("%s: Admit(%+v): Remaining %d outside [0, %d]", step, req, r.Remaining, r.Limit)
+		t.Fatalf("%s: Admit(%+v): Remaining %d outside [0, %d]", step, req, r.Remaining, r.Limit)
 	case r.ResetAfter < 0:
-		fatalf("%s: Admit(%+v): ResetAfter %v < 0", step, req, r.ResetAfter)
+		t.Fatalf("%s: Admit(%+v): ResetAfter %v < 0", step, req, r.ResetAfter)
 	case r.Allowed && r.RetryAfter != 0:
-		fatalf("%s: Admit(%+v): allowed with RetryAfter %v", step, req, r.RetryAfter)
+		t.Fatalf("%s: Admit(%+v): allowed with RetryAfter %v", step, req, r.RetryAfter)
 	case (r.RetryAfter == Never) != (cost > p.Capacity()):
-		fatalf("%s: Admit(%+v): RetryAfter %v for cost %d and capacity %d, want Never exactly when cost > capacity",
+		t.Fatalf("%s: Admit(%+v): RetryAfter %v for cost %d and capacity %d, want Never exactly when cost > capacity",
 			step, req, r.RetryAfter, cost, p.Capacity())
 	case !r.Allowed && r.RetryAfter != Never && r.RetryAfter <= 0:
-		fatalf("%s: Admit(%+v): refused with RetryAfter %v, want > 0", step, req, r.RetryAfter)
+		t.Fatalf("%s: Admit(%+v): refused with RetryAfter %v, want > 0", step, req, r.RetryAfter)
 	case d.Allowed != (r.Allowed && !gated):
-		fatalf("%s: Admit(%+v): Decision.Allowed %v, policy allowed %v, backlog gate refuses %v", step, req, d.Allowed, r.Allowed, gated)
+		t.Fatalf("%s: Admit(%+v): Decision.Allowed %v, policy allowed %v, backlog gate refuses %v", step, req, d.Allowed, r.Allowed, gated)
 	case gated && d.Violated != ViolatedBacklog:
-		fatalf("%s: Admit(%+v): Violated %q, want %q", step, req, d.Violated, ViolatedBacklog)
+		t.Fatalf("%s: Admit(%+v): Violated %q, want %q", step, req, d.Violated, ViolatedBacklog)
 	}
-}
-
-// fuzzFail fails the input, or skips it naming the item of issue 7 that
-// fixes it: Policy.Validate accepts a fixed_window limit above 2^53, which
-// the script cannot hold exactly (requirement 3, one validator that refuses
-// every policy the scripts would refuse: branch edges-policy). Delete the
-// skip once that branch is merged.
-func fuzzFail(t *testing.T, p Policy, format string, args ...any) {
-	t.Helper()
-	if p.Limit >= maxExact || p.burst() >= maxExact {
-		t.Skipf("known bug, fixed by issue 7 requirement 3 (policy validation: branch edges-policy): "+format, args...)
-	}
-	t.Fatalf(format, args...)
 }
