@@ -489,7 +489,13 @@ type strictFinding struct {
 	// field is that member's path as a problem names it ("cost",
 	// "jobs[3].cost"), and name the member's name.
 	field, name string
+	// stop says the body is malformed there: nothing after it is read (a
+	// json.Decoder's error is sticky while More still peeks).
+	stop bool
 }
+
+// done says the walk ends at f: a finding or a malformed body.
+func (f strictFinding) done() bool { return f.msg != "" || f.stop }
 
 // strictProblem finds the first reason body is not strict JSON for a
 // submission: a member name at job or batch level that is not exactly one
@@ -513,14 +519,17 @@ func strictProblem(body []byte, batch bool) strictFinding {
 // skipping it.
 func strictObject(dec *json.Decoder, allowed map[string]bool, prefix string, member func(string) strictFinding) strictFinding {
 	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return strictFinding{}
+	if d, isDelim := tok.(json.Delim); err != nil || (isDelim && d != '{') {
+		return strictFinding{stop: true}
+	}
+	if tok != json.Delim('{') {
+		return strictFinding{} // a scalar: the server refuses it
 	}
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return strictFinding{}
+			return strictFinding{stop: true}
 		}
 		name, _ := tok.(string)
 		switch {
@@ -531,14 +540,14 @@ func strictObject(dec *json.Decoder, allowed map[string]bool, prefix string, mem
 		}
 		seen[name] = true
 		if member != nil {
-			if f := member(name); f.msg != "" {
+			if f := member(name); f.done() {
 				return f
 			}
 			continue
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return strictFinding{}
+			return strictFinding{stop: true}
 		}
 		if name == "id" && string(v) == `""` {
 			return strictFinding{msg: fmt.Sprintf("empty %q", prefix+name)}
@@ -552,10 +561,10 @@ func strictObject(dec *json.Decoder, allowed map[string]bool, prefix string, mem
 func strictArray(dec *json.Decoder, elem func(i int) strictFinding) strictFinding {
 	tok, err := dec.Token()
 	if err != nil || tok != json.Delim('[') {
-		return strictFinding{}
+		return strictFinding{stop: true}
 	}
 	for i := 0; dec.More(); i++ {
-		if f := elem(i); f.msg != "" {
+		if f := elem(i); f.done() {
 			return f
 		}
 	}

@@ -218,12 +218,23 @@ func (fz *specFuzz) checkSpecError(t *testing.T, id, step string, raw []byte, er
 	}
 }
 
-// namesMember says whether raw has a member whose name is the last
-// segment of field, or (a name with dots in it) its last few segments.
+// namesMember says whether raw has a member whose name, decoded, is the
+// last segment of field, or (a name with dots in it) its last few segments.
 func namesMember(raw []byte, field string) bool {
+	names := map[string]bool{}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if s, ok := tok.(string); ok {
+			names[s] = true // member names and string values alike: lenient
+		}
+	}
 	segs := strings.Split(field, ".")
 	for i := len(segs) - 1; i >= 0; i-- {
-		if bytes.Contains(raw, []byte(`"`+strings.Join(segs[i:], ".")+`"`)) {
+		if names[strings.Join(segs[i:], ".")] {
 			return true
 		}
 	}
@@ -307,19 +318,37 @@ func (fz *specFuzz) checkPolicy(t *testing.T, field, name string, a config.Admis
 // accepted, is not strict JSON (a member name not spelt exactly as a field
 // of config.Tenant, or repeated), or returns "".
 func strictSpec(raw []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return strictValue(dec, reflect.TypeOf(config.Tenant{}), "")
+	w := &specWalk{dec: json.NewDecoder(bytes.NewReader(raw))}
+	w.dec.UseNumber()
+	return w.value(reflect.TypeOf(config.Tenant{}), "")
 }
 
-// strictValue reads one value of Go type typ from dec and checks its
-// member names.
-func strictValue(dec *json.Decoder, typ reflect.Type, path string) string {
+// specWalk reads a document token by token. broken is set at the first
+// error: a json.Decoder's error is sticky, but More still peeks at the
+// bytes after it, so a loop on More alone would never end.
+type specWalk struct {
+	dec    *json.Decoder
+	broken bool
+}
+
+func (w *specWalk) token() (json.Token, bool) {
+	if w.broken {
+		return nil, false
+	}
+	tok, err := w.dec.Token()
+	w.broken = err != nil
+	return tok, !w.broken
+}
+
+func (w *specWalk) more() bool { return !w.broken && w.dec.More() }
+
+// value reads one value of Go type typ and checks its member names.
+func (w *specWalk) value(typ reflect.Type, path string) string {
 	for typ.Kind() == reflect.Pointer {
 		typ = typ.Elem()
 	}
-	tok, err := dec.Token()
-	if err != nil {
+	tok, ok := w.token()
+	if !ok {
 		return ""
 	}
 	d, ok := tok.(json.Delim)
@@ -333,26 +362,26 @@ func strictValue(dec *json.Decoder, typ reflect.Type, path string) string {
 			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("mapstructure"), ",")
 			names[name] = typ.Field(i).Type
 		}
-		return strictMembers(dec, path, func(name string) (reflect.Type, bool) {
+		return w.members(path, func(name string) (reflect.Type, bool) {
 			ft, ok := names[name]
 			return ft, ok
 		})
 	case d == '{' && typ.Kind() == reflect.Map:
-		return strictMembers(dec, path, func(string) (reflect.Type, bool) { return typ.Elem(), true })
+		return w.members(path, func(string) (reflect.Type, bool) { return typ.Elem(), true })
 	case d == '[' && typ.Kind() == reflect.Slice:
-		for dec.More() {
-			if msg := strictValue(dec, typ.Elem(), path+"[]"); msg != "" {
+		for w.more() {
+			if msg := w.value(typ.Elem(), path+"[]"); msg != "" {
 				return msg
 			}
 		}
-		_, _ = dec.Token()
+		w.token()
 		return ""
 	}
 	// Not the shape of typ (the decoder refuses it or reads it otherwise):
 	// skip it.
 	for depth := 1; depth > 0; {
-		tok, err := dec.Token()
-		if err != nil {
+		tok, ok := w.token()
+		if !ok {
 			return ""
 		}
 		switch tok {
@@ -365,13 +394,13 @@ func strictValue(dec *json.Decoder, typ reflect.Type, path string) string {
 	return ""
 }
 
-// strictMembers reads an object's members after its '{': each name must be
-// known (field gives its type) and appear once.
-func strictMembers(dec *json.Decoder, path string, field func(string) (reflect.Type, bool)) string {
+// members reads an object's members after its '{': each name must be known
+// (field gives its type) and appear once.
+func (w *specWalk) members(path string, field func(string) (reflect.Type, bool)) string {
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
+	for w.more() {
+		tok, ok := w.token()
+		if !ok {
 			return ""
 		}
 		name, _ := tok.(string)
@@ -384,10 +413,10 @@ func strictMembers(dec *json.Decoder, path string, field func(string) (reflect.T
 			return fmt.Sprintf("repeated field %q", p)
 		}
 		seen[name] = true
-		if msg := strictValue(dec, ft, p); msg != "" {
+		if msg := w.value(ft, p); msg != "" {
 			return msg
 		}
 	}
-	_, _ = dec.Token()
+	w.token()
 	return ""
 }
