@@ -500,8 +500,12 @@ func (f strictFinding) done() bool { return f.msg != "" || f.stop }
 // strictProblem finds the first reason body is not strict JSON for a
 // submission: a member name at job or batch level that is not exactly one
 // of the documented ones, or is repeated, or an empty id. A payload is
-// anything.
+// anything. A body that is not valid JSON has no finding: the server may
+// refuse it as malformed before it looks at names.
 func strictProblem(body []byte, batch bool) strictFinding {
+	if !json.Valid(body) {
+		return strictFinding{}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if !batch {
