@@ -142,13 +142,9 @@ func cleanDecodeError(err error) error {
 // far from its cause. A dotted name the rules allow ("a.b") cannot be
 // written in the file for the same reason; the admin API takes it.
 func checkNames(raw []byte) error {
-	var doc struct {
-		Tenants map[string]struct {
-			JobTypes map[string]any `yaml:"job_types"`
-		} `yaml:"tenants"`
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return fmt.Errorf("config: parse yaml: %w", err)
+	doc, err := parseNames(raw)
+	if err != nil {
+		return err
 	}
 	var errs []error
 	dotted := func(key string) {
@@ -178,18 +174,30 @@ func checkNames(raw []byte) error {
 	return errors.Join(errs...)
 }
 
+// nameDoc is the part of the YAML file that names tenants and job types,
+// read as written (viper lower-cases keys and reads "." as nesting).
+type nameDoc struct {
+	Tenants map[string]struct {
+		JobTypes map[string]any `yaml:"job_types"`
+	} `yaml:"tenants"`
+}
+
+func parseNames(raw []byte) (nameDoc, error) {
+	var doc nameDoc
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return doc, fmt.Errorf("config: parse yaml: %w", err)
+	}
+	return doc, nil
+}
+
 // restoreNameCase renames tenants and job types to their spelling in raw.
 func restoreNameCase(raw []byte, cfg *Config) error {
 	if len(raw) == 0 {
 		return nil
 	}
-	var doc struct {
-		Tenants map[string]struct {
-			JobTypes map[string]any `yaml:"job_types"`
-		} `yaml:"tenants"`
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return fmt.Errorf("config: parse yaml: %w", err)
+	doc, err := parseNames(raw)
+	if err != nil {
+		return err
 	}
 	tenants := make(map[string]Tenant, len(cfg.Tenants))
 	seen := map[string]string{}

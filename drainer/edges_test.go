@@ -125,21 +125,21 @@ func assertIdleScriptCalls(t *testing.T, rdb *redis.Client) {
 	}
 }
 
-// TestDrainerLaneBacksOffWhileTheBucketScriptFails stores a water level the
-// bucket script refuses (every Take answers an error), so the lane holding
+// TestDrainerLaneBacksOffWhileTheBucketScriptFails stores an override rate
+// the bucket script refuses ("inf": every Take answers an error), so the lane holding
 // the tenant's job must back off (errorPause doubling to errorPauseMax)
 // rather than spin: over 3 s it may make at most 10 outflow calls (the
 // pauses, jittered in [p/2, p], sum to ≥ 2.35 s over the first 6), and the
 // whole drainer at most 30 script calls (those, a reap every 750 ms, a
-// lease extension every second). When the stored value is fixed the job is
+// lease extension every second). When the override is removed the job is
 // delivered.
 func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
 	rdb := privateRedis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "fail")
 	s := newSink(t, nil)
-	rdb.HSet(ctx, keys.Water(tenant), "water", "9.2233720368547758e+24", "ts", "1")
-	rdb.PExpire(ctx, keys.Water(tenant), time.Minute)
+	rdb.HSet(ctx, keys.Override(tenant), "outflow_rate", "inf")
+	rdb.PExpire(ctx, keys.Override(tenant), time.Minute)
 	push(t, rdb, queue.Envelope{ID: "ok", Tenant: tenant, Type: "t"})
 	reg := prometheus.NewRegistry()
 	st := settings()
@@ -163,7 +163,7 @@ func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
 	if n := s.count(tenant); n != 0 {
 		t.Errorf("%d deliveries while the bucket fails, want 0", n)
 	}
-	rdb.Del(ctx, keys.Water(tenant))
+	rdb.HDel(ctx, keys.Override(tenant), "outflow_rate")
 	waitFor(t, 2*errorPauseMax, "the job delivered once the bucket answers", func() bool { return s.count(tenant) == 1 })
 }
 

@@ -17,10 +17,10 @@ import (
 )
 
 // TestLeakyScriptRefusesUnrepresentableNumbers calls lua/leaky_bucket.lua
-// directly with each number it cannot hold exactly (in ARGV, in the
-// override hash, in the stored water hash) and checks that it answers an
-// error naming the argument and writes nothing: the water key stays absent,
-// or holds exactly what it held, with its TTL.
+// directly with each number it cannot hold exactly (in ARGV, or a positive
+// override it cannot represent) and checks that it answers an error naming
+// the argument and writes nothing: the water key stays absent. (A corrupt
+// stored level is healed instead: TestLeakyHealsCorruptStoredLevel.)
 func TestLeakyScriptRefusesUnrepresentableNumbers(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
@@ -31,43 +31,32 @@ func TestLeakyScriptRefusesUnrepresentableNumbers(t *testing.T) {
 		name     string
 		argv     map[int]string    // ARGV index (0-based) → value
 		override map[string]string // keys.Override fields
-		stored   map[string]string // keys.Water fields
 		want     string            // in the error
 	}{
-		{"rate 0", map[int]string{0: "0"}, nil, nil, "rate (ARGV[1])"},
-		{"rate negative", map[int]string{0: "-1"}, nil, nil, "rate (ARGV[1])"},
-		{"rate NaN", map[int]string{0: "nan"}, nil, nil, "rate (ARGV[1])"},
-		{"rate inf", map[int]string{0: "inf"}, nil, nil, "rate (ARGV[1])"},
-		{"rate × 1000 at 2^53", map[int]string{0: "9007199254740.992"}, nil, nil, "rate (ARGV[1])"},
-		{"rate not a number", map[int]string{0: "fast"}, nil, nil, "rate (ARGV[1])"},
-		{"capacity 0", map[int]string{1: "0"}, nil, nil, "capacity (ARGV[2])"},
-		{"capacity NaN", map[int]string{1: "nan"}, nil, nil, "capacity (ARGV[2])"},
-		{"capacity inf", map[int]string{1: "inf"}, nil, nil, "capacity (ARGV[2])"},
-		{"capacity × 10^6 at 2^53", map[int]string{1: "9007199254.740992"}, nil, nil, "capacity (ARGV[2])"},
-		{"capacity 1e10", map[int]string{1: "1e10"}, nil, nil, "capacity (ARGV[2])"},
-		{"cost 0", map[int]string{2: "0"}, nil, nil, "cost (ARGV[3])"},
-		{"cost negative", map[int]string{2: "-3"}, nil, nil, "cost (ARGV[3])"},
-		{"cost fractional", map[int]string{2: "1.5"}, nil, nil, "cost (ARGV[3])"},
-		{"cost NaN", map[int]string{2: "nan"}, nil, nil, "cost (ARGV[3])"},
-		{"cost inf", map[int]string{2: "inf"}, nil, nil, "cost (ARGV[3])"},
-		{"cost not a number", map[int]string{2: "lots"}, nil, nil, "cost (ARGV[3])"},
-		{"now negative", map[int]string{3: "-1"}, nil, nil, "now (ARGV[4])"},
-		{"now fractional", map[int]string{3: "1.5"}, nil, nil, "now (ARGV[4])"},
-		{"now at 2^53", map[int]string{3: "9007199254740992"}, nil, nil, "now (ARGV[4])"},
-		{"margin negative", map[int]string{4: "-1"}, nil, nil, "margin (ARGV[5])"},
-		{"margin 2^31", map[int]string{4: "2147483648"}, nil, nil, "margin (ARGV[5])"},
-		{"override rate inf", nil, map[string]string{"outflow_rate": "inf"}, nil, "override outflow_rate"},
-		{"override rate 0", nil, map[string]string{"outflow_rate": "0"}, nil, "override outflow_rate"},
-		{"override rate NaN", nil, map[string]string{"outflow_rate": "nan"}, nil, "override outflow_rate"},
-		{"override capacity 1e10", nil, map[string]string{"outflow_capacity": "1e10"}, nil, "override outflow_capacity"},
-		{"override capacity negative", nil, map[string]string{"outflow_capacity": "-1"}, nil, "override outflow_capacity"},
-		{"stored water 9.2e24", nil, nil, map[string]string{"water": "9.2233720368547758e+24", "ts": now}, "stored water"},
-		{"stored water negative", nil, nil, map[string]string{"water": "-5", "ts": now}, "stored water"},
-		{"stored water fractional", nil, nil, map[string]string{"water": "1.5", "ts": now}, "stored water"},
-		{"stored water garbage", nil, nil, map[string]string{"water": "full", "ts": now}, "stored water"},
-		{"stored ts 0", nil, nil, map[string]string{"water": "1", "ts": "0"}, "stored ts"},
-		{"stored ts NaN", nil, nil, map[string]string{"water": "1", "ts": "nan"}, "stored ts"},
-		{"stored ts 1e17", nil, nil, map[string]string{"water": "1", "ts": "1e17"}, "stored ts"},
+		{"rate 0", map[int]string{0: "0"}, nil, "rate (ARGV[1])"},
+		{"rate negative", map[int]string{0: "-1"}, nil, "rate (ARGV[1])"},
+		{"rate NaN", map[int]string{0: "nan"}, nil, "rate (ARGV[1])"},
+		{"rate inf", map[int]string{0: "inf"}, nil, "rate (ARGV[1])"},
+		{"rate × 1000 at 2^53", map[int]string{0: "9007199254740.992"}, nil, "rate (ARGV[1])"},
+		{"rate not a number", map[int]string{0: "fast"}, nil, "rate (ARGV[1])"},
+		{"capacity 0", map[int]string{1: "0"}, nil, "capacity (ARGV[2])"},
+		{"capacity NaN", map[int]string{1: "nan"}, nil, "capacity (ARGV[2])"},
+		{"capacity inf", map[int]string{1: "inf"}, nil, "capacity (ARGV[2])"},
+		{"capacity × 10^6 at 2^53", map[int]string{1: "9007199254.740992"}, nil, "capacity (ARGV[2])"},
+		{"capacity 1e10", map[int]string{1: "1e10"}, nil, "capacity (ARGV[2])"},
+		{"cost 0", map[int]string{2: "0"}, nil, "cost (ARGV[3])"},
+		{"cost negative", map[int]string{2: "-3"}, nil, "cost (ARGV[3])"},
+		{"cost fractional", map[int]string{2: "1.5"}, nil, "cost (ARGV[3])"},
+		{"cost NaN", map[int]string{2: "nan"}, nil, "cost (ARGV[3])"},
+		{"cost inf", map[int]string{2: "inf"}, nil, "cost (ARGV[3])"},
+		{"cost not a number", map[int]string{2: "lots"}, nil, "cost (ARGV[3])"},
+		{"now negative", map[int]string{3: "-1"}, nil, "now (ARGV[4])"},
+		{"now fractional", map[int]string{3: "1.5"}, nil, "now (ARGV[4])"},
+		{"now at 2^53", map[int]string{3: "9007199254740992"}, nil, "now (ARGV[4])"},
+		{"margin negative", map[int]string{4: "-1"}, nil, "margin (ARGV[5])"},
+		{"margin 2^31", map[int]string{4: "2147483648"}, nil, "margin (ARGV[5])"},
+		{"override rate inf", nil, map[string]string{"outflow_rate": "inf"}, "override outflow_rate"},
+		{"override capacity 1e10", nil, map[string]string{"outflow_capacity": "1e10"}, "override outflow_capacity"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,10 +65,6 @@ func TestLeakyScriptRefusesUnrepresentableNumbers(t *testing.T) {
 			t.Cleanup(func() { rdb.Del(context.Background(), wk, ok) })
 			if len(tc.override) > 0 {
 				rdb.HSet(ctx, ok, tc.override)
-			}
-			if len(tc.stored) > 0 {
-				rdb.HSet(ctx, wk, tc.stored)
-				rdb.PExpire(ctx, wk, time.Minute)
 			}
 			argv := append([]string(nil), good...)
 			for i, v := range tc.argv {
@@ -98,12 +83,8 @@ func TestLeakyScriptRefusesUnrepresentableNumbers(t *testing.T) {
 			if diff := cmp.Diff(before, after); diff != "" {
 				t.Errorf("water hash changed by a refused call (-before +after):\n%s", diff)
 			}
-			if len(tc.stored) == 0 {
-				if n := rdb.Exists(ctx, wk).Val(); n != 0 {
-					t.Errorf("water key exists after a refused call on an empty bucket")
-				}
-			} else if ttl := rdb.PTTL(ctx, wk).Val(); ttl <= 0 {
-				t.Errorf("stored water key PTTL = %v after a refused call, want its TTL kept", ttl)
+			if n := rdb.Exists(ctx, wk).Val(); n != 0 {
+				t.Errorf("water key exists after a refused call on an empty bucket")
 			}
 		})
 	}
@@ -185,6 +166,65 @@ func TestLeakyEveryAllowedCallLeavesATTL(t *testing.T) {
 			}
 			if w := rdb.HGet(ctx, keys.Water(tenant), "water").Val(); w != strconv.FormatInt(tc.cost*1_000_000, 10) {
 				t.Errorf("stored water = %q, want %d (an exact integer)", w, tc.cost*1_000_000)
+			}
+		})
+	}
+}
+
+// TestLeakyHealsCorruptStoredLevel: a stored water or ts the script cannot
+// have written (an older version left water 9.2e24 on a key without a TTL)
+// never makes every later call fail: the level reads as a full bucket at
+// now (no invented leak, so no burst), the healed state is written back as
+// exact integers with a TTL, and the bucket drains from there at its rate.
+func TestLeakyHealsCorruptStoredLevel(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	now := strconv.FormatInt(t0.UnixMicro(), 10)
+	lim := limits.LeakyLimit{Rate: 10, Capacity: 3}
+	tests := []struct {
+		name   string
+		stored map[string]string
+		// allowed: a job of cost 1 goes at once (a corrupt ts only; the
+		// water of 1 micro-unit is kept), else it waits for a full bucket.
+		allowed bool
+	}{
+		{"water 9.2e24", map[string]string{"water": "9.2233720368547758e+24", "ts": now}, false},
+		{"water negative", map[string]string{"water": "-5", "ts": now}, false},
+		{"water fractional", map[string]string{"water": "1.5", "ts": now}, false},
+		{"water garbage", map[string]string{"water": "full", "ts": now}, false},
+		{"ts 0", map[string]string{"water": "1", "ts": "0"}, true},
+		{"ts NaN", map[string]string{"water": "1", "ts": "nan"}, true},
+		{"ts 1e17", map[string]string{"water": "1", "ts": "1e17"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tenant := testenv.Name(t, "heal")
+			wk := keys.Water(tenant)
+			t.Cleanup(func() { rdb.Del(context.Background(), wk) })
+			rdb.HSet(ctx, wk, tc.stored) // no TTL, as the old bug left it
+			l := limits.NewLeaky(rdb)
+			r, err := l.TakeAt(ctx, tenant, lim, 1, t0)
+			if err != nil {
+				t.Fatalf("take on a corrupt level: %v, want it healed", err)
+			}
+			if r.Allowed != tc.allowed {
+				t.Fatalf("take = %+v, want allowed %v", r, tc.allowed)
+			}
+			if !tc.allowed && r.Wait != 100*time.Millisecond {
+				t.Errorf("wait = %v, want 100ms (a full bucket of 3 at 10/s, cost 1)", r.Wait)
+			}
+			w := rdb.HGet(ctx, wk, "water").Val()
+			if n, err := strconv.ParseInt(w, 10, 64); err != nil || n < 0 || n > 3_000_000 {
+				t.Errorf("stored water after healing = %q, want an integer in [0, 3000000]", w)
+			}
+			if ttl := rdb.PTTL(ctx, wk).Val(); ttl <= 0 || ttl > 30*24*time.Hour {
+				t.Errorf("PTTL after healing = %v, want (0, 30 days]", ttl)
+			}
+			if !tc.allowed {
+				r, err := l.TakeAt(ctx, tenant, lim, 1, t0.Add(100*time.Millisecond))
+				if err != nil || !r.Allowed {
+					t.Errorf("take 100ms later = %+v, %v; want allowed (the healed bucket drains)", r, err)
+				}
 			}
 		})
 	}

@@ -11,12 +11,14 @@ import (
 )
 
 // TestLeakyOverrideRateZeroIsNoOverride: an override outflow_rate of 0 (or
-// one that is not a number) never lifts the limit: the configured rate
-// applies, the second job of a 1-unit bucket at 2/s waits half a second.
+// a negative one, NaN, or one that is not a number) never lifts the limit
+// and never wedges the lane: the configured rate applies, the second job of
+// a 1-unit bucket at 2/s waits half a second. (A positive override the
+// script cannot represent is an error: TestLeakyScriptRefusesUnrepresentableNumbers.)
 func TestLeakyOverrideRateZeroIsNoOverride(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
-	for _, ov := range []string{"0", "-1", "x"} {
+	for _, ov := range []string{"0", "-1", "x", "nan", "-inf"} {
 		tenant := testenv.Name(t, "lk")
 		t.Cleanup(func() { rdb.Del(ctx, keys.Water(tenant), keys.Override(tenant)) })
 		rdb.HSet(ctx, keys.Override(tenant), "outflow_rate", ov)

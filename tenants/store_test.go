@@ -130,8 +130,8 @@ func TestStoreWrite(t *testing.T) {
 			if diff := cmp.Diff(wantSummary, summary); diff != "" {
 				t.Errorf("audit, newest first (-want +got):\n%s", diff)
 			}
-			if got := summary[2]; !strings.Contains(got, "outflow.rate: 5 → 0") {
-				t.Errorf("update entry %q does not show outflow.rate: 5 → 0", got)
+			if got := summary[2]; !strings.Contains(got, "outflow.rate: 5 → -") || !strings.Contains(got, "outflow.unlimited: - → true") {
+				t.Errorf("update entry %q does not show outflow.rate: 5 → - and outflow.unlimited: - → true", got)
 			}
 			if page.Next != 0 {
 				t.Errorf("next cursor %d after the only page, want 0", page.Next)
