@@ -2,13 +2,14 @@
 # Redis Cluster and Kafka servers that deploy/local/services.sh starts on
 # 127.0.0.1 (no Docker); `bash deploy/local/services.sh help` tells more.
 #
-#   make test       services up, go vet, race tests of every package
+#   make test       services up, go vet, race tests of every package, each fuzz target for CI_FUZZTIME
 #   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain
 #   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ
 #                   (deploy/bench/drainbench, ~35 min; BENCH_QUICK=1 for the ~3 min subset)
 #   make run        services up, then the demo stack (deploy/local/run.sh): demosink, ingest,
 #                   two drainers, demoload, Prometheus when installed; RUN_CONFIG, RUN_DURATION
 #                   (seconds, 0 = until Ctrl-C)
+#   make fuzz       services up, each Go fuzz target for FUZZTIME (default 60s; see FUZZ_TARGETS)
 #   make lint       gofmt and go vet
 #   make services / services-down / services-status
 
@@ -32,10 +33,20 @@ BENCHTIME ?= 1s
 # (BENCH_SCRIPTS= runs none).
 BENCH_SCRIPTS ?= $(wildcard deploy/bench/*.sh)
 
+# Go native fuzz targets, as package:Target, run one at a time by
+# deploy/local/fuzz.sh: each for FUZZTIME (make fuzz) or CI_FUZZTIME (make
+# test), with FUZZ_PARALLEL workers. An input that fails is written to the
+# package's testdata/fuzz/<Target>/, which plain go test then runs as a
+# regression case.
+FUZZTIME ?= 60s
+CI_FUZZTIME ?= 5s
+FUZZ_PARALLEL ?= 2
+FUZZ_TARGETS ?= ./ingest:FuzzJob ./ingest:FuzzJobBatch ./tenants:FuzzSpecPatch ./limits:FuzzAdmit
+
 RUN_CONFIG ?= configs/sluice.local.yaml
 RUN_DURATION ?= 0
 
-.PHONY: services services-down services-status test bench bench-drain run lint
+.PHONY: services services-down services-status test fuzz bench bench-drain run lint
 
 services:
 	$(SERVICES) up
@@ -50,6 +61,10 @@ test: services
 	$(SERVICES) tools
 	$(GO) vet $(PKGS)
 	$(TEST_ENV) $(GO) test $(TEST_FLAGS) $(PKGS)
+	$(TEST_ENV) GO=$(GO) FUZZTIME=$(CI_FUZZTIME) FUZZ_PARALLEL=$(FUZZ_PARALLEL) bash deploy/local/fuzz.sh $(FUZZ_TARGETS)
+
+fuzz: services
+	$(TEST_ENV) GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ_PARALLEL=$(FUZZ_PARALLEL) bash deploy/local/fuzz.sh $(FUZZ_TARGETS)
 
 bench: services
 	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS)
