@@ -137,12 +137,7 @@ func fuzzDeleteAll(rdb *redis.Client, tenant string) {
 // violation of one skips the input naming the item instead of failing it,
 // so the fuzzer keeps looking for other bugs. Delete an entry once it is
 // fixed; the seeds and testdata inputs that exercise it then pass.
-var pendingFixes = map[string]string{
-	// internal/strictjson joins an empty key to its path as nothing, so
-	// {"":1,"type":"ok"} is a 400 with no field and {"jobs":[{"":1}]} one
-	// naming "jobs[0]" as the unknown field.
-	"empty-name": "issue 7 requirement 6 (strict JSON: a member named \"\" is not named; found by FuzzSpecPatch and FuzzJob after the edges-http merge)",
-}
+var pendingFixes = map[string]string{}
 
 // violation reports a broken invariant of kind ("cost", "strict", "" for
 // anything else): a failure, or a skip when kind's fix is pending.

@@ -298,6 +298,10 @@ func (s *keySet) add(key string) bool {
 }
 
 func join(path, key string) string {
+	if key == "" {
+		// A member named "" is named visibly, not as its parent.
+		key = `""`
+	}
 	if path == "" {
 		return key
 	}

@@ -58,6 +58,8 @@ func TestCheck(t *testing.T) {
 		{"huge number", `{"payload":1e999,"cost":1,"cost":2}`, &strictjson.Error{Path: "cost", Kind: strictjson.Repeated}},
 		{"not an object at the top", `[{"x":1}]`, nil},
 		{"repeat after payload", `{"payload":{"cost":1},"cost":1,"cost":2}`, &strictjson.Error{Path: "cost", Kind: strictjson.Repeated}},
+		{"member named empty", `{"":1,"type":"ok"}`, &strictjson.Error{Path: `""`, Kind: strictjson.Unknown}},
+		{"nested member named empty", `{"list":[{"":1}]}`, &strictjson.Error{Path: `list[0].""`, Kind: strictjson.Unknown}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := strictjson.Check([]byte(tc.in), &doc{}, "json")
