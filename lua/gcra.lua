@@ -7,7 +7,8 @@
 -- the emission interval T = ceil(period / limit) µs and the burst tolerance
 -- tau = burst * T:
 --
---   tat     = GET key, or now when absent
+--   tat     = GET key, or now when absent or more than tau ahead (a TAT no
+--             commit of this policy leaves: another policy's state)
 --   new     = max(tat, now) + cost * T
 --   allowed when new - now <= tau
 --   commit  SET key new PX ceil((new - now) / 1000): the key lives exactly
@@ -32,6 +33,12 @@ local function gcra_check(key, now, limit, period, burst, cost)
   local tau = burst * t
   local base = tonumber(call('GET', key)) or now
   if base < now then
+    base = now
+  elseif base - now > tau then
+    -- No commit under this policy leaves TAT more than tau ahead: the state
+    -- is another policy's (a longer period before an algorithm switch, a
+    -- lowered burst). It is forgotten, as a new tenant's would be, never
+    -- read as a wait of the old policy's length; the next commit replaces it.
     base = now
   end
   local new = base + cost * t

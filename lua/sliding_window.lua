@@ -10,6 +10,8 @@
 -- now - w*period into window w:
 --
 --   estimate = floor(prev * (period - elapsed) / period) + cur
+--            (a stored window more than one ahead of w is another period's
+--            state and counts as empty)
 --   allowed when estimate + cost <= limit
 --   commit   HSET key w c p, PEXPIRE key to the end of window w+1 (the
 --            counts matter until the current window has become the previous)
@@ -43,10 +45,13 @@ local function sliding_window_check(key, now, limit, period, burst, cost)
   local sw = tonumber(h[1])
   local w = floor(now / period)
   local prev, cur = 0, 0
-  if sw ~= nil and sw >= w then
-    -- same window, or a stored window ahead of now (a clock that went back):
-    -- keep the stored counts, never lose them.
+  if sw ~= nil and sw >= w and sw <= w + 1 then
+    -- same window, or a stored window one ahead of now (a clock that went
+    -- back): keep the stored counts, never lose them.
     w, prev, cur = sw, tonumber(h[3]) or 0, tonumber(h[2]) or 0
+  -- A stored window further ahead is another period's (the policy's period
+  -- was lengthened): forgotten, as a new tenant's would be, never read as a
+  -- wait of its index; the next commit replaces it.
   elseif sw ~= nil and sw == w - 1 then
     prev = tonumber(h[2]) or 0
   end
