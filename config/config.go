@@ -179,14 +179,17 @@ type Admission struct {
 // Outflow is the tenant's leaky bucket on the drain side.
 type Outflow struct {
 	// Rate is jobs (cost units) per second leaving for the downstream,
-	// across all drainers: 0 < Rate <= MaxOutflowRate. It is never 0: a
+	// across all drainers: MinOutflowRate (0.001) <= Rate <= MaxOutflowRate
+	// (1,000,000). It is never 0: a
 	// given rate of 0 is refused (see OutflowHook); for no limit set
 	// Unlimited. Shaped tells which of the two an outflow is.
 	Rate float64 `mapstructure:"rate,omitempty"`
 	// Unlimited says delivery is not rate-limited (outflow.unlimited: true);
 	// it excludes Rate. An outflow without a rate defaults to it.
 	Unlimited bool `mapstructure:"unlimited,omitempty"`
-	// Capacity is the bucket's size in units (default max(1, Rate)).
+	// Capacity is the bucket's size in units (default max(1, Rate)), from 1
+	// to MaxOutflowCapacity (1,000,000,000). An unlimited outflow has no
+	// bucket: the defaults make its Capacity 0.
 	Capacity float64 `mapstructure:"capacity"`
 	// MaxBacklog caps the tenant's queued units; at the cap ingest answers
 	// 429 with Retry-After = backlog ÷ rate (default 0: no cap).
@@ -197,7 +200,8 @@ type Outflow struct {
 	// Adaptive lowers the effective rate on downstream 429/503 and recovers
 	// it on success (default true).
 	Adaptive *bool `mapstructure:"adaptive"`
-	// MinRate is the floor of the adaptive rate (default Rate ÷ 10).
+	// MinRate is the floor of the adaptive rate (default Rate ÷ 10), a
+	// finite number from 0 to Rate. The defaults make it 0 when unlimited.
 	MinRate float64 `mapstructure:"min_rate"`
 }
 

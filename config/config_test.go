@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,4 +195,37 @@ func ExampleLoad() {
 	}
 	a := cfg.Tenants["acme"].Admission
 	println(a.Algorithm, a.Limit)
+}
+
+// TestAdmissionPeriodZeroRefused: a period spelled out as 0 (or negative)
+// is refused naming the key, in the file and in a SLUICE_* override; an
+// absent period still defaults to 1s.
+func TestAdmissionPeriodZeroRefused(t *testing.T) {
+	const hint = "must be >= 1ms (got %s); leave it out for the default 1s"
+	for _, tc := range []struct{ name, yaml, key, got string }{
+		{"tenant 0s", "tenants: {a: {admission: {algorithm: gcra, limit: 5, period: 0s}}}\n", "tenants.a.admission.period", "0s"},
+		{"tenant 0ms", "tenants: {a: {admission: {algorithm: gcra, limit: 5, period: 0ms}}}\n", "tenants.a.admission.period", "0s"},
+		{"tenant negative", "tenants: {a: {admission: {algorithm: gcra, limit: 5, period: -1s}}}\n", "tenants.a.admission.period", "-1s"},
+		{"job type 0s", "tenants: {a: {job_types: {enc: {admission: {algorithm: fixed_window, limit: 5, period: 0s}}}}}\n", "tenants.a.job_types.enc.admission.period", "0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml))
+			want := "config: " + tc.key + ": " + fmt.Sprintf(hint, tc.got)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Parse(%q) = %v, want an error containing %q", tc.yaml, err, want)
+			}
+		})
+	}
+	cfg, err := config.Parse([]byte("tenants: {a: {admission: {algorithm: gcra, limit: 5}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Tenants["a"].Admission.Period; p != time.Second {
+		t.Errorf("absent period = %v, want the default 1s", p)
+	}
+	t.Setenv("SLUICE_TENANTS_A_ADMISSION_PERIOD", "0s")
+	_, err = config.Parse([]byte("tenants: {a: {admission: {algorithm: gcra, limit: 5, period: 2s}}}\n"))
+	if want := "tenants.a.admission.period: " + fmt.Sprintf(hint, "0s"); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Parse with SLUICE_TENANTS_A_ADMISSION_PERIOD=0s = %v, want an error containing %q", err, want)
+	}
 }

@@ -106,12 +106,18 @@ func (o Outflow) BucketCapacity() float64 {
 // WithDefaults returns o with the defaults config.Load gives an outflow:
 // Unlimited when no rate is set (a rate of 0 given in a file or spec is
 // refused before this, by OutflowHook), capacity max(1, Rate) and min_rate
-// Rate ÷ 10 when shaped, adaptive on. The drainers apply it to whatever
-// config they are given, so a config.Config built by hand without an
-// outflow is unlimited as a loaded one is.
+// Rate ÷ 10 when shaped, adaptive on. An unlimited outflow has no bucket,
+// so its capacity and min_rate are dropped (0): they would otherwise be
+// shown, stored and carried to the next rate while nothing reads them (see
+// docs/adr/0011). The drainers apply it to whatever config they are given,
+// so a config.Config built by hand without an outflow is unlimited as a
+// loaded one is.
 func (o Outflow) WithDefaults() Outflow {
 	if o.Rate == 0 && !o.Unlimited {
 		o.Unlimited = true
+	}
+	if o.Unlimited && o.Rate == 0 {
+		o.Capacity, o.MinRate = 0, 0
 	}
 	if o.Capacity == 0 && o.Shaped() {
 		o.Capacity = o.BucketCapacity()

@@ -65,6 +65,7 @@ func Parse(raw []byte) (*Config, error) {
 	hook := viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		durationFromNumber,
 		OutflowHook,
+		AdmissionHook,
 		mapstructure.StringToTimeDurationHookFunc(),
 		mapstructure.StringToSliceHookFunc(","),
 	))

@@ -11,14 +11,28 @@ import (
 )
 
 // The outflow rate's rules live here: a tenant's outflow is either shaped,
-// Rate units per second with 0 < Rate <= MaxOutflowRate, or spelled out as
-// unlimited (outflow.unlimited: true). A rate of 0 never means unlimited:
+// Rate units per second with MinOutflowRate <= Rate <= MaxOutflowRate and a
+// bucket of 1 to MaxOutflowCapacity units, or spelled out as unlimited
+// (outflow.unlimited: true), which has no bucket: no capacity or min_rate. A rate of 0 never means unlimited:
 // it is refused wherever it is written (the YAML file, a SLUICE_*
 // override, an admin PUT or PATCH, sluicectl --rate 0), with StopHint.
 
 // MaxOutflowRate is the largest outflow.rate, in units per second across all
 // drainers (1,000,000). Above it, set outflow.unlimited instead.
 const MaxOutflowRate = 1_000_000
+
+// MinOutflowRate is the smallest outflow.rate, in units per second (0.001:
+// one unit every 1,000 s). The bucket script reports the rate it used in
+// milli-units per second, which is 0 below it, and a slower rate is more
+// likely a typo (or a wish to stop delivery) than a plan.
+const MinOutflowRate = 0.001
+
+// MaxOutflowCapacity is the largest outflow.capacity, in units
+// (1,000,000,000). The bucket script keeps its water in micro-units in Lua
+// doubles and refuses a capacity with capacity × 10^6 >= 2^53 (about
+// 9.007e9); 1e9 stays well inside that and is MaxMaxJobCost, so a job of any
+// cost ingest.max_job_cost can allow fits in some bucket.
+const MaxOutflowCapacity = 1_000_000_000
 
 // StopHint is what every refusal of an outflow rate says to do instead.
 const StopHint = "to stop delivery, pause the tenant (outflow.paused, coming with the operate issue); for no limit set outflow.unlimited: true and leave out the rate"
@@ -32,15 +46,47 @@ const StopHint = "to stop delivery, pause the tenant (outflow.paused, coming wit
 func (o Outflow) Shaped() bool { return !o.Unlimited && o.Rate > 0 }
 
 // rateProblem states what is wrong with an outflow rate that is given, ""
-// when it is fine: a finite number in (0, MaxOutflowRate].
+// when it is fine: a finite number in [MinOutflowRate, MaxOutflowRate].
 func rateProblem(r float64) string {
 	switch {
 	case math.IsNaN(r) || math.IsInf(r, 0):
 		return fmt.Sprintf("must be a finite number of units per second (got %g); %s", r, StopHint)
 	case r <= 0:
 		return fmt.Sprintf("must be > 0 units per second (got %g); %s", r, StopHint)
+	case r < MinOutflowRate:
+		return fmt.Sprintf("must be >= %g units per second, one unit every %g s (got %g); %s", float64(MinOutflowRate), 1/MinOutflowRate, r, StopHint)
 	case r > MaxOutflowRate:
 		return fmt.Sprintf("must be <= %d units per second (got %g); for no limit set outflow.unlimited: true and leave out the rate", MaxOutflowRate, r)
+	}
+	return ""
+}
+
+// capacityProblem states what is wrong with an outflow capacity after the
+// defaults, "" when it is fine: a finite number, 0 (no bucket: an unlimited
+// outflow) or, when shaped, in [1, MaxOutflowCapacity].
+func capacityProblem(c float64, shaped bool) string {
+	switch {
+	case math.IsNaN(c) || math.IsInf(c, 0):
+		return fmt.Sprintf("must be a finite number of units (got %g)", c)
+	case c < 0:
+		return fmt.Sprintf("must be >= 0 (got %g)", c)
+	case shaped && c < 1:
+		return fmt.Sprintf("must be >= 1 so a job of cost 1 can ever go (got %g)", c)
+	case c > MaxOutflowCapacity:
+		return fmt.Sprintf("must be <= %d units, the most the outflow bucket holds exactly (got %g)", MaxOutflowCapacity, c)
+	}
+	return ""
+}
+
+// minRateProblem states what is wrong with an outflow min_rate after the
+// defaults, "" when it is fine: a finite number in [0, rate] (any finite
+// number >= 0 for an unlimited outflow, whose defaults make it 0).
+func minRateProblem(m, rate float64, shaped bool) string {
+	if math.IsNaN(m) || math.IsInf(m, 0) || m < 0 || (shaped && m > rate) {
+		if shaped {
+			return fmt.Sprintf("must be between 0 and rate %g units per second (got %g)", rate, m)
+		}
+		return fmt.Sprintf("must be between 0 and rate (got %g)", m)
 	}
 	return ""
 }
@@ -64,7 +110,8 @@ var outflowType = reflect.TypeOf(Outflow{})
 // overrides, through viper) and the admin API's spec decoder. In an outflow
 // map:
 //
-//   - a given rate must be a finite number in (0, MaxOutflowRate];
+//   - a given rate must be a finite number in [MinOutflowRate,
+//     MaxOutflowRate];
 //   - unlimited: true excludes a rate, and unlimited: false needs one;
 //   - neither given (or no outflow at all) is unlimited: the defaults set
 //     Unlimited.

@@ -106,3 +106,68 @@ func TestOutflowValidateStruct(t *testing.T) {
 		t.Errorf("WithDefaults of an outflow without a rate = %+v, want unlimited without capacity or min_rate", o)
 	}
 }
+
+// TestOutflowBounds walks each outflow bound from both sides in a config
+// file: rate in [MinOutflowRate, MaxOutflowRate], capacity in [1,
+// MaxOutflowCapacity], min_rate in [0, rate], every number finite. A
+// refusal names the field and the bound.
+func TestOutflowBounds(t *testing.T) {
+	for _, tc := range []struct{ name, outflow, want string }{
+		{"rate at the minimum", "{rate: 0.001}", ""},
+		{"rate below the minimum", "{rate: 0.000999}", "tenants.a.outflow.rate: must be >= 0.001 units per second, one unit every 1000 s (got 0.000999); " + config.StopHint},
+		{"rate far below the minimum", "{rate: 1e-320}", "tenants.a.outflow.rate: must be >= 0.001 units per second"},
+		{"rate at the maximum", "{rate: 1000000}", ""},
+		{"rate above the maximum", "{rate: 1000000.001}", "tenants.a.outflow.rate: must be <= 1000000 units per second"},
+		{"capacity at the minimum", "{rate: 2, capacity: 1}", ""},
+		{"capacity below the minimum", "{rate: 2, capacity: 0.999}", "tenants.a.outflow.capacity: must be >= 1 so a job of cost 1 can ever go (got 0.999)"},
+		{"capacity negative", "{rate: 2, capacity: -1}", "tenants.a.outflow.capacity: must be >= 0 (got -1)"},
+		{"capacity at the maximum", "{rate: 2, capacity: 1000000000}", ""},
+		{"capacity above the maximum", "{rate: 2, capacity: 1000000000.5}", "tenants.a.outflow.capacity: must be <= 1000000000 units, the most the outflow bucket holds exactly (got 1.0000000005e+09)"},
+		{"capacity the script refuses", "{rate: 2, capacity: 9007199255}", "tenants.a.outflow.capacity: must be <= 1000000000 units"},
+		{"capacity 1e300", "{rate: 2, capacity: 1e300}", "tenants.a.outflow.capacity: must be <= 1000000000 units"},
+		{"capacity Inf", "{rate: 2, capacity: .inf}", "tenants.a.outflow.capacity: must be a finite number of units (got +Inf)"},
+		{"capacity NaN", "{rate: 2, capacity: .nan}", "tenants.a.outflow.capacity: must be a finite number of units (got NaN)"},
+		{"min_rate 0", "{rate: 2, min_rate: 0}", ""}, // 0 is the default: rate ÷ 10
+		{"min_rate at rate", "{rate: 2, min_rate: 2}", ""},
+		{"min_rate above rate", "{rate: 2, min_rate: 2.001}", "tenants.a.outflow.min_rate: must be between 0 and rate 2 units per second (got 2.001)"},
+		{"min_rate negative", "{rate: 2, min_rate: -0.001}", "tenants.a.outflow.min_rate: must be between 0 and rate 2 units per second (got -0.001)"},
+		{"min_rate NaN", "{rate: 2, min_rate: .nan}", "tenants.a.outflow.min_rate: must be between 0 and rate 2 units per second (got NaN)"},
+		{"min_rate Inf", "{rate: 2, min_rate: .inf}", "tenants.a.outflow.min_rate: must be between 0 and rate 2 units per second (got +Inf)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			y := "tenants: {a: {outflow: " + tc.outflow + "}}\n"
+			_, err := config.Parse([]byte(y))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Parse(%q) = %v, want no error", y, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Parse(%q) = %v, want an error containing %q", y, err, tc.want)
+			}
+		})
+	}
+	// The default min_rate of the smallest rate is a tenth of it, inside [0, rate].
+	cfg, err := config.Parse([]byte("tenants: {a: {outflow: {rate: 0.001}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cfg.Tenants["a"].Outflow; o.MinRate != 0.0001 || o.Capacity != 1 {
+		t.Errorf("defaults of rate 0.001: %+v, want min_rate 0.0001 and capacity 1", o)
+	}
+}
+
+// TestUnlimitedOutflowHasNoBucket: the defaults drop the capacity and
+// min_rate of an unlimited outflow, which nothing would read (ADR 0011).
+func TestUnlimitedOutflowHasNoBucket(t *testing.T) {
+	for _, y := range []string{
+		"tenants: {a: {outflow: {unlimited: true, capacity: 5, min_rate: 0.5, max_backlog: 3}}}\n",
+		"tenants: {a: {outflow: {capacity: 5, min_rate: 0.5, max_backlog: 3}}}\n",
+	} {
+		cfg, err := config.Parse([]byte(y))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", y, err)
+		}
+		if o := cfg.Tenants["a"].Outflow; !o.Unlimited || o.Capacity != 0 || o.MinRate != 0 || o.MaxBacklog != 3 {
+			t.Errorf("Parse(%q) outflow = %+v, want unlimited, capacity 0, min_rate 0, max_backlog 3", y, o)
+		}
+	}
+}

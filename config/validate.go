@@ -4,9 +4,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,7 +96,10 @@ func (c *Config) Validate() error {
 	positiveDur(bad, "drainer.shutdown_timeout", c.Drainer.ShutdownTimeout)
 
 	keyOwner := map[string]string{}
-	for name, t := range c.Tenants {
+	// Tenants and job types in sorted order, so the problems (and the first
+	// field an admin 422 names) come in the same order every time.
+	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
+		t := c.Tenants[name]
 		p := "tenants." + name
 		if !keys.ValidTenant(name) {
 			bad(p, "tenant id must be %s (got %q)", keys.TenantRule, name)
@@ -110,7 +115,8 @@ func (c *Config) Validate() error {
 			}
 		}
 		t.Admission.validate(bad, p+".admission", "tenant")
-		for typ, jt := range t.JobTypes {
+		for _, typ := range slices.Sorted(maps.Keys(t.JobTypes)) {
+			jt := t.JobTypes[typ]
 			jp := p + ".job_types." + typ
 			if !keys.ValidID(typ) {
 				bad(jp, "job type must be %s (got %q)", keys.IDRule, typ)
@@ -181,11 +187,8 @@ func (o Outflow) validate(bad badFunc, p string) {
 	case !o.Unlimited && o.Rate == 0:
 		bad(p+".rate", "must be set, in units per second > 0, or outflow.unlimited true; %s", StopHint)
 	}
-	if o.Capacity < 0 {
-		bad(p+".capacity", "must be >= 0 (got %g)", o.Capacity)
-	}
-	if o.Shaped() && o.Capacity < 1 {
-		bad(p+".capacity", "must be >= 1 so a job of cost 1 can ever go (got %g)", o.Capacity)
+	if msg := capacityProblem(o.Capacity, o.Shaped()); msg != "" {
+		bad(p+".capacity", "%s", msg)
 	}
 	if o.MaxBacklog < 0 {
 		bad(p+".max_backlog", "must be >= 0 (got %d)", o.MaxBacklog)
@@ -193,8 +196,8 @@ func (o Outflow) validate(bad badFunc, p string) {
 	if o.Concurrency < 0 {
 		bad(p+".concurrency", "must be >= 0 (got %d)", o.Concurrency)
 	}
-	if o.MinRate < 0 || (o.Shaped() && o.MinRate > o.Rate) {
-		bad(p+".min_rate", "must be between 0 and rate (got %g)", o.MinRate)
+	if msg := minRateProblem(o.MinRate, o.Rate, o.Shaped()); msg != "" {
+		bad(p+".min_rate", "%s", msg)
 	}
 }
 

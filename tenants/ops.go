@@ -1,6 +1,7 @@
 package tenants
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -116,6 +117,11 @@ func (r *Registry) Put(ctx context.Context, id string, spec config.Tenant, who s
 // Patch applies a JSON merge patch (RFC 7396) to tenant id's current spec,
 // the runtime one or the file's, and stores the result as Put does. A
 // tenant that does not exist is ErrNotFound.
+//
+// A Put or Patch whose result (defaults applied) is the tenant's current
+// spec writes nothing: the Result is the current view, version and source
+// unchanged (a tenant of the file stays one), with no audit entry and no
+// announcement.
 func (r *Registry) Patch(ctx context.Context, id string, patch []byte, who string, at time.Time) (Result, error) {
 	return r.write(ctx, id, who, at, func(cur *View) (Op, config.Tenant, error) {
 		if cur == nil {
@@ -181,6 +187,11 @@ func (r *Registry) write(ctx context.Context, id, who string, at time.Time,
 			if cur != nil {
 				c.Action = ActionUpdate
 			}
+			if cur != nil && sameSpec(cur.Spec, spec) {
+				// A change that changes nothing writes nothing: no version,
+				// no audit entry, no announcement.
+				return Result{View: *cur, Old: &cur.Spec}, nil
+			}
 		}
 		if cur != nil {
 			c.Old = &cur.Spec
@@ -207,6 +218,14 @@ func (r *Registry) write(ctx context.Context, id, who string, at time.Time,
 		}
 		return res, nil
 	}
+}
+
+// sameSpec reports whether a and b (defaults applied) are the same spec,
+// as stored: their spec JSON is equal.
+func sameSpec(a, b config.Tenant) bool {
+	ea, err1 := EncodeSpec(a.WithDefaults())
+	eb, err2 := EncodeSpec(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
 }
 
 // replace returns recs with next in place of its tenant's record.

@@ -65,8 +65,9 @@ func TestPatchOutflowChoice(t *testing.T) {
 	}{
 		{"rate over unlimited shapes", unl, `{"outflow":{"rate":3}}`, config.Outflow{Rate: 3, MaxBacklog: 7}.WithDefaults(), ""},
 		{"unlimited over a rate lifts it and its bucket", shaped, `{"outflow":{"unlimited":true}}`, config.Outflow{MaxBacklog: 7}.WithDefaults(), ""},
-		{"unlimited with a capacity keeps it", shaped, `{"outflow":{"unlimited":true,"capacity":9}}`, config.Outflow{Capacity: 9, MaxBacklog: 7}.WithDefaults(), ""},
+		{"unlimited with a capacity has no bucket", shaped, `{"outflow":{"unlimited":true,"capacity":9}}`, config.Outflow{MaxBacklog: 7}.WithDefaults(), ""},
 		{"rate null over shaped is unlimited", shaped, `{"outflow":{"rate":null,"capacity":null,"min_rate":null}}`, config.Outflow{MaxBacklog: 7}.WithDefaults(), ""},
+		{"rate null alone drops the bucket", shaped, `{"outflow":{"rate":null}}`, config.Outflow{MaxBacklog: 7}.WithDefaults(), ""},
 		{"rate 0 over shaped", shaped, `{"outflow":{"rate":0}}`, config.Outflow{}, "outflow.rate"},
 		{"rate 0 over unlimited", unl, `{"outflow":{"rate":0}}`, config.Outflow{}, "outflow.rate"},
 		{"both", unl, `{"outflow":{"rate":3,"unlimited":true}}`, config.Outflow{}, "outflow.unlimited"},
@@ -85,6 +86,9 @@ func TestPatchOutflowChoice(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got.WithDefaults().Outflow); diff != "" {
 				t.Errorf("outflow (-want +got):\n%s", diff)
+			}
+			if o := got.Outflow; o.Rate == 0 && !strings.Contains(tc.patch, `"capacity":9`) && (o.Capacity != 0 || o.MinRate != 0) {
+				t.Errorf("patched unlimited outflow before defaults = %+v, want the stale capacity and min_rate dropped by the patch", o)
 			}
 		})
 	}

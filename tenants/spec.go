@@ -34,8 +34,8 @@ import (
 // YAML one shape: a field added to config.Tenant appears in the spec too.
 
 // EncodeSpec returns t as spec JSON. Every field is written except a policy
-// or target whose fields are all zero, an empty job_types map and a zero
-// field tagged omitempty (an unlimited outflow is {"unlimited": true}
+// or target whose fields are all zero, an empty job_types map, a zero
+// duration (the default applies) and a zero field tagged omitempty (an unlimited outflow is {"unlimited": true}
 // without a rate, a shaped one has no "unlimited"), so the output decodes
 // back to t.
 func EncodeSpec(t config.Tenant) ([]byte, error) {
@@ -72,7 +72,10 @@ func specValue(v reflect.Value) (out any, zero bool) {
 				continue
 			}
 			fv, fz := specValue(v.Field(i))
-			if fz && opts == "omitempty" {
+			// A zero duration is left out too: it means "the default" (1s
+			// for a period), and a period spelled "0s" is refused on the
+			// way in (config.AdmissionHook).
+			if fz && (opts == "omitempty" || v.Field(i).Type() == durationType) {
 				continue
 			}
 			allZero = allZero && fz
@@ -187,7 +190,7 @@ func decodeDoc(tenant string, doc any) (config.Tenant, error) {
 	}
 	var t config.Tenant
 	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		DecodeHook:  mapstructure.ComposeDecodeHookFunc(durationHook, config.OutflowHook),
+		DecodeHook:  mapstructure.ComposeDecodeHookFunc(durationHook, config.OutflowHook, config.AdmissionHook),
 		ErrorUnused: true,
 		Result:      &t,
 		TagName:     "mapstructure",
@@ -292,7 +295,9 @@ func specPath(name string) string {
 // shapes an unlimited tenant, {"outflow":{"unlimited":true}} lifts a shaped
 // tenant's rate, and with it the bucket's capacity and min_rate unless the
 // patch sets them (they describe a bucket an unlimited tenant no longer
-// has, and would otherwise come back stale with the next rate). A patch
+// has, and would otherwise come back stale with the next rate);
+// {"outflow":{"rate":null}} removes the rate, which makes the tenant
+// unlimited, and drops them just the same. A patch
 // giving both is decoded as it is (and refused when both are set).
 func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, error) {
 	dec := json.NewDecoder(bytes.NewReader(patch))
@@ -322,7 +327,8 @@ func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, 
 
 // outflowChoice returns doc without the outflow members that patch p
 // replaces by setting the other: "unlimited" when p sets a rate; "rate",
-// "capacity" and "min_rate" when p sets unlimited: true (see ApplyPatch).
+// "capacity" and "min_rate" when p sets unlimited: true; "capacity" and
+// "min_rate" when p removes the rate (see ApplyPatch).
 func outflowChoice(doc, p any) any {
 	po, _ := objectAt(p, "outflow")
 	do, ok := objectAt(doc, "outflow")
@@ -337,6 +343,8 @@ func outflowChoice(doc, p any) any {
 		drop = []string{"unlimited"}
 	case setsUnl && unl == true && !setsRate:
 		drop = []string{"rate", "capacity", "min_rate"}
+	case setsRate && rate == nil && !setsUnl:
+		drop = []string{"capacity", "min_rate"} // the merge removes the rate
 	default:
 		return doc
 	}

@@ -2,12 +2,16 @@ package sluicectl
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // patchFlag is one flag of "tenants set" that sets one key of the tenant's
@@ -122,7 +126,13 @@ func (v *patchValue) Set(s string) error {
 	case 'i':
 		val, err = strconv.ParseInt(s, 10, 64)
 	case 'f':
-		val, err = strconv.ParseFloat(s, 64)
+		f, perr := strconv.ParseFloat(s, 64)
+		if (perr == nil || errors.Is(perr, strconv.ErrRange)) && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			// JSON has no NaN or Inf; refuse it here, as the server
+			// refuses a rate of 0, rather than fail to encode the patch.
+			return fmt.Errorf("--%s must be a finite number (got %s); %s", v.f.name, s, config.StopHint)
+		}
+		val, err = f, perr
 	case 'b':
 		val, err = strconv.ParseBool(s)
 	case 'd':

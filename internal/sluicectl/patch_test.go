@@ -3,11 +3,13 @@ package sluicectl
 import (
 	"flag"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/config"
 )
 
 func TestPatchFromFlags(t *testing.T) {
@@ -143,6 +145,22 @@ func TestAdmissionAndOutflowText(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// TestPatchFlagRefusesNonFinite: a non-finite --rate, --capacity or
+// --min-rate is refused by sluicectl itself (JSON has no NaN or Inf),
+// naming the flag with the hint the server gives for a rate of 0; nothing
+// is sent (the URL is unreachable, so a request would fail differently).
+func TestPatchFlagRefusesNonFinite(t *testing.T) {
+	for _, flagName := range []string{"rate", "capacity", "min-rate"} {
+		for _, v := range []string{"NaN", "nan", "Inf", "-Inf", "+inf", "1e400"} {
+			r := run(t, "http://127.0.0.1:1", "", nil, "tenants", "set", "x", "--"+flagName, v)
+			want := "--" + flagName + " must be a finite number (got " + v + "); " + config.StopHint
+			if r.code != exitUsage || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "encode patch") {
+				t.Errorf("tenants set x --%s %s: exit %d, stderr %q; want exit %d and a message containing %q", flagName, v, r.code, r.stderr, exitUsage, want)
+			}
 		}
 	}
 }
