@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -323,22 +322,15 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request, id, _ string
 	writeJSON(w, http.StatusOK, out)
 }
 
-// adminBody checks the Content-Type against types and reads the body under
+// adminBody checks the Content-Type against types (checkContentType) and reads the body under
 // the bounds of job bodies (body.go: ingest.max_body_bytes, body_timeout);
 // it must be JSON (400 otherwise). Its field names are checked strictly by
 // tenants.DecodeSpec and ApplyPatch.
 func (s *Server) adminBody(w http.ResponseWriter, r *http.Request, types ...string) ([]byte, *problem) {
 	snap := s.snap.Load()
 	armBody(w, snap, adminTimeout)
-	ct := r.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
-	known := false
-	for _, t := range types {
-		known = known || (err == nil && mt == t)
-	}
-	if !known {
-		return nil, newProblem(http.StatusUnsupportedMediaType, "Content-Type",
-			fmt.Sprintf("Content-Type must be %s (got %q)", strings.Join(types, " or "), ct))
+	if p := checkContentType(r, types...); p != nil {
+		return nil, p
 	}
 	if p := checkBodyHeaders(w, r, snap.maxBody); p != nil {
 		return nil, p

@@ -26,14 +26,19 @@ import (
 //     be read: the error (which names socket addresses) is logged, never
 //     echoed.
 //
-// The refusals that leave body bytes unread close the connection
-// (Connection: close), so nothing after them is read as a request.
+// An answer given while the request's body is not read to its end (every
+// refusal before the body is read: 401, 404, 405, 411, 413, 415; and one
+// that stopped reading it: 413 past max_body_bytes) is sent at once and
+// closes the connection (Connection: close), so nothing after it is read as
+// a request. Then, before the close, the rest of the body is read and
+// dropped (linger.go), so a client still sending it is not cut off by a TCP
+// reset and reliably gets its answer. A body that could not be read (408, a
+// broken framing) is not read further.
 
 // checkBodyHeaders refuses, before any byte of the body is read, a body
 // whose headers already say it cannot be taken.
 func checkBodyHeaders(w http.ResponseWriter, r *http.Request, limit int64) *problem {
 	if len(r.TransferEncoding) > 0 {
-		refuseUnread(w)
 		return newProblem(http.StatusLengthRequired, "Transfer-Encoding",
 			fmt.Sprintf("Transfer-Encoding %s is not accepted; send the body with a Content-Length and no Transfer-Encoding", strings.Join(r.TransferEncoding, ", ")))
 	}
@@ -41,29 +46,18 @@ func checkBodyHeaders(w http.ResponseWriter, r *http.Request, limit int64) *prob
 		for _, coding := range strings.Split(v, ",") {
 			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
 				w.Header().Set("Accept-Encoding", "identity")
-				refuseUnread(w)
 				return newProblem(http.StatusUnsupportedMediaType, "Content-Encoding",
 					fmt.Sprintf("Content-Encoding %q is not supported; send the body unencoded (identity)", c))
 			}
 		}
 	}
 	if r.ContentLength > limit {
-		refuseUnread(w)
 		p := newProblem(http.StatusRequestEntityTooLarge, "",
 			fmt.Sprintf("the body exceeds the limit of %d bytes (Content-Length %d)", limit, r.ContentLength))
 		p.Limit = limit
 		return p
 	}
 	return nil
-}
-
-// refuseUnread readies the answer to a request whose body is left unread:
-// the connection closes after it, and its read deadline is now, so net/http
-// does not wait for the body (it reads up to 256 KiB of a left-over body to
-// keep a connection) and the connection is gone at once.
-func refuseUnread(w http.ResponseWriter) {
-	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // readBody reads r's whole body, at most limit bytes. The read deadline is

@@ -61,14 +61,35 @@ func fieldName(prefix, name string) string {
 	return prefix + "." + name
 }
 
-// checkContentType refuses any body that is not application/json (415); a
-// charset parameter is accepted.
-func checkContentType(r *http.Request) *problem {
-	ct := r.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
+// checkContentType refuses (415 naming Content-Type) a body whose media
+// type is not one of types (default application/json), a request with more
+// than one Content-Type header (which one the body is would be a guess), and
+// a charset other than utf-8: RFC 8259 §8.1 requires JSON exchanged between
+// systems to be UTF-8. No charset is utf-8. The job and the admin bodies
+// both take this check.
+func checkContentType(r *http.Request, types ...string) *problem {
+	if len(types) == 0 {
+		types = []string{"application/json"}
+	}
+	want := strings.Join(types, " or ")
+	cts := r.Header.Values("Content-Type")
+	if len(cts) > 1 {
 		return newProblem(http.StatusUnsupportedMediaType, "Content-Type",
-			fmt.Sprintf("Content-Type must be application/json (got %q)", ct))
+			fmt.Sprintf("Content-Type is given %d times (%q); give it once, as %s", len(cts), cts, want))
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	known := false
+	for _, t := range types {
+		known = known || (err == nil && mt == t)
+	}
+	if !known {
+		return newProblem(http.StatusUnsupportedMediaType, "Content-Type",
+			fmt.Sprintf("Content-Type must be %s (got %q)", want, ct))
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return newProblem(http.StatusUnsupportedMediaType, "Content-Type",
+			fmt.Sprintf("charset %q is not accepted: a JSON body is UTF-8 (RFC 8259); send charset=utf-8 or none (got %q)", cs, ct))
 	}
 	return nil
 }

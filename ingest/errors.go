@@ -68,8 +68,12 @@ func writeProblem(w http.ResponseWriter, p *problem) {
 		// A problem holds strings and integers only; Marshal cannot fail.
 		b = []byte(`{"type":"about:blank","status":500}`)
 	}
+	b = append(b, '\n')
+	// A Content-Length lets an answer given before the body is read be
+	// complete on the wire at once (linger.go).
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(p.Status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }
 
 // writeJSON writes v as an application/json answer with status.
@@ -84,9 +88,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeRawJSON writes already encoded JSON with status.
 func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
+	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }
 
 // retryAfterSeconds turns d into a Retry-After value: whole seconds, rounded

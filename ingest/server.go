@@ -189,10 +189,14 @@ func (s *Server) routes() http.Handler {
 // handler, from the config current then (http.Server.WriteTimeout, the
 // value at Serve, covers what net/http writes itself). Routes with a body
 // move the deadline once it is read (armBody); admin answers get more.
+//
+// An answer given with the body unread is sent at once and closes the
+// connection, after the rest of the body is read within bounds (linger.go).
 func (s *Server) armed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		armWrite(w, s.snap.Load(), 0)
-		h(w, r)
+		snap := s.snap.Load()
+		armWrite(w, snap, 0)
+		answerFirst(w, r, snap.bodyTimeout, h)
 	}
 }
 
