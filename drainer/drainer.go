@@ -117,7 +117,9 @@ func New(cfg Config) (*Drainer, error) {
 
 // SetTenants replaces the configured tenants (a config reload or a runtime
 // change from tenants.Registry). Running lanes see the new outflow and
-// targets at their next job; a new tenant gets its lane at once; the lane of
+// targets at their next job, and a job already waiting for its outflow or
+// concurrency slot (or retrying a failing bucket) asks again at once with
+// the new outflow; a new tenant gets its lane at once; the lane of
 // a removed tenant stops claiming (unless DiscoverUnconfigured), leaving its
 // queued jobs for when the tenant comes back.
 func (d *Drainer) SetTenants(t map[string]config.Tenant) {
