@@ -65,8 +65,9 @@ type Drainer struct {
 	sentMu   sync.Mutex
 	sent     map[string]*atomic.Int64 // units dispatched per tenant, for the measured rate
 	stopping atomic.Bool
-	starts   *jobstate.CallGroup // delivery-start records, in shared pipelines
-	wake     chan struct{}       // SetTenants asks Run to start lanes at once
+	starts   *jobstate.CallGroup           // delivery-start records, in shared pipelines
+	wake     chan struct{}                 // SetTenants asks Run to start lanes at once
+	changed  atomic.Pointer[chan struct{}] // closed and replaced by SetTenants
 }
 
 // New checks cfg, fills its defaults and returns a Drainer.
@@ -116,7 +117,9 @@ func New(cfg Config) (*Drainer, error) {
 
 // SetTenants replaces the configured tenants (a config reload or a runtime
 // change from tenants.Registry). Running lanes see the new outflow and
-// targets at their next job; a new tenant gets its lane at once; the lane of
+// targets at their next job, and a job already waiting for its outflow or
+// concurrency slot (or retrying a failing bucket) asks again at once with
+// the new outflow; a new tenant gets its lane at once; the lane of
 // a removed tenant stops claiming (unless DiscoverUnconfigured), leaving its
 // queued jobs for when the tenant comes back.
 func (d *Drainer) SetTenants(t map[string]config.Tenant) {
@@ -125,11 +128,20 @@ func (d *Drainer) SetTenants(t map[string]config.Tenant) {
 		cp[k] = v
 	}
 	d.tenants.Store(&cp)
+	next := make(chan struct{})
+	if old := d.changed.Swap(&next); old != nil {
+		close(*old)
+	}
 	select {
 	case d.wake <- struct{}{}:
 	default:
 	}
 }
+
+// tenantsChanged returns a channel closed at the next SetTenants. Take it
+// before reading the configuration, so a change after the read is not
+// missed.
+func (d *Drainer) tenantsChanged() <-chan struct{} { return *d.changed.Load() }
 
 func (d *Drainer) tenant(id string) (config.Tenant, bool) {
 	t, ok := (*d.tenants.Load())[id]
@@ -331,6 +343,23 @@ func (d *Drainer) measure(ctx context.Context) {
 		}
 		d.sentMu.Unlock()
 	}
+}
+
+// sleepOrChange waits d, or until ctx is done or changed closes (the
+// tenants were replaced); it reports whether ctx is still live.
+func sleepOrChange(ctx context.Context, d time.Duration, changed <-chan struct{}) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-changed:
+	case <-t.C:
+	}
+	return ctx.Err() == nil
 }
 
 // sleep waits d or until ctx is done; it reports whether the full d passed.

@@ -31,8 +31,62 @@ const settleTimeout = 5 * time.Second
 // the tenant's throughput through one drainer at 1 / claim RTT, a few
 // thousand jobs/s on loopback; several loops overlap the round trips. A
 // tenant with a rate keeps one loop: extra loops would only poll its
-// bucket (or its concurrency semaphore), each holding a job.
+// bucket (or its concurrency semaphore), each holding a job. While the
+// tenant's queue is empty only the first loop polls: an extra loop whose
+// claim finds nothing parks until a loop of its lane claims a job
+// (laneWake), so an idle lane costs one poll, not laneClaimers.
 const laneClaimers = 4
+
+// idlePollMax caps the pause of a lane's polling loop while its queue stays
+// empty: the pause the consumer answers (the poll interval, or the time
+// until a retry falls due) doubles with each empty claim up to
+// max(answer, idlePollMax), and is the answer again from the first job.
+// An idle Redis-backend lane thus claims about once a second after 1.5 s
+// of quiet, and a job pushed to an idle lane is claimed within
+// idlePollMax (plus one claim). A consumer that waits itself and answers 0
+// (Kafka's, after ClaimWait) is asked again at once, as before.
+const idlePollMax = time.Second
+
+// idlePoll is the pause after the n-th empty claim in a row (n ≥ 1) whose
+// answer was wait.
+func idlePoll(wait time.Duration, n int) time.Duration {
+	if wait <= 0 {
+		return 0
+	}
+	top := max(wait, idlePollMax)
+	d := wait
+	for i := 1; i < n && d < top; i++ {
+		d *= 2
+	}
+	return min(d, top)
+}
+
+// laneWake lets the parked extra loops of a lane wait for a claimed job.
+type laneWake struct {
+	mu sync.Mutex
+	ch chan struct{} // closed by wake; nil until a loop waits
+}
+
+// wait returns a channel closed at the next wake. A loop takes it before
+// its claim, so a job claimed meanwhile by another loop is not missed.
+func (w *laneWake) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+// wake releases every loop parked on wait's channel.
+func (w *laneWake) wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+}
 
 // lane runs tenant's laneClaimers pull loops until ctx is done; its waits
 // delay no other tenant. Before each claim a loop asks retire whether the
@@ -52,11 +106,12 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 		return true
 	}
 	var wg sync.WaitGroup
+	var w laneWake
 	for i := range laneClaimers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.pull(ctx, workCtx, tenant, dispatches, stop, i > 0)
+			d.pull(ctx, workCtx, tenant, dispatches, stop, &w, i > 0)
 		}()
 	}
 	wg.Wait()
@@ -66,9 +121,13 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 // → wait for the concurrency slot and the outflow slot → hand to a dispatch
 // goroutine. It holds at most one job while it waits, and ends when ctx is
 // done or stop reports the tenant removed. An extra loop idles while the
-// tenant has an outflow rate or a concurrency cap.
-func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, extra bool) {
+// tenant has an outflow rate or a concurrency cap, and parks on w while the
+// tenant's queue is empty; the first loop backs its polling off while the
+// queue stays empty (idlePoll) and wakes the others at each job it claims.
+func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, w *laneWake, extra bool) {
 	var pause errorBackoff
+	empty := 0                 // empty claims in a row
+	var lastWait time.Duration // the consumer's last answer to an empty claim
 	for ctx.Err() == nil {
 		if stop() {
 			return
@@ -76,6 +135,10 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 		if tn, _ := d.tenant(tenant); extra && (tn.Outflow.Shaped() || tn.Outflow.Concurrency > 0) {
 			sleep(ctx, discoverEvery)
 			continue
+		}
+		var woken <-chan struct{}
+		if extra {
+			woken = w.wait()
 		}
 		job, wait, err := d.cfg.Consumer.Claim(ctx, tenant)
 		if err != nil {
@@ -90,42 +153,56 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 		}
 		pause.reset()
 		if job == nil {
+			if extra {
+				d.park(ctx, woken, stop)
+				continue
+			}
+			// A shorter answer than the last one is a retry falling due:
+			// honour it at once.
+			if wait < lastWait {
+				empty = 0
+			}
+			empty++
+			lastWait = wait
 			// A wait of 0 (the Kafka consumer's, after its own ClaimWait)
 			// still sleeps claimWaitMin, so no answer makes the loop spin.
-			sleep(ctx, max(wait, claimWaitMin))
+			sleep(ctx, max(idlePoll(wait, empty), claimWaitMin))
 			continue
 		}
+		empty, lastWait = 0, 0
+		w.wake()
 		d.held.add(tenant, job)
 		if d.dropUnsent(job) {
 			continue
 		}
-		tn, ok := d.tenant(tenant)
-		if !ok && !d.cfg.DiscoverUnconfigured {
-			// Removed since the claim: back to the queue, and the lane
-			// retires at the top of the loop.
-			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
-			continue
-		}
-		o := outflowOf(tn.Outflow)
-		f := flowStop
+		// Every ask of the semaphore and the bucket reads the tenant's
+		// current outflow, so a change reaches a job already waiting.
+		slot, f := d.acquireSlot(ctx, job)
 		var capacity float64
-		if d.acquireSlot(ctx, job, o) {
-			f, capacity = d.waitOutflow(ctx, job, o)
+		var o outflow
+		if f == flowGo {
+			f, capacity, o = d.waitOutflow(ctx, job)
 		}
 		switch f {
 		case flowStop:
-			d.releaseSlot(job, o)
+			d.releaseSlot(job, slot)
 			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 			return
+		case flowRemoved:
+			// Removed since the claim: back to the queue, and the lane
+			// retires at the top of the loop.
+			d.releaseSlot(job, slot)
+			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+			continue
 		case flowNever:
-			d.releaseSlot(job, o)
+			d.releaseSlot(job, slot)
 			d.deadTooCostly(job, capacity)
 			continue
 		}
 		select {
 		case d.slots <- struct{}{}:
 		case <-ctx.Done():
-			d.releaseSlot(job, o)
+			d.releaseSlot(job, slot)
 			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 			return
 		}
@@ -134,8 +211,29 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 		go func() {
 			defer dispatches.Done()
 			defer func() { <-d.slots }()
-			d.dispatch(workCtx, job, o)
+			d.dispatch(workCtx, job, o, slot)
 		}()
+	}
+}
+
+// park holds an extra pull loop whose claim found nothing until woken
+// closes (a loop of its lane claimed a job) or ctx is done, looking every
+// discoverEvery whether its tenant was removed. It claims nothing
+// meanwhile.
+func (d *Drainer) park(ctx context.Context, woken <-chan struct{}, stop func() bool) {
+	t := time.NewTicker(discoverEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-woken:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if stop() {
+				return
+			}
+		}
 	}
 }
 
@@ -184,10 +282,10 @@ func (d *Drainer) deadTooCostly(job *queue.Claimed, capacity float64) {
 // dispatch makes one delivery attempt and settles the job by its outcome.
 // It first records the start (startDelivery), which finds a job cancelled
 // after its claim: that one is dropped unsent.
-func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow) {
+func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow, slot bool) {
 	d.m.inflight.Inc()
 	defer d.m.inflight.Dec()
-	defer d.releaseSlot(job, o)
+	defer d.releaseSlot(job, slot)
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
 	if !d.startDelivery(ctx, job) {

@@ -69,75 +69,110 @@ const (
 	outflowWaitMax = 10 * time.Second
 )
 
-// flow is waitOutflow's answer.
+// flow is waitOutflow's and acquireSlot's answer.
 type flow int
 
 const (
-	flowGo    flow = iota // the job may go now
-	flowStop              // ctx is done
-	flowNever             // the job's cost exceeds the bucket's capacity
+	flowGo      flow = iota // the job may go now
+	flowStop                // ctx is done
+	flowNever               // the job's cost exceeds the bucket's capacity
+	flowRemoved             // the tenant is no longer configured
 )
 
+// currentOutflow is the tenant's outflow as the drainer's configuration
+// holds it now (SetTenants). ok is false when the tenant was removed (and
+// unconfigured tenants are not drained); an unconfigured tenant drained by
+// DiscoverUnconfigured has the zero outflow (unlimited).
+func (d *Drainer) currentOutflow(tenant string) (o outflow, ok bool) {
+	tn, ok := d.tenant(tenant)
+	if !ok && !d.cfg.DiscoverUnconfigured {
+		return outflow{}, false
+	}
+	return outflowOf(tn.Outflow), true
+}
+
 // waitOutflow waits until the tenant's shared bucket lets job go, asking
-// again after each returned wait (another drainer may take the slot). It
-// returns flowStop when ctx is done first, and flowNever with the capacity
-// the script used when the job's cost exceeds it (limits.LeakyResult.Never):
+// again after each returned wait (another drainer may take the slot). Every
+// ask, the first and each after a wait or an error, uses the tenant's
+// current outflow (currentOutflow), and SetTenants cuts its wait or error
+// pause short, so a rate or capacity changed there reaches a job already
+// waiting at once, and a lane stuck on a limit the script refuses recovers
+// as soon as the limit is fixed (an override changed in Redis is seen at the
+// next ask, within outflowWaitMax or the error pause). It returns the outflow
+// of its last ask, and flowGo; flowStop when ctx is done first; flowRemoved
+// when the tenant was removed meanwhile; flowNever with the capacity the
+// script used when the job's cost exceeds it (limits.LeakyResult.Never):
 // that job can never pass. Backend errors, and replies the bucket's Go twin
 // refuses, pause with errorBackoff and retry: the job stays leased
 // meanwhile.
-func (d *Drainer) waitOutflow(ctx context.Context, job *queue.Claimed, o outflow) (flow, float64) {
-	if !o.shaped {
-		if ctx.Err() != nil {
-			return flowStop, 0
-		}
-		return flowGo, 0
-	}
+func (d *Drainer) waitOutflow(ctx context.Context, job *queue.Claimed) (flow, float64, outflow) {
 	tenant := job.Envelope.Tenant
 	lbl := d.label(tenant)
 	start := time.Now()
 	var pause errorBackoff
 	for {
+		changed := d.tenantsChanged()
+		o, ok := d.currentOutflow(tenant)
+		switch {
+		case ctx.Err() != nil:
+			return flowStop, 0, o
+		case !ok:
+			return flowRemoved, 0, o
+		case !o.shaped:
+			return flowGo, 0, o
+		}
 		res, err := d.leaky.Take(ctx, tenant, o.limit, job.Envelope.Cost)
 		if err != nil {
 			if ctx.Err() != nil {
-				return flowStop, 0
+				return flowStop, 0, o
 			}
 			d.m.errors.WithLabelValues("outflow").Inc()
 			p := pause.next()
 			d.log.Warn("drainer: outflow bucket", "tenant", tenant, "err", err, "pause", p.String())
-			if !sleep(ctx, p) {
-				return flowStop, 0
+			if !sleepOrChange(ctx, p, changed) {
+				return flowStop, 0, o
 			}
 			continue
 		}
 		pause.reset()
 		if res.Never {
-			return flowNever, res.Capacity
+			return flowNever, res.Capacity, o
 		}
 		d.m.water.WithLabelValues(lbl).Set(res.Water)
 		d.m.effective.WithLabelValues(lbl).Set(res.Rate)
 		d.m.configured.WithLabelValues(lbl).Set(o.limit.Rate)
 		if res.Allowed {
 			d.m.outflowWaits.Observe(time.Since(start).Seconds())
-			return flowGo, 0
+			return flowGo, 0, o
 		}
-		if !sleep(ctx, min(max(res.Wait, outflowWaitMin), outflowWaitMax)) {
-			return flowStop, 0
+		if !sleepOrChange(ctx, min(max(res.Wait, outflowWaitMin), outflowWaitMax), changed) {
+			return flowStop, 0, o
 		}
 	}
 }
 
 // acquireSlot takes one of the tenant's concurrency slots (a lease-based
 // semaphore in Redis shared by all drainers; a dead drainer's slots expire
-// with their lease). It returns false when ctx is done first. Errors and
-// replies of another shape (a wait below 1 ms) pause with errorBackoff.
-func (d *Drainer) acquireSlot(ctx context.Context, job *queue.Claimed, o outflow) bool {
-	if o.concurrency <= 0 {
-		return true
-	}
+// with their lease). Every ask uses the tenant's current concurrency cap
+// (currentOutflow), and SetTenants cuts a pause short, as in waitOutflow. It reports whether it
+// holds a slot (false when the tenant has no cap now) and flowGo, or
+// flowStop when ctx is done first, or flowRemoved when the tenant was
+// removed meanwhile. Errors and replies of another shape (a wait below
+// 1 ms) pause with errorBackoff.
+func (d *Drainer) acquireSlot(ctx context.Context, job *queue.Claimed) (bool, flow) {
 	tenant := job.Envelope.Tenant
 	var pause errorBackoff
 	for {
+		changed := d.tenantsChanged()
+		o, ok := d.currentOutflow(tenant)
+		switch {
+		case ctx.Err() != nil:
+			return false, flowStop
+		case !ok:
+			return false, flowRemoved
+		case o.concurrency <= 0:
+			return false, flowGo
+		}
 		res, err := semAcquireScript.Run(ctx, d.cfg.Redis, []string{keys.Inflight(tenant)},
 			o.concurrency, job.Token(), d.cfg.Settings.Lease.Milliseconds(), 0).Int64Slice()
 		switch {
@@ -149,32 +184,32 @@ func (d *Drainer) acquireSlot(ctx context.Context, job *queue.Claimed, o outflow
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return false
+				return false, flowStop
 			}
 			d.m.errors.WithLabelValues("semaphore").Inc()
 			p := pause.next()
 			d.log.Warn("drainer: concurrency slot", "tenant", tenant, "err", err, "pause", p.String())
-			if !sleep(ctx, p) {
-				return false
+			if !sleepOrChange(ctx, p, changed) {
+				return false, flowStop
 			}
 			continue
 		}
 		pause.reset()
 		if res[0] == 1 {
-			return true
+			return true, flowGo
 		}
 		// A slot frees when a holder finishes (any drainer) or expires;
 		// poll, but no later than the earliest expiry.
-		if !sleep(ctx, time.Duration(min(res[1], 50))*time.Millisecond) {
-			return false
+		if !sleepOrChange(ctx, time.Duration(min(res[1], 50))*time.Millisecond, changed) {
+			return false, flowStop
 		}
 	}
 }
 
-// releaseSlot gives the job's concurrency slot back. An error leaves the
-// slot to expire with its lease.
-func (d *Drainer) releaseSlot(job *queue.Claimed, o outflow) {
-	if o.concurrency <= 0 {
+// releaseSlot gives the job's concurrency slot back when it holds one
+// (acquireSlot's answer). An error leaves the slot to expire with its lease.
+func (d *Drainer) releaseSlot(job *queue.Claimed, slot bool) {
+	if !slot {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
