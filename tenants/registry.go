@@ -74,6 +74,10 @@ type Registry struct {
 	baseGen uint64 // raised by SetBase
 	records []Record
 	print   string // fingerprint of base and records last merged
+	// invalid is the fingerprint of the last merge that failed validation:
+	// the same failing merge, read again by a poll or a late Pub/Sub
+	// message, is counted and logged once.
+	invalid string
 	apply   func(*config.Config)
 	failing bool // the last read failed (logs only transitions)
 
@@ -273,11 +277,12 @@ func (r *Registry) readFailed(err error) {
 // and is valid. r.mu is held.
 func (r *Registry) remerge(source string) {
 	fp := fingerprint(r.baseGen, r.records)
-	if fp == r.print {
+	if fp == r.print || fp == r.invalid {
 		return
 	}
 	merged := Merge(r.base, r.records)
 	if err := merged.Validate(); err != nil {
+		r.invalid = fp
 		r.m.errors.WithLabelValues("invalid").Inc()
 		r.log.Error("tenants: merged tenants are invalid; keeping the running config", "source", source, "err", err)
 		return
