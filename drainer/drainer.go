@@ -362,17 +362,6 @@ func sleepOrChange(ctx context.Context, d time.Duration, changed <-chan struct{}
 	return ctx.Err() == nil
 }
 
-// sleep waits d or until ctx is done; it reports whether the full d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// sleep waits d or until ctx is done; it reports whether ctx is still live
+// (the full d passed).
+func sleep(ctx context.Context, d time.Duration) bool { return sleepOrChange(ctx, d, nil) }
