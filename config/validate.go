@@ -16,8 +16,6 @@ import (
 	"github.com/sluicehq/sluice/limits"
 )
 
-// Algorithms lists the admission algorithms a policy may name.
-var Algorithms = []string{"fixed_window", "sliding_window", "gcra", "token_bucket", "sliding_log"}
 
 // nameRe is the shape of an admin name (ingest.admin_tokens); tenant ids and
 // job types follow package keys' rules (keys.ValidTenant, keys.ValidID).
@@ -144,7 +142,7 @@ type badFunc func(key, format string, args ...any)
 func (a Admission) validate(bad badFunc, p, name string) {
 	if a.Algorithm == "" {
 		if a.Limit != 0 || a.Burst != 0 {
-			bad(p+".algorithm", "must be set when a limit is given (one of %s)", strings.Join(Algorithms, ", "))
+			bad(p+".algorithm", "must be set when a limit is given (one of %s)", limits.AlgorithmNames())
 		}
 		return
 	}

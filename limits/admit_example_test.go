@@ -183,7 +183,7 @@ func ExampleParseAlgorithm() {
 	fmt.Println(err)
 	// Output:
 	// sliding_window <nil>
-	// limits: unknown algorithm "leaky" (want fixed_window, sliding_window, gcra, token_bucket or sliding_log)
+	// limits: unknown algorithm "leaky" (want one of fixed_window, sliding_window, gcra, token_bucket, sliding_log)
 }
 
 func ExamplePolicy_Validate() {

@@ -16,6 +16,7 @@ package limits
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/keys"
@@ -34,8 +35,19 @@ const (
 	AlgSlidingLog    Algorithm = "sliding_log"
 )
 
-// Algorithms lists every algorithm, in a stable order.
+// Algorithms lists every algorithm, in a stable order. It is the one list:
+// configuration, the admin API and error messages take it from here.
 var Algorithms = []Algorithm{AlgFixedWindow, AlgSlidingWindow, AlgGCRA, AlgTokenBucket, AlgSlidingLog}
+
+// AlgorithmNames is Algorithms as "fixed_window, sliding_window, …", for
+// messages.
+func AlgorithmNames() string {
+	names := make([]string, len(Algorithms))
+	for i, a := range Algorithms {
+		names[i] = string(a)
+	}
+	return strings.Join(names, ", ")
+}
 
 // ParseAlgorithm returns the algorithm named s, or an error listing the
 // valid names.
@@ -45,7 +57,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("limits: unknown algorithm %q (want fixed_window, sliding_window, gcra, token_bucket or sliding_log)", s)
+	return "", fmt.Errorf("limits: unknown algorithm %q (want one of %s)", s, AlgorithmNames())
 }
 
 // Never is the RetryAfter of a refusal that no amount of waiting cures: the
@@ -149,7 +161,7 @@ func (p Policy) Validate() error {
 		return bad("name", "must be %s (got %q)", keys.IDRule, p.Name)
 	}
 	if _, err := ParseAlgorithm(string(p.Algorithm)); err != nil {
-		return bad("algorithm", "unknown algorithm %q (want one of fixed_window, sliding_window, gcra, token_bucket, sliding_log)", p.Algorithm)
+		return bad("algorithm", "unknown algorithm %q (want one of %s)", p.Algorithm, AlgorithmNames())
 	}
 	us := p.Period.Microseconds()
 	switch {
