@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/limits"
 )
 
 // patchFlag is one flag of "tenants set" that sets one key of the tenant's
@@ -26,7 +27,7 @@ type patchFlag struct {
 // patchFlags are the keys "tenants set" can change one by one; anything
 // else goes through --patch or --file.
 var patchFlags = []patchFlag{
-	{"algorithm", "admission.algorithm", "admission algorithm: fixed_window, sliding_window, gcra, token_bucket, sliding_log", 's'},
+	{"algorithm", "admission.algorithm", "admission algorithm: " + limits.AlgorithmNames(), 's'},
 	{"limit", "admission.limit", "admitted units per period", 'i'},
 	{"period", "admission.period", "admission window, e.g. 1s or 1m", 'd'},
 	{"burst", "admission.burst", "units admitted at once (gcra, token_bucket)", 'i'},
