@@ -16,7 +16,6 @@ import (
 	"github.com/sluicehq/sluice/limits"
 )
 
-
 // nameRe is the shape of an admin name (ingest.admin_tokens); tenant ids and
 // job types follow package keys' rules (keys.ValidTenant, keys.ValidID).
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
