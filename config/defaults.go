@@ -15,6 +15,10 @@ const DefaultMaxJobCost = 1_000_000
 // 2^53.
 const MaxMaxJobCost = 1_000_000_000
 
+// MaxMaxBatchJobs is the largest ingest.max_batch_jobs: a batch is decided,
+// enqueued and answered in one request, under write_timeout.
+const MaxMaxBatchJobs = 100_000
+
 // setDefaults registers every non-tenant key with its default, which also
 // makes each one overridable by its SLUICE_* environment variable.
 func setDefaults(v *viper.Viper) {
@@ -113,10 +117,8 @@ func (o Outflow) BucketCapacity() float64 {
 // so a config.Config built by hand without an outflow is unlimited as a
 // loaded one is.
 func (o Outflow) WithDefaults() Outflow {
-	if o.Rate == 0 && !o.Unlimited {
+	if o.Rate == 0 {
 		o.Unlimited = true
-	}
-	if o.Unlimited && o.Rate == 0 {
 		o.Capacity, o.MinRate = 0, 0
 	}
 	if o.Capacity == 0 && o.Shaped() {

@@ -34,6 +34,11 @@ const MinOutflowRate = 0.001
 // cost ingest.max_job_cost can allow fits in some bucket.
 const MaxOutflowCapacity = 1_000_000_000
 
+// MaxConcurrency is the largest outflow.concurrency (jobs in flight across
+// all drainers): the semaphore of semaphore_acquire.lua holds one sorted-set
+// member per slot taken.
+const MaxConcurrency = 1_000_000
+
 // StopHint is what every refusal of an outflow rate says to do instead.
 const StopHint = "to stop delivery, pause the tenant (outflow.paused, coming with the operate issue); for no limit set outflow.unlimited: true and leave out the rate"
 

@@ -70,8 +70,8 @@ func (c *Config) Validate() error {
 	if c.Ingest.MaxBodyBytes < 1 {
 		bad("ingest.max_body_bytes", "must be >= 1 (got %d)", c.Ingest.MaxBodyBytes)
 	}
-	if c.Ingest.MaxBatchJobs < 1 {
-		bad("ingest.max_batch_jobs", "must be >= 1 (got %d)", c.Ingest.MaxBatchJobs)
+	if c.Ingest.MaxBatchJobs < 1 || c.Ingest.MaxBatchJobs > MaxMaxBatchJobs {
+		bad("ingest.max_batch_jobs", "must be between 1 and %d (got %d)", MaxMaxBatchJobs, c.Ingest.MaxBatchJobs)
 	}
 	if c.Ingest.MaxJobCost < 1 || c.Ingest.MaxJobCost > MaxMaxJobCost {
 		bad("ingest.max_job_cost", "must be between 1 and %d (got %d)", MaxMaxJobCost, c.Ingest.MaxJobCost)
@@ -187,11 +187,13 @@ func (o Outflow) validate(bad badFunc, p string) {
 	if msg := capacityProblem(o.Capacity, o.Shaped()); msg != "" {
 		bad(p+".capacity", "%s", msg)
 	}
-	if o.MaxBacklog < 0 {
-		bad(p+".max_backlog", "must be >= 0 (got %d)", o.MaxBacklog)
+	// max_backlog goes to admit.lua as a Lua number (exact below 2^53);
+	// concurrency is the semaphore's size in semaphore_acquire.lua.
+	if o.MaxBacklog < 0 || o.MaxBacklog > limits.MaxCost {
+		bad(p+".max_backlog", "must be between 0 and %d (got %d)", limits.MaxCost, o.MaxBacklog)
 	}
-	if o.Concurrency < 0 {
-		bad(p+".concurrency", "must be >= 0 (got %d)", o.Concurrency)
+	if o.Concurrency < 0 || o.Concurrency > MaxConcurrency {
+		bad(p+".concurrency", "must be between 0 and %d (got %d)", MaxConcurrency, o.Concurrency)
 	}
 	if msg := minRateProblem(o.MinRate, o.Rate, o.Shaped()); msg != "" {
 		bad(p+".min_rate", "%s", msg)
