@@ -414,8 +414,8 @@ func (s *Server) rescaleGCRA(ctx context.Context, id string, res tenants.Result)
 func gcraChanges(old, cur config.Tenant) map[string][2]limits.Policy {
 	out := map[string][2]limits.Policy{}
 	pair := func(name string, a, b config.Admission) {
-		po, ok1 := policyOf(name, a)
-		pn, ok2 := policyOf(name, b)
+		po, ok1 := a.Policy(name)
+		pn, ok2 := b.Policy(name)
 		if ok1 && ok2 && po.Algorithm == limits.AlgGCRA && pn.Algorithm == limits.AlgGCRA &&
 			(po.Limit != pn.Limit || po.Period != pn.Period) {
 			out[name] = [2]limits.Policy{po, pn}

@@ -52,7 +52,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	fail := func(p *problem) {
 		s.logBodyError(r, ts.name, p)
 		p.Tenant = ts.name
-		if p.Backend != "redis" {
+		// No limit state for a client whose connection failed (p.err: it is
+		// gone), nor when Redis is what failed.
+		if p.Backend != "redis" && p.err == nil {
 			s.stateHeaders(r.Context(), w, snap, ts, policies)
 		}
 		writeProblem(w, p)
@@ -104,12 +106,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	for i, k := range sub.fresh {
 		fresh[i] = jobs[k]
 	}
-	// fresh is a part of jobs, whose charge passed: its own cannot fail.
-	c, p := chargeOf(ts, fresh)
-	if p == nil {
-		p = s.admitAndHeaders(r.Context(), w, snap, ts, &c)
+	// fresh is a part of jobs, whose charge passed: its own cannot fail,
+	// and when nothing was replayed it is all's.
+	c := all
+	if len(fresh) < len(jobs) {
+		c, _ = chargeOf(ts, fresh)
 	}
-	if p != nil {
+	if p := s.admitAndHeaders(r.Context(), w, snap, ts, &c); p != nil {
 		s.releaseIDs(r.Context(), snap, ts, sub.reserved)
 		fail(p)
 		return

@@ -178,13 +178,13 @@ func newTenantState(name string, t config.Tenant, old *tenantState, maxJobCost i
 		}
 		ts.local[p.Name] = limits.NewLocal(p)
 	}
-	if p, ok := policyOf("tenant", t.Admission); ok {
+	if p, ok := t.Admission.Policy("tenant"); ok {
 		ts.tenantPolicy = &p
 		ts.algorithm = string(p.Algorithm)
 		add(p)
 	}
 	for typ, jt := range t.JobTypes {
-		if p, ok := policyOf("type."+typ, jt.Admission); ok {
+		if p, ok := jt.Admission.Policy("type." + typ); ok {
 			ts.typePolicies[typ] = p
 			add(p)
 		}
@@ -280,10 +280,6 @@ func (ts *tenantState) policy(name string) (limits.Policy, bool) {
 	p, ok := ts.typePolicies[strings.TrimPrefix(name, "type.")]
 	return p, ok && p.Name == name
 }
-
-// policyOf converts a configured admission policy (config.Admission.Policy);
-// ok is false when the policy has no algorithm (no limit).
-func policyOf(name string, a config.Admission) (limits.Policy, bool) { return a.Policy(name) }
 
 // policyItem is p's member of the RateLimit-Policy field
 // (draft-ietf-httpapi-ratelimit-headers-11 §4): the name as an sf-string, the

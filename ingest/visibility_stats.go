@@ -153,10 +153,7 @@ func computeStats(tenant string, o config.Outflow, backend string, res []string)
 		out.Outflow.Unlimited = true
 		return out
 	}
-	rate, capacity := o.Rate, o.Capacity
-	if capacity <= 0 {
-		capacity = max(1, rate)
-	}
+	rate, capacity := o.Rate, o.BucketCapacity()
 	if ov := num(2); ov > 0 {
 		rate = ov
 	}

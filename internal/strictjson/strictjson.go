@@ -187,8 +187,14 @@ func addFields(n *node, t reflect.Type, tag string, seen map[reflect.Type]*node)
 
 type checker struct {
 	dec *json.Decoder
-	raw json.RawMessage // reused by values read whole
 }
+
+// skip is a value read whole and thrown away: the decoder still checks its
+// syntax, and hands UnmarshalJSON a slice of its own buffer, so nothing (a
+// payload of up to max_body_bytes) is copied.
+type skip struct{}
+
+func (*skip) UnmarshalJSON([]byte) error { return nil }
 
 // value checks the next value of the document, of schema n at path.
 func (c *checker) value(n *node, path string, depth int) error {
@@ -198,7 +204,7 @@ func (c *checker) value(n *node, path string, depth int) error {
 	if n.kind == free || n.kind == leaf {
 		// Read whole: nothing inside is checked (a leaf's object or array
 		// is the decoder's type error).
-		return c.dec.Decode(&c.raw)
+		return c.dec.Decode(&skip{})
 	}
 	tok, err := c.dec.Token()
 	if err != nil {
