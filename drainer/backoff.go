@@ -46,17 +46,18 @@ func (b Backoff) next(n int) time.Duration { return b.Delay(n, rand.Float64()) }
 // with an error (down, or a stored value a script refuses) costs each lane
 // at most one call per errorPauseMax/2 once the pause is capped. Not safe
 // for concurrent use; each loop has its own.
-type errorBackoff struct{ cur time.Duration }
+type errorBackoff struct{ failures int }
 
-// next returns the pause before the next retry and doubles the one after.
+// errorPauses is the doubling of errorBackoff: Backoff's, from errorPause
+// to errorPauseMax.
+var errorPauses = Backoff{Base: errorPause, Max: errorPauseMax}
+
+// next returns the pause before the next retry: the failure's Backoff
+// delay with its jitter drawn from [1/2, 1] instead of [0, 1].
 func (b *errorBackoff) next() time.Duration {
-	if b.cur <= 0 {
-		b.cur = errorPause
-	}
-	d := b.cur
-	b.cur = min(b.cur*2, errorPauseMax)
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+	b.failures++
+	return errorPauses.Delay(b.failures, 0.5+rand.Float64()/2)
 }
 
 // reset starts the next run of failures at errorPause again.
-func (b *errorBackoff) reset() { b.cur = 0 }
+func (b *errorBackoff) reset() { b.failures = 0 }

@@ -48,6 +48,8 @@ type outflow struct {
 // outflowOf applies config.Outflow's defaults (WithDefaults: unlimited
 // without a rate, capacity max(1, Rate), adaptive on, min_rate Rate/10).
 func outflowOf(c config.Outflow) outflow {
+	adaptive := c.AdaptiveOn()
+	c.Adaptive = &adaptive // set, so WithDefaults allocates none on every ask
 	c = c.WithDefaults()
 	return outflow{
 		shaped:      c.Shaped(),

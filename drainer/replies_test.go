@@ -3,6 +3,8 @@ package drainer
 import (
 	"errors"
 	"testing"
+
+	"github.com/sluicehq/sluice/jobstate"
 )
 
 // TestStartReplyNeverDropsOnAnUnexpectedReply: only the script's 0 drops a
@@ -24,9 +26,9 @@ func TestStartReplyNeverDropsOnAnUnexpectedReply(t *testing.T) {
 		{errors.New("boom"), true, false},
 	}
 	for _, tc := range tests {
-		deliver, ok := startReply(tc.reply)
+		deliver, ok := jobstate.StartReply(tc.reply)
 		if deliver != tc.deliver || ok != tc.ok {
-			t.Errorf("startReply(%#v) = deliver %v, ok %v; want deliver %v, ok %v", tc.reply, deliver, ok, tc.deliver, tc.ok)
+			t.Errorf("StartReply(%#v) = deliver %v, ok %v; want deliver %v, ok %v", tc.reply, deliver, ok, tc.deliver, tc.ok)
 		}
 	}
 }

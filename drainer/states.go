@@ -44,25 +44,12 @@ func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) bool {
 		d.log.Warn("drainer: record delivery start", "tenant", env.Tenant, "job_id", env.ID, "err", err)
 		return true
 	}
-	deliver, ok := startReply(v)
+	deliver, ok := jobstate.StartReply(v)
 	if !ok {
 		d.m.errors.WithLabelValues("job_state").Inc()
 		d.log.Warn("drainer: record delivery start: unexpected reply; delivering", "tenant", env.Tenant, "job_id", env.ID, "reply", fmt.Sprintf("%T %v", v, v))
 	}
 	return deliver
-}
-
-// startReply reads job_state_dispatch.lua's reply: 1 delivers, 0 drops (the
-// job was cancelled after its claim). Any other reply is unexpected (ok
-// false) and delivers: only the script's explicit 0 drops a job.
-func startReply(v any) (deliver, ok bool) {
-	switch n, isInt := v.(int64); {
-	case isInt && n == 1:
-		return true, true
-	case isInt && n == 0:
-		return false, true
-	}
-	return true, false
 }
 
 // startPipelines is how many pipelines of delivery starts may be in

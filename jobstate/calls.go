@@ -154,12 +154,26 @@ func (d Dispatch) Call() Call {
 // returns true with the error: the job's record is stale, but a delivery
 // is never held back, nor a job dropped, for it.
 func Start(ctx context.Context, rdb redis.Scripter, d Dispatch) (bool, error) {
-	n, err := d.Call().Run(ctx, rdb).Int64()
+	v, err := d.Call().Run(ctx, rdb).Result()
 	if err != nil {
 		return true, fmt.Errorf("jobstate: start %s of %s: %w", d.JobID, d.Tenant, err)
 	}
-	if n != 0 && n != 1 {
-		return true, fmt.Errorf("jobstate: start %s of %s: job_state_dispatch.lua answered %d, want 0 or 1", d.JobID, d.Tenant, n)
+	deliver, ok := StartReply(v)
+	if !ok {
+		return true, fmt.Errorf("jobstate: start %s of %s: job_state_dispatch.lua answered %v, want 0 or 1", d.JobID, d.Tenant, v)
 	}
-	return n == 1, nil
+	return deliver, nil
+}
+
+// StartReply reads job_state_dispatch.lua's reply: 1 delivers, 0 drops (the
+// job was cancelled after its claim). Any other reply is unexpected (ok
+// false) and delivers: only the script's explicit 0 drops a job.
+func StartReply(v any) (deliver, ok bool) {
+	switch n, isInt := v.(int64); {
+	case isInt && n == 1:
+		return true, true
+	case isInt && n == 0:
+		return false, true
+	}
+	return true, false
 }
