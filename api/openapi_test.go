@@ -88,9 +88,6 @@ tenants:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	store := tenants.NewStore(s.rdb)
-	if err := store.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: s.rdb, Base: cfg})
 	if err != nil {
 		t.Fatal(err)
@@ -103,11 +100,6 @@ tenants:
 		t.Fatal(err)
 	}
 	adm := limits.NewAdmitter(s.rdb)
-	for _, l := range []interface{ Load(context.Context) error }{producer, adm} {
-		if err := l.Load(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	prom := prometheus.NewRegistry()
 	srv, err := ingest.New(ingest.Options{Config: reg.Config(), Redis: s.rdb, Producer: producer, Admitter: adm,
 		Registerer: prom, Gatherer: prom, Tenants: reg})

@@ -3,7 +3,6 @@ package drainer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -14,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -65,7 +64,7 @@ type Drainer struct {
 	sentMu   sync.Mutex
 	sent     map[string]*atomic.Int64 // units dispatched per tenant, for the measured rate
 	stopping atomic.Bool
-	starts   *jobstate.CallGroup           // delivery-start records, in shared pipelines
+	starts   *lua.Group                    // delivery-start records, in shared pipelines
 	wake     chan struct{}                 // SetTenants asks Run to start lanes at once
 	changed  atomic.Pointer[chan struct{}] // closed and replaced by SetTenants
 }
@@ -104,7 +103,7 @@ func New(cfg Config) (*Drainer, error) {
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 		held:    heldSet{byTenant: map[string]map[*queue.Claimed]bool{}},
 		sent:    map[string]*atomic.Int64{},
-		starts:  jobstate.NewCallGroup(cfg.Redis, startPipelines, startTimeout),
+		starts:  lua.NewGroup(cfg.Redis, startPipelines, startTimeout),
 		wake:    make(chan struct{}, 1),
 	}
 	d.SetTenants(cfg.Tenants)
@@ -173,23 +172,6 @@ func (d *Drainer) Target(tenant, jobType string) (config.Target, bool) {
 
 // Ready reports whether Run has started and is not stopping (for /readyz).
 func (d *Drainer) Ready() bool { return d.ready.Load() && !d.stopping.Load() }
-
-// LoadScripts loads every script the drainer runs, so a broken one stops the
-// start.
-func LoadScripts(ctx context.Context, rdb redis.UniversalClient) error {
-	if err := limits.LoadLeaky(ctx, rdb); err != nil {
-		return err
-	}
-	for _, s := range drainerScripts {
-		if err := s.Load(ctx, rdb); err != nil {
-			return fmt.Errorf("drainer: %w", err)
-		}
-	}
-	if err := jobstate.Load(ctx, rdb); err != nil {
-		return fmt.Errorf("drainer: %w", err)
-	}
-	return nil
-}
 
 // discoverEvery is how often the drainer looks for tenants to start lanes for.
 const discoverEvery = 2 * time.Second

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -78,7 +79,7 @@ func (d *Drainer) keepLeases(ctx context.Context) {
 				for _, j := range jobs {
 					args = append(args, j.Token())
 				}
-				if err := semExtendScript.Run(ctx, d.cfg.Redis, []string{keys.Inflight(tenant)}, args...).Err(); err != nil {
+				if err := lua.LeaseExtend.Run(ctx, d.cfg.Redis, []string{keys.Inflight(tenant)}, args...).Err(); err != nil {
 					d.m.errors.WithLabelValues("extend").Inc()
 				}
 			}

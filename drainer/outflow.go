@@ -16,15 +16,6 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// The drainer's own scripts (the bucket's is loaded by limits.LoadLeaky).
-var (
-	adaptScript      = lua.MustLoad("drain_adapt.lua")
-	semAcquireScript = lua.MustLoad("semaphore_acquire.lua")
-	semReleaseScript = lua.MustLoad("semaphore_release.lua")
-	semExtendScript  = lua.MustLoad("lease_extend.lua")
-	drainerScripts   = []*lua.Script{adaptScript, semAcquireScript, semReleaseScript, semExtendScript}
-)
-
 // Adaptive outflow (AIMD) constants. A downstream 429/503 multiplies the
 // tenant's effective rate by adaptFactor (not more often than once per
 // adaptCooldown, whatever the number of jobs in flight), down to the floor;
@@ -175,7 +166,7 @@ func (d *Drainer) acquireSlot(ctx context.Context, job *queue.Claimed) (bool, fl
 		case o.concurrency <= 0:
 			return false, flowGo
 		}
-		res, err := semAcquireScript.Run(ctx, d.cfg.Redis, []string{keys.Inflight(tenant)},
+		res, err := lua.SemaphoreAcquire.Run(ctx, d.cfg.Redis, []string{keys.Inflight(tenant)},
 			o.concurrency, job.Token(), d.cfg.Settings.Lease.Milliseconds(), 0).Int64Slice()
 		switch {
 		case err != nil:
@@ -216,7 +207,7 @@ func (d *Drainer) releaseSlot(job *queue.Claimed, slot bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	if err := semReleaseScript.Run(ctx, d.cfg.Redis, []string{keys.Inflight(job.Envelope.Tenant)}, job.Token()).Err(); err != nil {
+	if err := lua.SemaphoreRelease.Run(ctx, d.cfg.Redis, []string{keys.Inflight(job.Envelope.Tenant)}, job.Token()).Err(); err != nil {
 		d.m.errors.WithLabelValues("semaphore").Inc()
 		d.log.Warn("drainer: release concurrency slot", "tenant", job.Envelope.Tenant, "err", err)
 	}
@@ -229,7 +220,7 @@ func (d *Drainer) decrease(tenant string, o outflow) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	res, err := adaptScript.Run(ctx, d.cfg.Redis, []string{keys.Water(tenant), keys.Override(tenant)},
+	res, err := lua.DrainAdapt.Run(ctx, d.cfg.Redis, []string{keys.Water(tenant), keys.Override(tenant)},
 		fmtFloat(o.limit.Rate), fmtFloat(o.floor), fmtFloat(adaptFactor), fmtFloat(o.limit.Rate*adaptRecovery),
 		adaptCooldown.Milliseconds(), 0, limits.LeakyMargin.Milliseconds()).Int64Slice()
 	if err == nil && len(res) != 2 {

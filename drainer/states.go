@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -54,7 +55,7 @@ func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) bool {
 
 // startPipelines is how many pipelines of delivery starts may be in
 // flight at once; starts that arrive meanwhile leave together in the next
-// (jobstate.CallGroup).
+// (lua.Group).
 const startPipelines = 2
 
 // extendDeliveries pushes the deadlines of jobs' deliveries in progress
@@ -67,7 +68,7 @@ func (d *Drainer) extendDeliveries(ctx context.Context, tenant string, jobs []*q
 	for _, j := range jobs {
 		args = append(args, j.Token())
 	}
-	if err := semExtendScript.Run(ctx, d.cfg.Redis, []string{keys.Delivering(tenant)}, args...).Err(); err != nil && ctx.Err() == nil {
+	if err := lua.LeaseExtend.Run(ctx, d.cfg.Redis, []string{keys.Delivering(tenant)}, args...).Err(); err != nil && ctx.Err() == nil {
 		d.m.errors.WithLabelValues("extend").Inc()
 	}
 }

@@ -28,18 +28,12 @@ func TestDrainerFollowsRuntimeTenants(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	s := newSink(t, nil)
-	if err := drainer.LoadScripts(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
 
 	base, err := config.Parse([]byte("tenants:\n  old: {target: {url: " + s.srv.URL + "}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := tenants.NewStore(rdb)
-	if err := store.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: base})
 	if err != nil {
 		t.Fatal(err)

@@ -41,9 +41,6 @@ tenants:
 		log.Fatal(err)
 	}
 	store := tenants.NewStore(rdb)
-	if err := store.Load(ctx); err != nil {
-		log.Fatal(err)
-	}
 	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg})
 	if err != nil {
 		log.Fatal(err)
@@ -52,9 +49,6 @@ tenants:
 		log.Fatal(err)
 	}
 	admitter := limits.NewAdmitter(rdb)
-	if err := admitter.Load(ctx); err != nil {
-		log.Fatal(err)
-	}
 	producer, err := queue.NewRedisProducer(rdb, nil)
 	if err != nil {
 		log.Fatal(err)

@@ -95,9 +95,6 @@ func runRegistry(t testing.TB, rdb redis.UniversalClient, base *config.Config, r
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	store := tenants.NewStore(rdb)
-	if err := store.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	r, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: base, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -137,16 +134,7 @@ func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	adm := limits.NewAdmitter(rdb)
-	if err := adm.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := limits.LoadRescale(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
 	promReg := prometheus.NewRegistry()
 	var srv *ingest.Server
 	var mu sync.Mutex
@@ -160,9 +148,6 @@ func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Conf
 	// The registry first (its metrics on the same Prometheus registry), then
 	// the server on the registry's config, then the registry's Run.
 	store := tenants.NewStore(rdb)
-	if err := store.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: base, Registerer: promReg})
 	if err != nil {
 		t.Fatal(err)

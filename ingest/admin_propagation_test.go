@@ -78,9 +78,6 @@ func TestAdminOutflowRateOnNextTake(t *testing.T) {
 	ctx := context.Background()
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "    outflow: {rate: 1, capacity: 1}\n")), nil)
 	leaky := limits.NewLeaky(rdb)
-	if err := limits.LoadLeaky(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
 	stale := limits.LeakyLimit{Rate: 1, Capacity: 1} // what a not-yet-updated drainer passes
 	now := time.Unix(1_900_000_000, 0)
 	first, err := leaky.TakeAt(ctx, "acme", stale, 1, now)

@@ -47,13 +47,7 @@ func serveIngest(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, wr
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	adm := limits.NewAdmitter(rdb)
-	if err := adm.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)

@@ -50,9 +50,6 @@ tenants:
 		log.Fatal(err)
 	}
 	admitter := limits.NewAdmitter(rdb)
-	if err := admitter.Load(ctx); err != nil {
-		log.Fatal(err)
-	}
 	producer, err := queue.NewRedisProducer(rdb, nil)
 	if err != nil {
 		log.Fatal(err)
@@ -100,9 +97,6 @@ func ExampleServer_Run() {
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout})
 	defer rdb.Close()
 	admitter := limits.NewAdmitter(rdb)
-	if err := admitter.Load(ctx); err != nil {
-		log.Fatal(err)
-	}
 	producer, err := queue.New(ctx, cfg, queue.ProducerDeps{Redis: rdb})
 	if err != nil {
 		log.Fatal(err)

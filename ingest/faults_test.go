@@ -57,9 +57,6 @@ func TestRedisDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := producer.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	open, closed := testenv.Name(t, "open"), testenv.Name(t, "closed")
 	cfg := testConfig(t,
 		tenantYAML(open, "    admission: {algorithm: gcra, limit: 3, period: 1h}\n    on_limiter_error: allow\n"),

@@ -83,7 +83,6 @@ type deps struct {
 
 func startIngest(t testing.TB, cfg *config.Config, d deps) *harness {
 	t.Helper()
-	ctx := context.Background()
 	if d.rdb == nil {
 		t.Fatal("startIngest: no redis client")
 	}
@@ -92,15 +91,9 @@ func startIngest(t testing.TB, cfg *config.Config, d deps) *harness {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Load(ctx); err != nil {
-			t.Fatal(err)
-		}
 		d.producer = p
 	}
 	adm := limits.NewAdmitter(d.rdb)
-	if err := adm.Load(ctx); err != nil {
-		t.Fatalf("admitter load: %v", err)
-	}
 	reg := prometheus.NewRegistry()
 	srv, err := ingest.New(ingest.Options{
 		Config: cfg, Redis: d.rdb, Producer: d.producer, Admitter: adm,

@@ -52,9 +52,6 @@ func TestShutdownDrains(t *testing.T) {
 	producer := &heldProducer{Producer: inner, entered: make(chan struct{}), release: make(chan struct{})}
 	tenant := testenv.Name(t, "drain")
 	adm := limits.NewAdmitter(rdb)
-	if err := adm.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	srv, err := ingest.New(ingest.Options{Config: testConfig(t, tenantYAML(tenant, "")), Redis: rdb, Producer: producer, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)

@@ -39,9 +39,6 @@ tenants:
 		log.Fatal(err)
 	}
 	admitter := limits.NewAdmitter(rdb)
-	if err := admitter.Load(ctx); err != nil {
-		log.Fatal(err)
-	}
 	producer, err := queue.NewRedisProducer(rdb, nil)
 	if err != nil {
 		log.Fatal(err)

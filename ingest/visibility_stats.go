@@ -12,9 +12,6 @@ import (
 	"github.com/sluicehq/sluice/lua"
 )
 
-// statsScript reads a tenant's drain-side figures at one Redis instant.
-var statsScript = lua.MustLoad("tenant_stats.lua")
-
 // measureWindow is the window of the measured outflow rate, in whole
 // seconds (the current, incomplete second is left out).
 const measureWindow = 10
@@ -93,7 +90,7 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 // readStats reads tenant's figures in one script call (lua/tenant_stats.lua)
 // and computes the rates and the water level from them.
 func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (statsAnswer, error) {
-	res, err := statsScript.Run(ctx, s.rdb, []string{
+	res, err := lua.TenantStats.Run(ctx, s.rdb, []string{
 		keys.Backlog(tenant), keys.Override(tenant), keys.Water(tenant), keys.Delivering(tenant),
 		keys.DLQ(tenant), keys.DLQCount(tenant), keys.Outflow(tenant),
 	}, measureWindow).StringSlice()

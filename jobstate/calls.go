@@ -11,54 +11,6 @@ import (
 	"github.com/sluicehq/sluice/lua"
 )
 
-// The scripts of this package.
-var (
-	enqueueScript  = lua.MustLoad("job_state_enqueue.lua")
-	dispatchScript = lua.MustLoad("job_state_dispatch.lua")
-	settleScript   = lua.Include("job_state_settle.lua", "job_state_final.lua")
-	cancelScript   = lua.MustLoad("job_state_cancel.lua")
-)
-
-// Load loads the package's scripts (on every master of a cluster), so a
-// broken one stops a service at start-up. Calls reload them on NOSCRIPT.
-func Load(ctx context.Context, rdb redis.UniversalClient) error {
-	for _, s := range []*lua.Script{enqueueScript, dispatchScript, settleScript, cancelScript} {
-		if err := s.Load(ctx, rdb); err != nil {
-			return fmt.Errorf("jobstate: %w", err)
-		}
-	}
-	return nil
-}
-
-// Call is one call of a script: run it alone with Run, or put it in a
-// pipeline with Pipe and, after the pipeline, Retry it when the script was
-// not loaded there.
-type Call struct {
-	Script *lua.Script
-	Keys   []string
-	Args   []any
-}
-
-// Run runs the call (EVALSHA, reloading on NOSCRIPT).
-func (c Call) Run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
-	return c.Script.Run(ctx, rdb, c.Keys, c.Args...)
-}
-
-// Pipe queues the call's EVALSHA on p.
-func (c Call) Pipe(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
-	return p.EvalSha(ctx, c.Script.SHA(), c.Keys, c.Args...)
-}
-
-// Retry returns cmd, or when cmd failed with NOSCRIPT (Redis restarted or
-// flushed since the script was loaded) the result of running the call again
-// with Run, which loads it.
-func (c Call) Retry(ctx context.Context, rdb redis.Scripter, cmd *redis.Cmd) *redis.Cmd {
-	if lua.IsNoScript(cmd.Err()) {
-		return c.Run(ctx, rdb)
-	}
-	return cmd
-}
-
 // QueuedJob is a job whose state becomes queued.
 type QueuedJob struct {
 	ID         string
@@ -70,7 +22,7 @@ type QueuedJob struct {
 // of tenant and in their queue's order, as queued, each with the next seq
 // (Kafka backend, after the broker's ack; the Redis backend records them in
 // enqueue.lua).
-func EnqueueCall(tenant string, jobs []QueuedJob) Call {
+func EnqueueCall(tenant string, jobs []QueuedJob) lua.Call {
 	ks := make([]string, 0, 2+len(jobs))
 	ks = append(ks, keys.JobSeq(tenant), keys.JobsDispatched(tenant))
 	args := make([]any, 0, 1+2*len(jobs))
@@ -79,7 +31,7 @@ func EnqueueCall(tenant string, jobs []QueuedJob) Call {
 		ks = append(ks, keys.JobState(tenant, j.ID))
 		args = append(args, j.Type, j.EnqueuedAt.UnixMilli())
 	}
-	return Call{Script: enqueueScript, Keys: ks, Args: args}
+	return lua.Call{Script: lua.JobStateEnqueue, Keys: ks, Args: args}
 }
 
 // Settle is the end of one delivery or a drop, as the Kafka backend records
@@ -100,13 +52,13 @@ type Settle struct {
 }
 
 // Call is the call of job_state_settle.lua that records s.
-func (s Settle) Call() Call {
+func (s Settle) Call() lua.Call {
 	dlq := 0
 	if s.DeadLettered {
 		dlq = 1
 	}
-	return Call{
-		Script: settleScript,
+	return lua.Call{
+		Script: lua.JobStateSettle,
 		Keys:   []string{keys.JobState(s.Tenant, s.JobID), keys.JobsDispatched(s.Tenant), keys.Delivering(s.Tenant), keys.DLQCount(s.Tenant)},
 		Args: []any{s.Member, s.State, s.LastError, s.Reason, keys.JobStateTTL.Milliseconds(), dlq,
 			keys.QueueTTL.Milliseconds()},
@@ -133,13 +85,13 @@ type Dispatch struct {
 }
 
 // Call is the call of job_state_dispatch.lua for d.
-func (d Dispatch) Call() Call {
+func (d Dispatch) Call() lua.Call {
 	var now int64
 	if !d.Now.IsZero() {
 		now = d.Now.UnixMilli()
 	}
-	return Call{
-		Script: dispatchScript,
+	return lua.Call{
+		Script: lua.JobStateDispatch,
 		Keys:   []string{keys.JobState(d.Tenant, d.JobID), keys.JobsDispatched(d.Tenant), keys.Delivering(d.Tenant), keys.Outflow(d.Tenant)},
 		Args: []any{d.Attempt, d.Member, d.Lease.Milliseconds(), max(d.Cost, 1), keys.JobStateTTL.Milliseconds(),
 			keys.QueueTTL.Milliseconds(), keys.OutflowTTL.Milliseconds(), now},

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 )
 
 // ConflictError is returned by Cancel for a job whose state forbids a
@@ -29,7 +30,7 @@ func (e *ConflictError) Error() string {
 // when the delivery would start (Start). It returns ErrNotFound for a job
 // with no recorded state and a *ConflictError for any other state.
 func Cancel(ctx context.Context, rdb redis.Scripter, tenant, id string) error {
-	res, err := cancelScript.Run(ctx, rdb, []string{keys.JobState(tenant, id)}, keys.JobStateTTL.Milliseconds()).Slice()
+	res, err := lua.JobStateCancel.Run(ctx, rdb, []string{keys.JobState(tenant, id)}, keys.JobStateTTL.Milliseconds()).Slice()
 	if err != nil {
 		return fmt.Errorf("jobstate: cancel %s of %s: %w", id, tenant, err)
 	}

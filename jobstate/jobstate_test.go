@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -356,9 +354,6 @@ func TestCluster(t *testing.T) {
 	rdb := testenv.Cluster(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "jsc")
-	if err := jobstate.Load(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
 	enqueue(t, rdb, tenant, "x", "y")
 	c := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: time.Minute})
 	x := claim(t, c, tenant)
@@ -376,37 +371,6 @@ func TestCluster(t *testing.T) {
 	}
 	if s := get(t, rdb, tenant, "y").State; s != "cancelled" {
 		t.Errorf("y = %s, want cancelled", s)
-	}
-}
-
-// TestScriptFiles: every script that records or reads job states opens
-// with its header (KEYS, ARGV, returns) and Redis compiles it.
-func TestScriptFiles(t *testing.T) {
-	rdb := testenv.Redis(t)
-	for _, name := range []string{"job_state_dispatch.lua", "job_state_settle.lua",
-		"job_state_cancel.lua", "job_state_enqueue.lua", "tenant_stats.lua", "enqueue.lua", "ack.lua", "lease_defer.lua"} {
-		src, err := lua.Source(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasPrefix(src, "-- "+name+":") {
-			t.Errorf("%s does not open with its name", name)
-		}
-		var header strings.Builder
-		for _, line := range strings.Split(src, "\n") {
-			if !strings.HasPrefix(line, "--") {
-				break
-			}
-			header.WriteString(strings.ToLower(line))
-		}
-		for _, w := range []string{"keys", "argv", "return"} {
-			if !strings.Contains(header.String(), w) {
-				t.Errorf("%s: header does not mention %s", name, w)
-			}
-		}
-		if err := lua.MustLoad(name).Load(context.Background(), rdb); err != nil {
-			t.Errorf("load %s: %v", name, err)
-		}
 	}
 }
 

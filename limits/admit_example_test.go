@@ -36,10 +36,6 @@ func ExampleNewAdmitter() {
 	ctx := context.Background()
 
 	a := limits.NewAdmitter(rdb)
-	if err := a.Load(ctx); err != nil { // a service stops its start here
-		fmt.Println(err)
-		return
-	}
 	tenant := admitExampleTenant()
 	p := limits.Policy{Name: "tenant", Algorithm: limits.AlgGCRA, Limit: 1, Period: time.Second, Burst: 5}
 	for _, s := range []float64{10, 11, 12, 12, 12, 12, 12.1, 12.1} {
@@ -71,10 +67,6 @@ func ExampleAdmitter_Admit() {
 	defer rdb.Close()
 	ctx := context.Background()
 	a := limits.NewAdmitter(rdb)
-	if err := a.Load(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
 	tenant := admitExampleTenant()
 	rdb.Set(ctx, keys.Backlog(tenant), 3, keys.BacklogTTL) // normally kept by the queue
 	req := limits.Request{
@@ -118,9 +110,6 @@ func admitExampleThree(l limits.Limiter) {
 func admitExampleAdmitter() (*limits.Admitter, func()) {
 	rdb := admitExampleRedis()
 	a := limits.NewAdmitter(rdb)
-	if err := a.Load(context.Background()); err != nil {
-		fmt.Println(err)
-	}
 	return a, func() { rdb.Close() }
 }
 

@@ -35,9 +35,6 @@ var admModes = []struct {
 func admNew(t testing.TB, rdb redis.UniversalClient, opts ...Option) *Admitter {
 	t.Helper()
 	a := NewAdmitter(rdb, opts...)
-	if err := a.Load(context.Background()); err != nil {
-		t.Fatalf("Load: %v", err)
-	}
 	return a
 }
 

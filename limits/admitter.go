@@ -213,15 +213,16 @@ func WithMaxBatch(n int) Option { return func(c *config) { c.maxBatch = n } }
 // used the least CPU per decision in BenchmarkAdmit on 2 CPUs).
 func WithPipelines(n int) Option { return func(c *config) { c.pipelines = n } }
 
-// WithLogger sets the logger (default slog.Default()); script reloads after
-// NOSCRIPT are logged at Info.
+// WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithRegisterer registers the Admitter's metrics on r (default: none):
-// sluice_admission_script_reloads_total and sluice_admission_batch_size.
+// sluice_admission_batch_size. Script reloads are counted for every script
+// in lua.Collector's sluice_script_reloads_total.
 func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.registerer = r } }
 
-// NewAdmitter returns an Admitter on rdb. Call Load before serving.
+// NewAdmitter returns an Admitter on rdb. A service runs lua.LoadAll before
+// serving, so a broken script stops its start.
 func NewAdmitter(rdb redis.UniversalClient, opts ...Option) *Admitter {
 	c := config{batching: true, maxBatch: 128, pipelines: 2, log: slog.Default()}
 	for _, o := range opts {
@@ -242,21 +243,6 @@ func NewAdmitter(rdb redis.UniversalClient, opts ...Option) *Admitter {
 	return a
 }
 
-// Load loads the admission script with SCRIPT LOAD, on every master of a
-// cluster. A script Redis refuses returns an error naming it: a service
-// stops its start on this error.
-func (a *Admitter) Load(ctx context.Context) error {
-	if err := a.script.Load(ctx, a.rdb); err != nil {
-		return fmt.Errorf("limits: load: %w", err)
-	}
-	for _, s := range a.single {
-		if err := s.Load(ctx, a.rdb); err != nil {
-			return fmt.Errorf("limits: load: %w", err)
-		}
-	}
-	return nil
-}
-
 // scriptFor picks the script of r: the one-module script when all of r's
 // policies use one algorithm, else the composite.
 func (a *Admitter) scriptFor(r Request) *lua.Script {
@@ -275,18 +261,11 @@ func (a *Admitter) scriptFor(r Request) *lua.Script {
 	return a.script
 }
 
-// run decides d in one EVALSHA of its own, in its own round trip, and
-// returns d's reply. NOSCRIPT is answered by loading the script again (on
-// every master) and retrying once.
+// run decides d in one script call of its own, in its own round trip
+// (lua.Call.Run, with its NOSCRIPT rule), and returns d's reply.
 func (a *Admitter) run(ctx context.Context, s *lua.Script, d *encoded) (any, error) {
 	keyList, args := callArgs([]*encoded{d})
-	reply, err := a.rdb.EvalSha(ctx, s.SHA(), keyList, args...).Result()
-	if err != nil && lua.IsNoScript(err) {
-		if err := a.reload(ctx); err != nil {
-			return nil, err
-		}
-		reply, err = a.rdb.EvalSha(ctx, s.SHA(), keyList, args...).Result()
-	}
+	reply, err := lua.Call{Script: s, Keys: keyList, Args: args}.Run(ctx, a.rdb).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -333,17 +312,10 @@ func splitReply(reply any, ds []*encoded, out []answer) error {
 	return nil
 }
 
-// reload answers NOSCRIPT (Redis restarted, flushed or failed over).
-func (a *Admitter) reload(ctx context.Context) error {
-	a.metrics.reloads.Inc()
-	a.log.InfoContext(ctx, "admission script missing, reloading", slog.String("script", a.script.Name()))
-	return a.Load(ctx)
-}
-
 // Admit decides r in one EVALSHA: the backlog gate and every policy are
 // checked, and the policies' state is advanced only when all of them admit.
 // A Redis error is returned wrapped (the caller then fails open or closed);
-// NOSCRIPT is never returned, the script is reloaded instead.
+// NOSCRIPT is never returned (lua.Call.Run sends the call again as EVAL).
 func (a *Admitter) Admit(ctx context.Context, r Request) (Decision, error) {
 	var e encoded
 	if err := a.encode(r, &e); err != nil {

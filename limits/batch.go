@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/internal/groupcommit"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -82,8 +80,7 @@ func (b *batcher) flush(_ context.Context, calls []*call) {
 	b.exec(live)
 }
 
-// exec sends batch as one pipeline; calls answered NOSCRIPT are sent again
-// after the script is reloaded. It answers every call in batch.
+// exec sends batch in one round trip and answers every call in it.
 func (b *batcher) exec(batch []*call) {
 	if len(batch) == 0 {
 		return
@@ -100,29 +97,18 @@ func (b *batcher) exec(batch []*call) {
 	// The pipeline carries many callers' decisions, so no single caller's
 	// cancellation may abort it; the client's read and write timeouts bound
 	// it, and every caller still returns when its own ctx ends.
-	ctx := context.Background()
-	retry := b.pipeline(ctx, batch)
-	if len(retry) > 0 {
-		if err := b.a.reload(ctx); err != nil {
-			for _, c := range retry {
-				c.err = err
-			}
-		} else {
-			b.pipeline(ctx, retry) // a second NOSCRIPT stays the call's error
-		}
-	}
+	b.pipeline(context.Background(), batch)
 	for _, c := range batch {
 		c.done <- struct{}{}
 	}
 }
 
-// pipeline sends batch in one round trip, one EVALSHA per group (see
-// group), stores each call's reply or error, and returns the calls whose
-// script Redis answered NOSCRIPT.
-func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
+// pipeline sends batch in one round trip (lua.Exec, with its NOSCRIPT
+// rule), one script call per group (see group), and stores each call's
+// reply or error.
+func (b *batcher) pipeline(ctx context.Context, batch []*call) {
 	groups := b.group(batch)
-	pipe := b.a.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(groups))
+	calls := make([]lua.Call, len(groups))
 	encs := make([][]*encoded, len(groups)) // per group, over one backing array
 	all := make([]*encoded, 0, len(batch))
 	for i, g := range groups {
@@ -131,16 +117,12 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 		}
 		encs[i] = all[len(all)-len(g):]
 		keyList, args := callArgs(encs[i])
-		cmds[i] = pipe.EvalSha(ctx, g[0].script.SHA(), keyList, args...)
+		calls[i] = lua.Call{Script: g[0].script, Keys: keyList, Args: args}
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-	var noscript []*call
+	cmds := lua.Exec(ctx, b.a.rdb, calls, nil)
 	answers := make([]answer, len(batch))
 	for i, g := range groups {
 		reply, err := cmds[i].Result()
-		if err != nil && lua.IsNoScript(err) {
-			noscript = append(noscript, g...)
-		}
 		if err == nil {
 			err = splitReply(reply, encs[i], answers[:len(g)])
 		}
@@ -151,7 +133,6 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) []*call {
 			}
 		}
 	}
-	return noscript
 }
 
 // group splits batch, in order, into the calls that may share one script

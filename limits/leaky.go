@@ -22,8 +22,6 @@ const LeakyMargin = 60 * time.Second
 // leakyMicro is the number of micro-units in one unit of water.
 const leakyMicro = 1_000_000
 
-var leakyScript = lua.MustLoad("leaky_bucket.lua")
-
 // LeakyLimit is a tenant's configured outflow: Rate units per second leave a
 // bucket of Capacity units. Override fields "outflow_rate" and
 // "outflow_capacity" in the tenant's keys.Override hash, when present and
@@ -87,12 +85,6 @@ type Leaky struct {
 // NewLeaky returns the bucket on rdb (a Client, ClusterClient or Ring).
 func NewLeaky(rdb redis.Scripter) *Leaky { return &Leaky{rdb: rdb} }
 
-// LoadLeaky loads the bucket's script (SCRIPT LOAD on every master), so a
-// broken script stops a drainer at start-up.
-func LoadLeaky(ctx context.Context, rdb redis.UniversalClient) error {
-	return leakyScript.Load(ctx, rdb)
-}
-
 // Take asks whether a job of cost units of tenant may leave now, by Redis
 // TIME, and adds its cost to the water when it may.
 func (l *Leaky) Take(ctx context.Context, tenant string, lim LeakyLimit, cost int64) (LeakyResult, error) {
@@ -116,7 +108,7 @@ func (l *Leaky) take(ctx context.Context, tenant string, lim LeakyLimit, cost in
 	if cost < 1 {
 		return LeakyResult{}, fmt.Errorf("limits: leaky take %s: cost %d must be >= 1", tenant, cost)
 	}
-	res, err := leakyScript.Run(ctx, l.rdb,
+	res, err := lua.LeakyBucket.Run(ctx, l.rdb,
 		[]string{keys.Water(tenant), keys.Override(tenant)},
 		strconv.FormatFloat(lim.Rate, 'f', -1, 64),
 		strconv.FormatFloat(lim.Capacity, 'f', -1, 64),

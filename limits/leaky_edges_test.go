@@ -24,7 +24,7 @@ import (
 func TestLeakyScriptRefusesUnrepresentableNumbers(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
-	script := lua.MustLoad("leaky_bucket.lua")
+	script := lua.LeakyBucket
 	now := strconv.FormatInt(t0.UnixMicro(), 10)
 	good := []string{"10", "3", "1", now, "60000"}
 	tests := []struct {

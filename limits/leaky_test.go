@@ -214,9 +214,6 @@ func TestLeakyManyCallersShareTheRate(t *testing.T) {
 func TestLeakyOnCluster(t *testing.T) {
 	rdb := testenv.Cluster(t)
 	ctx := context.Background()
-	if err := limits.LoadLeaky(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
 	l := limits.NewLeaky(rdb)
 	got, err := l.Take(ctx, testenv.Name(t, "leaky"), limits.LeakyLimit{Rate: 10, Capacity: 1}, 1)
 	if err != nil {

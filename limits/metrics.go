@@ -10,16 +10,11 @@ import (
 // metrics are the Admitter's own metrics. Decisions by tenant, algorithm and
 // result are counted by the caller (ingest), which knows the tenant's labels.
 type metrics struct {
-	reloads   prometheus.Counter
 	batchSize prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 	m := &metrics{
-		reloads: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_admission_script_reloads_total",
-			Help: "Times the admission script was loaded again after Redis answered NOSCRIPT.",
-		}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_admission_batch_size",
 			Help:    "Admission decisions sent in one pipelined round trip.",
@@ -29,7 +24,6 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 	if reg == nil {
 		return m
 	}
-	m.reloads = register(reg, m.reloads, log)
 	m.batchSize = register(reg, m.batchSize, log)
 	return m
 }

@@ -11,14 +11,6 @@ import (
 	"github.com/sluicehq/sluice/lua"
 )
 
-var rescaleScript = lua.MustLoad("gcra_rescale.lua")
-
-// LoadRescale loads the GCRA rescale script (SCRIPT LOAD on every master),
-// so a broken script stops the start.
-func LoadRescale(ctx context.Context, rdb redis.UniversalClient) error {
-	return rescaleScript.Load(ctx, rdb)
-}
-
 // Rescaled is the outcome of RescaleGCRA.
 type Rescaled struct {
 	// Changed says whether a stored TAT was rewritten; false when the policy
@@ -64,7 +56,7 @@ func RescaleGCRA(ctx context.Context, rdb redis.Scripter, tenant string, old, ne
 	if !now.IsZero() {
 		nowUS = now.UnixMicro()
 	}
-	res, err := rescaleScript.Run(ctx, rdb, []string{keys.Admission(tenant, string(AlgGCRA), new.Name)},
+	res, err := lua.GCRARescale.Run(ctx, rdb, []string{keys.Admission(tenant, string(AlgGCRA), new.Name)},
 		nowUS, old.Limit, old.Period.Microseconds(), new.Limit, new.Period.Microseconds()).Int64Slice()
 	if err != nil {
 		return Rescaled{}, fmt.Errorf("limits: rescale %s %s: %w", tenant, new.Name, err)

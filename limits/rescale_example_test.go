@@ -17,10 +17,6 @@ func ExampleRescaleGCRA() {
 	defer rdb.Close()
 	ctx := context.Background()
 	a := limits.NewAdmitter(rdb)
-	if err := a.Load(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
 	tenant := admitExampleTenant()
 	defer rdb.Del(ctx, keys.Admission(tenant, "gcra", "tenant"))
 	basic := limits.Policy{Name: "tenant", Algorithm: limits.AlgGCRA, Limit: 1, Period: time.Second, Burst: 5}

@@ -34,7 +34,7 @@ var (
 // embedded file is missing, which any test catches.
 func Admit() *Script {
 	admitOnce.Do(func() {
-		admitScript = Include("admit.lua", append([]string{"admit_prelude.lua"}, AdmitModules...)...)
+		admitScript = register(include("admit.lua", append([]string{"admit_prelude.lua"}, AdmitModules...)...))
 	})
 	return admitScript
 }
@@ -49,7 +49,7 @@ func AdmitFor(module string) *Script {
 	singleOnce.Do(func() {
 		singles = make(map[string]*Script, len(AdmitModules))
 		for _, m := range AdmitModules {
-			singles[m] = New("admit.lua("+m+")", concat([]string{"admit_prelude.lua", m, "admit.lua"}))
+			singles[m] = register(New("admit.lua("+m+")", concat([]string{"admit_prelude.lua", m, "admit.lua"})))
 		}
 	})
 	return singles[module]

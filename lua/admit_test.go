@@ -16,10 +16,11 @@ import (
 // admitFiles are the files Admit assembles.
 var admitFiles = append(append([]string{"admit_prelude.lua"}, AdmitModules...), "admit.lua")
 
-// TestAdmitFilesHaveHeaders: every file opens with a comment block naming
-// its KEYS, ARGV and returns.
-func TestAdmitFilesHaveHeaders(t *testing.T) {
-	for _, name := range admitFiles {
+// TestScriptsHaveHeaders: every embedded file, script or module, opens with
+// a comment block that starts with its name and names its KEYS, ARGV and
+// returns.
+func TestScriptsHaveHeaders(t *testing.T) {
+	for _, name := range Names() {
 		src, err := Source(name)
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +73,7 @@ func TestAdmitFilesLoad(t *testing.T) {
 	}
 	tenant := testenv.Name(t, "luaadm")
 	for _, name := range AdmitModules {
-		s := MustLoad(name)
+		s := mustLoad(name)
 		if err := s.Load(ctx, rdb); err != nil {
 			t.Errorf("Load(%s): %v", name, err)
 		}

@@ -6,6 +6,7 @@
 -- cancel.
 --
 -- KEYS[1]  job state key (keys.JobState)
+-- ARGV     none
 --
 -- Returns 1 when the job is cancelled, else 0.
 

@@ -1,7 +1,16 @@
-// Package lua embeds sluice's Redis Lua scripts, one .lua file per script, and
-// runs them by SHA with a reload when Redis answers NOSCRIPT.
+// Package lua is the one home of sluice's Redis Lua scripts: it embeds the
+// .lua files, registers every script once (registry.go: the Script values
+// callers use, and LoadAll, which each service runs at start-up), and owns
+// the one way to call a script: a Call value (script, keys, args) run alone
+// (Call.Run) or with others in one pipeline (Exec, Group), under one
+// NOSCRIPT rule: EVALSHA, and a call Redis answers NOSCRIPT (restarted,
+// flushed, failed over) is sent once more as EVAL, which loads the script
+// on that node.
 //
 // Every script opens with a header listing its KEYS, ARGV and return value.
+// Each caller keeps a typed Go twin of its scripts: a function or type
+// building the Call from named arguments, and a parser of the reply that
+// checks its shape and types (reply.go has the shared checks).
 package lua
 
 import (
@@ -14,6 +23,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,9 +33,10 @@ var files embed.FS
 
 // Script is one embedded Lua script.
 type Script struct {
-	name string
-	src  string
-	sha  string
+	name    string
+	src     string
+	sha     string
+	reloads atomic.Uint64
 }
 
 // New returns a Script from source text; name is used in error messages.
@@ -34,9 +45,9 @@ func New(name, src string) *Script {
 	return &Script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
 }
 
-// MustLoad returns the embedded script file name (e.g. "gcra.lua"). It panics
+// mustLoad returns the embedded script file name (e.g. "gcra.lua"). It panics
 // when the file does not exist, which is a programming error caught by any test.
-func MustLoad(name string) *Script {
+func mustLoad(name string) *Script {
 	b, err := files.ReadFile(name)
 	if err != nil {
 		panic(fmt.Sprintf("lua: no embedded script %q", name))
@@ -44,11 +55,11 @@ func MustLoad(name string) *Script {
 	return New(name, string(b))
 }
 
-// Include returns the embedded script name run after the embedded modules
+// include returns the embedded script name run after the embedded modules
 // (files that only define local functions for it, such as
 // "job_state_final.lua"), as one script named name. It panics when a file
-// does not exist, as MustLoad does.
-func Include(name string, modules ...string) *Script {
+// does not exist, as mustLoad does.
+func include(name string, modules ...string) *Script {
 	return New(name, concat(append(modules[:len(modules):len(modules)], name)))
 }
 
@@ -108,17 +119,14 @@ func (s *Script) Load(ctx context.Context, rdb redis.UniversalClient) error {
 	}
 }
 
-// Run runs the script with EVALSHA. When Redis answers NOSCRIPT (restarted,
-// flushed, failed over) it loads the script again and retries once, so the
-// caller never sees NOSCRIPT.
+// Reloads counts the calls of the script that Redis answered NOSCRIPT and
+// that were therefore sent again as EVAL.
+func (s *Script) Reloads() uint64 { return s.reloads.Load() }
+
+// Run is Call{s, keys, args}.Run: one EVALSHA, sent again as EVAL on
+// NOSCRIPT.
 func (s *Script) Run(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	cmd := rdb.EvalSha(ctx, s.sha, keys, args...)
-	if IsNoScript(cmd.Err()) {
-		// EVAL loads the script into the script cache as a side effect, on the
-		// node that owns keys[0], so later EVALSHAs find it again.
-		return rdb.Eval(ctx, s.src, keys, args...)
-	}
-	return cmd
+	return Call{Script: s, Keys: keys, Args: args}.Run(ctx, rdb)
 }
 
 // IsNoScript reports whether err is Redis' NOSCRIPT error.

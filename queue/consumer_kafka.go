@@ -16,13 +16,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/lua"
-)
-
-// The Kafka consumer's scripts, loaded by NewKafkaConsumer.
-var (
-	backlogDecrScript = lua.MustLoad("backlog_decr.lua")
-	cancelledScript   = lua.MustLoad("job_cancelled.lua")
 )
 
 // Defaults of KafkaConsumerConfig.
@@ -177,9 +170,9 @@ type KafkaConsumer struct {
 	settled chan struct{} // cap 1; signalled when a claimed job is settled
 }
 
-// NewKafkaConsumer checks cfg, creates the DLQ topic when absent, loads the
-// consumer's scripts into deps.Redis (which holds the backlog counters and
-// cancel markers; nil skips both) and returns a consumer. It joins the group
+// NewKafkaConsumer checks cfg, creates the DLQ topic when absent and
+// returns a consumer; deps.Redis holds the backlog counters and cancel
+// markers (nil skips both). It joins the group
 // only when Run is called. Errors reaching Kafka or Redis wrap
 // ErrUnavailable.
 func NewKafkaConsumer(ctx context.Context, cfg KafkaConsumerConfig, deps ProducerDeps) (*KafkaConsumer, error) {
@@ -189,13 +182,6 @@ func NewKafkaConsumer(ctx context.Context, cfg KafkaConsumerConfig, deps Produce
 	m, err := newConsumerMetrics(deps.Registerer)
 	if err != nil {
 		return nil, err
-	}
-	if deps.Redis != nil {
-		for _, s := range []*lua.Script{backlogDecrScript, cancelledScript} {
-			if err := s.Load(ctx, deps.Redis); err != nil {
-				return nil, fmt.Errorf("queue: kafka consumer: %w: %w", ErrUnavailable, err)
-			}
-		}
 	}
 	transport := &kafka.Transport{
 		DialTimeout: time.Second, MetadataTTL: kafkaMetadataTTL,

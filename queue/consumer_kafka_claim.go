@@ -7,10 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 )
 
 // This file holds the Kafka consumer's queue.Consumer methods that hand jobs
@@ -86,7 +85,7 @@ func (c *KafkaConsumer) newClaimed(ctx context.Context, e *entry, tenant string)
 	job.Envelope = env
 	job.member = env.ID + "|" + c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36)
 	if derr == nil && c.rdb != nil {
-		n, err := cancelledScript.Run(ctx, c.rdb, []string{keys.JobState(tenant, env.ID)}).Int64()
+		n, err := lua.JobCancelled.Run(ctx, c.rdb, []string{keys.JobState(tenant, env.ID)}).Int64()
 		if err != nil && ctx.Err() == nil {
 			c.m.redisErrs.WithLabelValues("cancel_check").Inc()
 		}
@@ -187,20 +186,15 @@ func (c *KafkaConsumer) lowerBacklog(ctx context.Context, job *Claimed, dead *De
 	state, lastErr, reason := finishState(job, dead)
 	st := jobstate.Settle{Tenant: t, JobID: job.Envelope.ID, Member: job.member, State: state,
 		LastError: lastErr, Reason: reason, DeadLettered: dead != nil}.Call()
-	decr := jobstate.Call{Script: backlogDecrScript, Keys: []string{keys.Backlog(t)},
+	decr := lua.Call{Script: lua.BacklogDecr, Keys: []string{keys.Backlog(t)},
 		Args: []any{job.Envelope.Cost, keys.BacklogTTL.Milliseconds()}}
-	var decrCmd, stCmd *redis.Cmd
-	_, _ = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		decrCmd = decr.Pipe(ctx, p)
-		stCmd = st.Pipe(ctx, p)
-		return nil
-	})
-	if err := decr.Retry(ctx, c.rdb, decrCmd).Err(); err != nil {
+	cmds := lua.Exec(ctx, c.rdb, []lua.Call{decr, st}, nil)
+	if err := cmds[0].Err(); err != nil {
 		c.m.redisErrs.WithLabelValues("backlog_decr").Inc()
 		c.log.Error("kafka consumer: backlog counter not lowered; the job is finished",
 			"tenant", t, "job_id", job.Envelope.ID, "err", err)
 	}
-	if err := st.Retry(ctx, c.rdb, stCmd).Err(); err != nil {
+	if err := cmds[1].Err(); err != nil {
 		c.m.redisErrs.WithLabelValues("job_state").Inc()
 		c.log.Warn("kafka consumer: job state not recorded; the job is finished",
 			"tenant", t, "job_id", job.Envelope.ID, "state", state, "err", err)

@@ -20,16 +20,6 @@ import (
 	"github.com/sluicehq/sluice/lua"
 )
 
-// The Redis consumer's scripts (lua/*.lua), loaded by RedisConsumer.Load.
-var (
-	claimScript  = lua.MustLoad("claim.lua")
-	ackScript    = lua.Include("ack.lua", "job_state_final.lua")
-	releaseLua   = lua.MustLoad("release.lua")
-	deferScript  = lua.MustLoad("lease_defer.lua")
-	extendScript = lua.MustLoad("lease_extend.lua")
-	reapScript   = lua.MustLoad("reap.lua")
-)
-
 // RedisConsumerConfig configures a RedisConsumer.
 type RedisConsumerConfig struct {
 	// Lease is how long a claimed job stays leased without Extend before a
@@ -58,12 +48,12 @@ type RedisConsumer struct {
 	cfg      RedisConsumerConfig
 	prefix   string        // unique per consumer, part of every lease token
 	seq      atomic.Uint64 // lease token counter
-	finishes *jobstate.CallGroup
+	finishes *lua.Group
 }
 
 // finishPipelines is how many pipelines of Finish calls may be in flight
 // at once; the Finishes that arrive meanwhile leave together in the next
-// (jobstate.CallGroup), each still its own ack.lua. A shared pipeline is
+// (lua.Group), each still its own ack.lua. A shared pipeline is
 // bounded by finishTimeout.
 const (
 	finishPipelines = 2
@@ -81,18 +71,7 @@ func NewRedisConsumer(rdb redis.UniversalClient, cfg RedisConsumerConfig) *Redis
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return &RedisConsumer{rdb: rdb, cfg: cfg, prefix: hex.EncodeToString(b),
-		finishes: jobstate.NewCallGroup(rdb, finishPipelines, finishTimeout)}
-}
-
-// Load loads the consumer's scripts (on every master of a cluster), so a
-// broken script stops a drainer at start-up.
-func (c *RedisConsumer) Load(ctx context.Context) error {
-	for _, s := range []*lua.Script{claimScript, ackScript, releaseLua, deferScript, extendScript, reapScript} {
-		if err := s.Load(ctx, c.rdb); err != nil {
-			return fmt.Errorf("queue: redis consumer: %w", err)
-		}
-	}
-	return nil
+		finishes: lua.NewGroup(rdb, finishPipelines, finishTimeout)}
 }
 
 // Tenants returns the configured tenants plus every tenant with a queue,
@@ -164,7 +143,7 @@ func (c *RedisConsumer) Claim(ctx context.Context, tenant string) (*Claimed, tim
 
 func (c *RedisConsumer) claimAt(ctx context.Context, tenant string, nowMS int64) (*Claimed, time.Duration, error) {
 	token := c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36)
-	res, err := claimScript.Run(ctx, c.rdb,
+	res, err := lua.Claim.Run(ctx, c.rdb,
 		[]string{keys.Queue(tenant), keys.Processing(tenant), keys.Leased(tenant), keys.Delayed(tenant)},
 		nowMS, c.cfg.Lease.Milliseconds(), token, keys.QueueTTL.Milliseconds(), promoteMax, keys.JobState(tenant, ""),
 	).Slice()
@@ -223,7 +202,7 @@ func (c *RedisConsumer) Extend(ctx context.Context, tenant string, jobs []*Claim
 		args = append(args, j.member)
 		byMember[j.member] = j
 	}
-	lost, err := extendScript.Run(ctx, c.rdb, []string{keys.Processing(tenant)}, args...).StringSlice()
+	lost, err := lua.LeaseExtend.Run(ctx, c.rdb, []string{keys.Processing(tenant)}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: extend %d leases of %s: %w: %w", len(jobs), tenant, ErrUnavailable, err)
 	}
@@ -259,8 +238,8 @@ func (c *RedisConsumer) Finish(ctx context.Context, job *Claimed, dead *DeadLett
 		rec = string(b)
 	}
 	state, lastErr, reason := finishState(job, dead)
-	v, err := c.finishes.Do(ctx, jobstate.Call{
-		Script: ackScript,
+	v, err := c.finishes.Do(ctx, lua.Call{
+		Script: lua.Ack,
 		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.DLQ(t),
 			keys.JobState(t, job.Envelope.ID), keys.JobsDispatched(t), keys.Delivering(t)},
 		Args: []any{job.member, job.Envelope.Cost, keys.BacklogTTL.Milliseconds(), keys.QueueTTL.Milliseconds(), rec,
@@ -302,7 +281,7 @@ func (c *RedisConsumer) Defer(ctx context.Context, job *Claimed, delay time.Dura
 	if err != nil {
 		return fmt.Errorf("queue: defer %s: %w", job.Envelope.ID, err)
 	}
-	due, err := deferScript.Run(ctx, c.rdb,
+	due, err := lua.LeaseDefer.Run(ctx, c.rdb,
 		[]string{keys.Processing(t), keys.Leased(t), keys.Delayed(t),
 			keys.JobState(t, job.Envelope.ID), keys.Delivering(t)},
 		job.member, max(delay.Milliseconds(), 0), b, keys.QueueTTL.Milliseconds(), 0,
@@ -320,7 +299,7 @@ func (c *RedisConsumer) Defer(ctx context.Context, job *Claimed, delay time.Dura
 // Release ends the job's lease and puts it back at the head of its queue.
 func (c *RedisConsumer) Release(ctx context.Context, job *Claimed) error {
 	t := job.Envelope.Tenant
-	n, err := releaseLua.Run(ctx, c.rdb,
+	n, err := lua.Release.Run(ctx, c.rdb,
 		[]string{keys.Processing(t), keys.Leased(t), keys.Queue(t)},
 		job.member, job.Raw, keys.QueueTTL.Milliseconds(),
 	).Int64()
@@ -346,7 +325,7 @@ func (c *RedisConsumer) Reap(ctx context.Context, tenant string) (int, error) {
 }
 
 func (c *RedisConsumer) reapAt(ctx context.Context, tenant string, nowMS int64) (int, error) {
-	n, err := reapScript.Run(ctx, c.rdb,
+	n, err := lua.Reap.Run(ctx, c.rdb,
 		[]string{keys.Processing(tenant), keys.Leased(tenant), keys.Queue(tenant)},
 		nowMS, reapMax, keys.QueueTTL.Milliseconds(),
 	).Int64()

@@ -262,9 +262,6 @@ func TestRedisConsumerTenantsAndCluster(t *testing.T) {
 			consPush(t, tc.rdb, tenant, "a")
 			t.Cleanup(func() { tc.rdb.Del(context.Background(), keys.Queue(tenant), keys.Backlog(tenant)) })
 			c := NewRedisConsumer(tc.rdb, RedisConsumerConfig{Tenants: []string{"configured"}})
-			if err := c.Load(ctx); err != nil {
-				t.Fatal(err)
-			}
 			ts, err := c.Tenants(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -8,20 +8,13 @@ import (
 )
 
 // New returns the Producer of cfg.Queue.Backend: "redis" (the default when
-// empty) loads enqueue.lua into deps.Redis and returns a RedisProducer;
+// empty) returns a RedisProducer on deps.Redis;
 // "kafka" creates the topic when absent and returns a KafkaProducer, with
 // deps.Redis holding the backlog counters. Any other backend is an error.
 func New(ctx context.Context, cfg *config.Config, deps ProducerDeps) (Producer, error) {
 	switch cfg.Queue.Backend {
 	case "redis", "":
-		p, err := NewRedisProducer(deps.Redis, deps.Registerer)
-		if err != nil {
-			return nil, err
-		}
-		if err := p.Load(ctx); err != nil {
-			return nil, err
-		}
-		return p, nil
+		return NewRedisProducer(deps.Redis, deps.Registerer)
 	case "kafka":
 		return NewKafkaProducer(ctx, cfg.Kafka, deps)
 	default:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -137,9 +138,6 @@ func BenchmarkEnqueueLatency(b *testing.B) {
 func newBenchRedisProducer(b *testing.B, rdb redis.UniversalClient) *RedisProducer {
 	p, err := NewRedisProducer(rdb, nil)
 	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.Load(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	return p

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
@@ -60,10 +61,6 @@ func ExampleNewRedisProducer() {
 
 	p, err := queue.NewRedisProducer(rdb, prometheus.NewRegistry())
 	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := p.Load(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -12,9 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 )
 
 // Defaults and limits of the Kafka producer.
@@ -307,21 +309,19 @@ func (k *kafkaBacklog) add(msgs []laneMsg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()
-	calls := make([]jobstate.Call, 0, len(states))
-	var stateCmds []*redis.Cmd
+	calls := make([]lua.Call, 0, len(states))
+	for _, tenant := range order {
+		if js := states[tenant]; len(js) > 0 {
+			calls = append(calls, jobstate.EnqueueCall(tenant, js))
+		}
+	}
 	incrs := make([]*redis.IntCmd, 0, len(order))
-	_, _ = k.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	stateCmds := lua.Exec(ctx, k.rdb, calls, func(pipe redis.Pipeliner) {
 		for _, tenant := range order {
 			key := keys.Backlog(tenant)
 			incrs = append(incrs, pipe.IncrBy(ctx, key, cost[tenant]))
 			pipe.PExpire(ctx, key, keys.BacklogTTL)
-			if js := states[tenant]; len(js) > 0 {
-				c := jobstate.EnqueueCall(tenant, js)
-				calls = append(calls, c)
-				stateCmds = append(stateCmds, c.Pipe(ctx, pipe))
-			}
 		}
-		return nil
 	})
 	for _, c := range incrs {
 		if err := c.Err(); err != nil {
@@ -332,7 +332,7 @@ func (k *kafkaBacklog) add(msgs []laneMsg) {
 		}
 	}
 	for i, c := range calls {
-		if err := c.Retry(ctx, k.rdb, stateCmds[i]).Err(); err != nil {
+		if err := stateCmds[i].Err(); err != nil {
 			k.stateErrs.Inc()
 			k.log.Warn("job states not recorded after kafka ack; the jobs are queued",
 				"topic", k.topic, "jobs", len(c.Keys)-2, "err", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -16,7 +17,6 @@ import (
 // keys.Queue, INCRBY of keys.Backlog by their cost, and each job's state
 // "queued" with its enqueue seq (package jobstate), with their TTLs, in one
 // atomic script.
-var enqueueScript = lua.MustLoad("enqueue.lua")
 
 // DefaultRedisEnqueueTimeout bounds one RedisProducer.Enqueue call,
 // retries included, when ctx has no earlier deadline. A client built with
@@ -62,15 +62,6 @@ func NewRedisProducer(rdb redis.UniversalClient, reg prometheus.Registerer) (*Re
 	}, nil
 }
 
-// Load loads enqueue.lua into Redis (on every master of a cluster). Redis
-// losing its script cache later is handled by Enqueue.
-func (p *RedisProducer) Load(ctx context.Context) error {
-	if err := enqueueScript.Load(ctx, p.rdb); err != nil {
-		return wrapUnavailable("redis load enqueue script", err)
-	}
-	return nil
-}
-
 // Enqueue appends every job to its tenant's list and raises the tenant's
 // backlog by the jobs' cost. It returns nil only when every script
 // succeeded, within ctx and DefaultRedisEnqueueTimeout. A Redis error wraps
@@ -93,35 +84,15 @@ func (p *RedisProducer) Enqueue(ctx context.Context, jobs []Envelope) (err error
 	return p.group.do(ctx, batches)
 }
 
-// runScripts runs one EVALSHA per batch in one pipeline and, for the
-// batches whose node answered NOSCRIPT (restarted or flushed), one EVAL each
-// in a second pipeline, which also reloads the script there. It returns
-// each batch's error.
+// runScripts runs one enqueue.lua call per batch in one round trip
+// (lua.Exec, with its NOSCRIPT rule) and returns each batch's error.
 func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*tenantBatch) []error {
-	cmds := make([]*redis.Cmd, len(batches))
-	_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, b := range batches {
-			cmds[i] = pipe.EvalSha(ctx, enqueueScript.SHA(), enqueueBatchKeys(b), enqueueArgs(b)...)
-		}
-		return nil
-	})
-	var retry []int
-	for i, c := range cmds {
-		if lua.IsNoScript(c.Err()) {
-			retry = append(retry, i)
-		}
+	calls := make([]lua.Call, len(batches))
+	for i, b := range batches {
+		calls[i] = lua.Call{Script: lua.Enqueue, Keys: enqueueBatchKeys(b), Args: enqueueArgs(b)}
 	}
-	if len(retry) > 0 {
-		_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for _, i := range retry {
-				b := batches[i]
-				cmds[i] = pipe.Eval(ctx, enqueueScript.Src(), enqueueBatchKeys(b), enqueueArgs(b)...)
-			}
-			return nil
-		})
-	}
-	errs := make([]error, len(cmds))
-	for i, c := range cmds {
+	errs := make([]error, len(batches))
+	for i, c := range lua.Exec(ctx, rdb, calls, nil) {
 		errs[i] = c.Err()
 	}
 	return errs

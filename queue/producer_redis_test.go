@@ -13,8 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 )
 
 // newTestRedisProducer returns a loaded RedisProducer on rdb with its own
@@ -27,11 +29,6 @@ func newTestRedisProducer(t *testing.T, rdb redis.UniversalClient, now time.Time
 		t.Fatal(err)
 	}
 	p.now = func() time.Time { return now }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	return p, reg
 }
 
@@ -269,7 +266,7 @@ func TestEnqueueScriptRefusesBadArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tenant := testenv.Name(t, "args")
-			err := enqueueScript.Run(ctx, rdb, enqueueKeys(tenant), tt.args...).Err()
+			err := lua.Enqueue.Run(ctx, rdb, enqueueKeys(tenant), tt.args...).Err()
 			if err == nil {
 				t.Fatalf("enqueue.lua %v = nil error, want a refusal", tt.args)
 			}

@@ -90,8 +90,6 @@ type AuditPage struct {
 	Next int64
 }
 
-var pageScript = lua.MustLoad("audit_page.lua")
-
 // Audit returns one page of tenant's audit, newest first: at most limit
 // entries (1 to AuditPageMax; others are clamped), those with a version
 // below before, or the newest when before is 0. Follow AuditPage.Next until
@@ -112,7 +110,7 @@ func (s *Store) Audit(ctx context.Context, tenant string, before int64, limit in
 	if before < 0 {
 		before = 0
 	}
-	res, err := pageScript.Run(ctx, s.rdb, []string{keys.Override(tenant), keys.Audit(tenant)},
+	res, err := lua.AuditPage.Run(ctx, s.rdb, []string{keys.Override(tenant), keys.Audit(tenant)},
 		before, limit, auditReadBytes).Slice()
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("tenants: audit %s: %w", tenant, err)

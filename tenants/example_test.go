@@ -62,10 +62,6 @@ func ExampleRegistry() {
 		return
 	}
 	store := tenants.NewStore(rdb)
-	if err := store.Load(ctx); err != nil { // a service stops its start here
-		fmt.Println(err)
-		return
-	}
 	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: base})
 	if err != nil {
 		fmt.Println(err)

@@ -102,9 +102,6 @@ func FuzzSpecPatch(f *testing.F) {
 
 	rdb := testenv.Redis(f)
 	adm := limits.NewAdmitter(rdb)
-	if err := adm.Load(context.Background()); err != nil {
-		f.Fatal(err)
-	}
 	base, err := config.Parse(nil)
 	if err != nil {
 		f.Fatal(err)

@@ -46,9 +46,6 @@ func fileTenant(name string, rate float64) string {
 func newStore(t testing.TB, rdb redis.UniversalClient) *Store {
 	t.Helper()
 	s := NewStore(rdb)
-	if err := s.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	return s
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 )
 
 // propagationBound is the requirement: a change reaches every process
@@ -120,7 +121,7 @@ func TestRegistryPollCatchesLostMessage(t *testing.T) {
 	spec := config.Tenant{Outflow: config.Outflow{Rate: 9}}.WithDefaults()
 	raw, _ := EncodeSpec(spec)
 	start := time.Now()
-	if err := writeScript.Run(ctx, rdb, []string{keys.Override("a"), keys.Audit("a")},
+	if err := lua.TenantWrite.Run(ctx, rdb, []string{keys.Override("a"), keys.Audit("a")},
 		0, "put", string(raw), "9", "9", `{}`, keys.OverrideTTL.Milliseconds(), keys.AuditMaxEntries, keys.AuditMaxBytes).Err(); err != nil {
 		t.Fatal(err)
 	}

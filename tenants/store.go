@@ -31,8 +31,6 @@ import (
 	"github.com/sluicehq/sluice/lua"
 )
 
-var writeScript = lua.MustLoad("tenant_write.lua")
-
 // ErrConflict is returned by Store.Write when the tenant's version is no
 // longer the expected one: another write came first. Read again and retry.
 var ErrConflict = errors.New("tenants: tenant changed meanwhile")
@@ -90,15 +88,6 @@ type Store struct {
 
 // NewStore returns a Store on rdb.
 func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
-
-// Load loads the write script (SCRIPT LOAD on every master), so a broken
-// script stops the start.
-func (s *Store) Load(ctx context.Context) error {
-	if err := writeScript.Load(ctx, s.rdb); err != nil {
-		return fmt.Errorf("tenants: %w", err)
-	}
-	return nil
-}
 
 var recordFields = []string{"spec", "version", "deleted"}
 
@@ -219,7 +208,7 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 	if _, err := pre.Exec(ctx); err != nil {
 		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
-	res, err := writeScript.Run(ctx, s.rdb, []string{keys.Override(c.Tenant), keys.Audit(c.Tenant)},
+	res, err := lua.TenantWrite.Run(ctx, s.rdb, []string{keys.Override(c.Tenant), keys.Audit(c.Tenant)},
 		c.Expect, mode, spec, rate, capacity, audit, ttl, keys.AuditMaxEntries, keys.AuditMaxBytes).Int64Slice()
 	if err != nil {
 		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)

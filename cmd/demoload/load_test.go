@@ -55,12 +55,6 @@ func TestLoadCountsThrottling(t *testing.T) {
 		t.Fatal(err)
 	}
 	adm := limits.NewAdmitter(rdb)
-	if err := p.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := adm.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)

@@ -51,8 +51,8 @@ func run() int {
 
 	reg := boot.Metrics()
 
-	if err := drainer.LoadScripts(ctx, rdb); err != nil {
-		log.Error("load drainer scripts", "err", err)
+	if err := boot.Scripts(ctx, rdb); err != nil {
+		log.Error("load scripts", "err", err)
 		return 2
 	}
 	// Runtime tenants (admin API): the registry merges the file's tenants
@@ -139,9 +139,6 @@ func newConsumer(ctx context.Context, cfg *config.Config, deps queue.ProducerDep
 	switch cfg.Queue.Backend {
 	case "redis", "":
 		c := queue.NewRedisConsumer(deps.Redis, queue.RedisConsumerConfig{Lease: cfg.Drainer.Lease, Tenants: tenants})
-		if err := c.Load(ctx); err != nil {
-			return nil, nil, err
-		}
 		return c, func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
 	case "kafka":
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

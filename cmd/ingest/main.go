@@ -33,17 +33,12 @@ func run() int {
 	defer rdb.Close()
 
 	reg := boot.Metrics()
+	if err := boot.Scripts(ctx, rdb); err != nil {
+		log.Error("load scripts", "err", err)
+		return 2
+	}
 
 	admitter := limits.NewAdmitter(rdb, limits.WithLogger(log), limits.WithRegisterer(reg))
-	if err := admitter.Load(ctx); err != nil {
-		log.Error("load admission scripts", "err", err)
-		return 2
-	}
-	// The admin API rescales a GCRA tenant's state when its plan changes.
-	if err := limits.LoadRescale(ctx, rdb); err != nil {
-		log.Error("load rescale script", "err", err)
-		return 2
-	}
 	// Runtime tenants (admin API): the registry merges the file's tenants
 	// with those stored in Redis and hands every change to the server.
 	registry, err := boot.Tenants(ctx, rdb, cfg, log, reg)

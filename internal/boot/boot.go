@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/tenants"
 )
 
@@ -41,11 +42,18 @@ func Redis(cfg config.Redis) redis.UniversalClient {
 	})
 }
 
-// Metrics returns a registry with the Go runtime and process collectors.
+// Metrics returns a registry with the Go runtime and process collectors and
+// the scripts' reload counter (lua.Collector).
 func Metrics() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), lua.Collector())
 	return reg
+}
+
+// Scripts loads every registered script (lua.LoadAll) on every master: a
+// script Redis refuses, or a Redis that does not answer, stops the start.
+func Scripts(ctx context.Context, rdb redis.UniversalClient) error {
+	return lua.LoadAll(ctx, rdb)
 }
 
 // Tenants returns the runtime tenant registry over cfg's tenants, synced
@@ -53,9 +61,6 @@ func Metrics() *prometheus.Registry {
 // until Redis answers and the registry catches up.
 func Tenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*tenants.Registry, error) {
 	store := tenants.NewStore(rdb)
-	if err := store.Load(ctx); err != nil {
-		return nil, err
-	}
 	registry, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg, Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, err

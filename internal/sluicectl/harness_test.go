@@ -70,19 +70,10 @@ func serve(t *testing.T, rdb *redis.Client, extra string, tenantFragments ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	adm := limits.NewAdmitter(rdb)
-	if err := adm.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
 	var reg *tenants.Registry
 	if len(cfg.Ingest.AdminTokens) > 0 {
 		store := tenants.NewStore(rdb)
-		if err := store.Load(ctx); err != nil {
-			t.Fatal(err)
-		}
 		if reg, err = tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg}); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/drainer"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -36,7 +37,7 @@ func (b *bench) newEmbedded(ctx context.Context, backend, topic, group string, t
 		e.rdb.Close()
 		return nil, err
 	}
-	if err := drainer.LoadScripts(ctx, e.rdb); err != nil {
+	if err := lua.LoadAll(ctx, e.rdb); err != nil {
 		return fail(err)
 	}
 	var c queue.Consumer
@@ -51,11 +52,7 @@ func (b *bench) newEmbedded(ctx context.Context, backend, topic, group string, t
 		}
 		c, e.runConsumer = kc, kc.Run
 	} else {
-		rc := queue.NewRedisConsumer(e.rdb, queue.RedisConsumerConfig{Tenants: tenants})
-		if err := rc.Load(ctx); err != nil {
-			return fail(err)
-		}
-		c = rc
+		c = queue.NewRedisConsumer(e.rdb, queue.RedisConsumerConfig{Tenants: tenants})
 	}
 	tcfg := map[string]config.Tenant{}
 	for _, t := range tenants {

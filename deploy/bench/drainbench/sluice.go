@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -122,7 +123,7 @@ func preloadRedis(ctx context.Context, rdb redis.UniversalClient, tenants []stri
 	if err != nil {
 		return err
 	}
-	if err := p.Load(ctx); err != nil {
+	if err := lua.LoadAll(ctx, rdb); err != nil {
 		return err
 	}
 	return preload(ctx, p, tenants, n)

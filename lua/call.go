@@ -1,0 +1,74 @@
+package lua
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Call is one call of a script: the script and its KEYS and ARGV. A
+// script's Go twin (next to its caller) builds it from typed arguments.
+type Call struct {
+	Script *Script
+	Keys   []string
+	Args   []any
+}
+
+// Run sends the call alone: EVALSHA, and when Redis answers NOSCRIPT, the
+// same call once more as EVAL, which loads the script on the node that owns
+// Keys[0], so the caller never sees NOSCRIPT.
+func (c Call) Run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
+	cmd := rdb.EvalSha(ctx, c.Script.sha, c.Keys, c.Args...)
+	if IsNoScript(cmd.Err()) {
+		c.Script.reloads.Add(1)
+		return rdb.Eval(ctx, c.Script.src, c.Keys, c.Args...)
+	}
+	return cmd
+}
+
+// Exec sends calls in one round trip, with the commands also queues (nil:
+// none) in the same pipeline, and returns each call's command in the order
+// of calls. The NOSCRIPT rule is Run's: the calls Redis answered NOSCRIPT
+// are sent once more as EVAL, together in a second pipeline. A lone call
+// with nothing else goes without a pipeline, as Run. Errors are each
+// command's own; the pipeline's error is not returned (it is the first of
+// them).
+func Exec(ctx context.Context, rdb redis.UniversalClient, calls []Call, also func(redis.Pipeliner)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 1 && also == nil {
+		cmds[0] = calls[0].Run(ctx, rdb)
+		return cmds
+	}
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if also != nil {
+			also(p)
+		}
+		for i, c := range calls {
+			cmds[i] = p.EvalSha(ctx, c.Script.sha, c.Keys, c.Args...)
+		}
+		return nil
+	})
+	var retry []int
+	for i, cmd := range cmds {
+		if IsNoScript(cmd.Err()) {
+			retry = append(retry, i)
+		}
+	}
+	switch len(retry) {
+	case 0:
+	case 1:
+		c := calls[retry[0]]
+		c.Script.reloads.Add(1)
+		cmds[retry[0]] = rdb.Eval(ctx, c.Script.src, c.Keys, c.Args...)
+	default:
+		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range retry {
+				c := calls[i]
+				c.Script.reloads.Add(1)
+				cmds[i] = p.Eval(ctx, c.Script.src, c.Keys, c.Args...)
+			}
+			return nil
+		})
+	}
+	return cmds
+}

@@ -1,0 +1,98 @@
+package lua
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The registry: every script sluice runs, each registered once, here. The
+// comment names its caller, where its Go twin (typed arguments and reply
+// parser) lives. The admission scripts are Admit and AdmitFor (admit.go).
+var (
+	// Queue, Redis backend (queue/redisq).
+	Enqueue     = register(mustLoad("enqueue.lua"))
+	Claim       = register(mustLoad("claim.lua"))
+	Ack         = register(include("ack.lua", "job_state_final.lua"))
+	Release     = register(mustLoad("release.lua"))
+	LeaseDefer  = register(mustLoad("lease_defer.lua"))
+	LeaseExtend = register(mustLoad("lease_extend.lua"))
+	Reap        = register(mustLoad("reap.lua"))
+
+	// Queue, Kafka backend (queue/kafkaq).
+	BacklogDecr  = register(mustLoad("backlog_decr.lua"))
+	JobCancelled = register(mustLoad("job_cancelled.lua"))
+
+	// Job state records (jobstate).
+	JobStateEnqueue  = register(mustLoad("job_state_enqueue.lua"))
+	JobStateDispatch = register(mustLoad("job_state_dispatch.lua"))
+	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua"))
+	JobStateCancel   = register(mustLoad("job_state_cancel.lua"))
+
+	// Outflow: the shared bucket, the concurrency semaphore, the adaptive
+	// rate (outflow), and a tenant's stats read (ingest).
+	LeakyBucket      = register(mustLoad("leaky_bucket.lua"))
+	SemaphoreAcquire = register(mustLoad("semaphore_acquire.lua"))
+	SemaphoreRelease = register(mustLoad("semaphore_release.lua"))
+	DrainAdapt       = register(mustLoad("drain_adapt.lua"))
+	TenantStats      = register(mustLoad("tenant_stats.lua"))
+
+	// Admission extras (limits) and runtime tenants (tenants).
+	GCRARescale = register(mustLoad("gcra_rescale.lua"))
+	TenantWrite = register(mustLoad("tenant_write.lua"))
+	AuditPage   = register(mustLoad("audit_page.lua"))
+)
+
+// Modules are the embedded files that are not scripts of their own: each
+// only defines local functions for the scripts that include it.
+var Modules = append([]string{"admit_prelude.lua", "admit.lua", "job_state_final.lua"}, AdmitModules...)
+
+var (
+	regMu    sync.Mutex
+	regNames = map[string]bool{}
+	regList  []*Script
+)
+
+// register adds s to the registry and returns it. A name registered twice
+// is a programming error (any test catches the panic).
+func register(s *Script) *Script {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if regNames[s.name] {
+		panic(fmt.Sprintf("lua: script %q registered twice", s.name))
+	}
+	regNames[s.name] = true
+	regList = append(regList, s)
+	return s
+}
+
+// All returns every registered script: those above and the admission
+// scripts (Admit, and AdmitFor of each AdmitModules entry), in
+// registration order.
+func All() []*Script {
+	Admit()
+	AdmitFor(AdmitModules[0])
+	regMu.Lock()
+	defer regMu.Unlock()
+	return append([]*Script(nil), regList...)
+}
+
+// LoadAll loads every registered script (All) with SCRIPT LOAD, on every
+// master of a cluster. Each service calls it once at start-up: a script
+// Redis refuses, or a Redis that cannot be reached, returns an error naming
+// the script, and the service does not start.
+func LoadAll(ctx context.Context, rdb redis.UniversalClient) error {
+	return Load(ctx, rdb, All()...)
+}
+
+// Load loads scripts, stopping at the first error.
+func Load(ctx context.Context, rdb redis.UniversalClient, scripts ...*Script) error {
+	for _, s := range scripts {
+		if err := s.Load(ctx, rdb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
