@@ -73,8 +73,8 @@ func TestDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
 	run(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st, Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 5})}})
 
-	waitFor(t, 5*time.Second, "the normal job delivered", func() bool { return s.count(tenant) == 1 })
-	waitFor(t, 5*time.Second, "two dead letters", func() bool { return rdb.LLen(ctx, keys.DLQ(tenant)).Val() == 2 })
+	testenv.WaitFor(t, 5*time.Second, "the normal job delivered", func() bool { return s.count(tenant) == 1 })
+	testenv.WaitFor(t, 5*time.Second, "two dead letters", func() bool { return rdb.LLen(ctx, keys.DLQ(tenant)).Val() == 2 })
 	if d := s.deliveries(); d[0].id != "ok" {
 		t.Errorf("delivered %s, want ok", d[0].id)
 	}
@@ -94,10 +94,10 @@ func TestDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
 	if diff := cmp.Diff([]string{"max cost_exceeds_capacity", "six cost_exceeds_capacity"}, got); diff != "" {
 		t.Errorf("dead letters (-want +got):\n%s", diff)
 	}
-	if n := counter(t, reg, "sluice_dlq_total", map[string]string{"tenant": tenant, "reason": drainer.ReasonCostExceedsCapacity}); n != 2 {
+	if n := testenv.MetricValue(t, reg, "sluice_dlq_total", map[string]string{"tenant": tenant, "reason": drainer.ReasonCostExceedsCapacity}); n != 2 {
 		t.Errorf("sluice_dlq_total{reason=cost_exceeds_capacity} = %v, want 2", n)
 	}
-	waitFor(t, 2*time.Second, "backlog 0", func() bool { return rdb.Get(ctx, keys.Backlog(tenant)).Val() == "0" })
+	testenv.WaitFor(t, 2*time.Second, "backlog 0", func() bool { return rdb.Get(ctx, keys.Backlog(tenant)).Val() == "0" })
 	if ttl := rdb.PTTL(ctx, keys.Water(tenant)).Val(); ttl <= 0 {
 		t.Errorf("water key PTTL = %v, want > 0", ttl)
 	}
@@ -148,9 +148,9 @@ func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
 	run(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st, Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 5})}})
 	outflowErrs := func() float64 {
-		return counter(t, reg, "sluice_drainer_errors_total", map[string]string{"op": "outflow"})
+		return testenv.MetricValue(t, reg, "sluice_drainer_errors_total", map[string]string{"op": "outflow"})
 	}
-	waitFor(t, 3*time.Second, "the first outflow error", func() bool { return outflowErrs() >= 1 })
+	testenv.WaitFor(t, 3*time.Second, "the first outflow error", func() bool { return outflowErrs() >= 1 })
 	e0, c0 := outflowErrs(), scriptCalls(t, rdb)
 	time.Sleep(3 * time.Second)
 	e1, c1 := outflowErrs(), scriptCalls(t, rdb)
@@ -165,7 +165,7 @@ func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
 		t.Errorf("%d deliveries while the bucket fails, want 0", n)
 	}
 	rdb.HDel(ctx, keys.Override(tenant), "outflow_rate")
-	waitFor(t, 2*errorPauseMax, "the job delivered once the bucket answers", func() bool { return s.count(tenant) == 1 })
+	testenv.WaitFor(t, 2*errorPauseMax, "the job delivered once the bucket answers", func() bool { return s.count(tenant) == 1 })
 }
 
 // errorPauseMax mirrors drainer's cap of a lane's error pause.
