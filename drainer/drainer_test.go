@@ -264,14 +264,14 @@ func TestDrainerDropsExpiredAndCancelledUnsent(t *testing.T) {
 	)
 	rdb.Set(ctx, keys.JobState(tenant, "gone"), "cancelled", time.Minute)
 	reg := prometheus.NewRegistry()
-	// Rate 1/s, capacity 1: had the dropped jobs spent outflow slots, "ok"
+	// Rate 1/s, capacity 1: had the dropped jobs spent outflow turns, "ok"
 	// would wait two seconds.
 	run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 1})}})
 	start := time.Now()
 	testenv.WaitFor(t, 3*time.Second, "the live job", func() bool { return s.count(tenant) == 1 })
 	if el := time.Since(start); el > 900*time.Millisecond {
-		t.Errorf("live job delivered after %v, want < 900ms (dropped jobs must not spend outflow slots)", el)
+		t.Errorf("live job delivered after %v, want < 900ms (dropped jobs must not spend outflow turns)", el)
 	}
 	if d := s.deliveries(); d[0].id != "ok" {
 		t.Errorf("delivered %s, want ok", d[0].id)

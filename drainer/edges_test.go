@@ -170,3 +170,37 @@ func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
 
 // errorPauseMax mirrors drainer's cap of a lane's error pause.
 const errorPauseMax = 5 * time.Second
+
+// TestDrainerDeadlineReadsItsClock: the deadline drop reads Config.Clock,
+// not the wall clock: on a clock two hours ahead a job due in an hour is
+// dropped as expired, and on one two hours behind a job an hour past its
+// deadline is delivered.
+func TestDrainerDeadlineReadsItsClock(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	for _, tc := range []struct {
+		name      string
+		skew      time.Duration // of the drainer's clock
+		deadline  time.Duration // of the job, from the wall clock
+		delivered bool
+	}{
+		{"clock ahead", 2 * time.Hour, time.Hour, false},
+		{"clock behind", -2 * time.Hour, -time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tenant := testenv.Name(t, "clk")
+			s := newSink(t, nil)
+			dl := time.Now().Add(tc.deadline)
+			push(t, rdb, queue.Envelope{ID: "j", Tenant: tenant, Deadline: &dl})
+			reg := prometheus.NewRegistry()
+			run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg, Clock: testenv.NewClock(time.Now().Add(tc.skew)),
+				Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{})}})
+			testenv.WaitFor(t, 3*time.Second, "the job settled", func() bool { return rdb.Get(context.Background(), keys.Backlog(tenant)).Val() == "0" })
+			expired := testenv.MetricValue(t, reg, "sluice_dropped_total", map[string]string{"tenant": tenant, "reason": "expired"})
+			if got := s.count(tenant) == 1; got != tc.delivered || expired != map[bool]float64{true: 0, false: 1}[tc.delivered] {
+				t.Errorf("delivered %v, dropped as expired %v; want delivered %v", got, expired, tc.delivered)
+			}
+		})
+	}
+}

@@ -82,8 +82,8 @@ func TestDrainerQueueDepthGauge(t *testing.T) {
 }
 
 // TestDrainerDropsJobCancelledAfterClaim: a job cancelled while its lane
-// holds it, waiting for the tenant's next outflow slot, is dropped when the
-// slot comes instead of being delivered, counted as cancelled, and
+// holds it, waiting for its turn in the tenant's outflow bucket, is dropped
+// when the turn comes instead of being delivered, counted as cancelled, and
 // finished (backlog lowered); its state stays cancelled.
 func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 	rdb := testenv.Redis(t)
@@ -92,7 +92,7 @@ func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 	s := newSink(t, nil)
 	produce(t, rdb, queue.Envelope{ID: "first", Tenant: tenant, Type: "t"}, queue.Envelope{ID: "second", Tenant: tenant, Type: "t"})
 	reg := prometheus.NewRegistry()
-	// 1 job/s, capacity 1: "second" waits about a second for its slot,
+	// 1 job/s, capacity 1: "second" waits about a second for its turn,
 	// held by the lane (leased, state still queued).
 	run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 1})}})
@@ -100,7 +100,7 @@ func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 		return s.count(tenant) == 1 && rdb.ZCard(ctx, keys.Processing(tenant)).Val() == 1
 	})
 	if err := jobstate.Cancel(ctx, rdb, tenant, "second"); err != nil {
-		t.Fatalf("Cancel(second, claimed, waiting for its slot) = %v, want nil", err)
+		t.Fatalf("Cancel(second, claimed, waiting for its turn) = %v, want nil", err)
 	}
 	testenv.WaitFor(t, 3*time.Second, "backlog 0", func() bool { n, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int(); return n == 0 })
 	if n := s.count(tenant); n != 1 {
