@@ -149,6 +149,7 @@ func settings() config.Drainer {
 }
 
 func TestDrainerDeliversEveryJobWithHeaders(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "dr")
 	s := newSink(t, nil)
@@ -175,6 +176,7 @@ func TestDrainerDeliversEveryJobWithHeaders(t *testing.T) {
 }
 
 func TestDrainerRetriesAndDeadLetters(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "dr")

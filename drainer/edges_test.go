@@ -57,6 +57,7 @@ func scriptCalls(t *testing.T, rdb *redis.Client) int64 {
 // normal job is delivered, the water key keeps a TTL, and the idle drainer
 // then makes at most idleScriptCallsMax script calls in 2 s.
 func TestDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "big")
@@ -135,6 +136,7 @@ func assertIdleScriptCalls(t *testing.T, rdb *redis.Client) {
 // lease extension every second). When the override is removed the job is
 // delivered.
 func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "fail")

@@ -46,6 +46,7 @@ func start(t *testing.T, cfg drainer.Config) *drainer.Drainer {
 // restart: it is delivered within 3 s of the fix (the old code kept asking
 // with the refused capacity and delivered nothing).
 func TestDrainerLaneFollowsAFixedOutflowWhileRetrying(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := testenv.Name(t, "fix")
 	s := newSink(t, nil)
@@ -72,6 +73,7 @@ func TestDrainerLaneFollowsAFixedOutflowWhileRetrying(t *testing.T) {
 // second job waits 10 s for the bucket; raising the rate with SetTenants
 // while it waits lets it go within 2 s.
 func TestDrainerWaitingJobSeesANewRate(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := testenv.Name(t, "rate")
 	s := newSink(t, nil)
@@ -150,6 +152,7 @@ func TestDrainerIdleLanesPollSparingly(t *testing.T) {
 // TestDrainerIdleUnlimitedLaneStillDrainsABurst: after the lane went idle
 // (its extra loops parked), a burst of jobs is delivered in full.
 func TestDrainerIdleUnlimitedLaneStillDrainsABurst(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := testenv.Name(t, "burst")
 	s := newSink(t, nil)

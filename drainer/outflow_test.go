@@ -46,6 +46,7 @@ func effectiveRate(t *testing.T, rdb redis.UniversalClient, tenant string, o con
 }
 
 func TestDrainerConcurrencyCapAcrossDrainers(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "dr")
 	var mu sync.Mutex
@@ -76,6 +77,7 @@ func TestDrainerConcurrencyCapAcrossDrainers(t *testing.T) {
 }
 
 func TestDrainerAdaptiveRateBacksOff(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "dr")
 	s := newSink(t, func(d delivery, n int) (int, string) {

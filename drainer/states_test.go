@@ -42,6 +42,7 @@ func produce(t testing.TB, rdb redis.UniversalClient, jobs ...queue.Envelope) {
 // tenant's backlog (jobs in flight still count until finished) and loses
 // its series when the tenant leaves the configuration.
 func TestDrainerQueueDepthGauge(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "depth")
 	release := make(chan struct{})
@@ -121,6 +122,7 @@ func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 // tenant's deliveries in progress hold it; the outflow per second counts
 // every dispatched unit.
 func TestDrainerRecordsOutflowAndInFlight(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "flow")
