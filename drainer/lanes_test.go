@@ -109,6 +109,7 @@ const (
 // calls over idleWindow stay ≤ idleTenants × idleCallsPerTenantMax, and a
 // job then pushed to each kind of tenant is delivered within 2 s.
 func TestDrainerIdleLanesPollSparingly(t *testing.T) {
+	t.Parallel() // private Redis; load only lowers the counts
 	rdb := privateRedis(t)
 	s := newSink(t, nil)
 	st := settings()
