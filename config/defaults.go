@@ -131,9 +131,9 @@ func (o Outflow) BucketCapacity() float64 {
 // Rate ÷ 10 when shaped, adaptive on. An unlimited outflow has no bucket,
 // so its capacity and min_rate are dropped (0): they would otherwise be
 // shown, stored and carried to the next rate while nothing reads them (see
-// docs/adr/0011). The drainers apply it to whatever config they are given,
-// so a config.Config built by hand without an outflow is unlimited as a
-// loaded one is.
+// docs/adr/0011). outflow.Of applies it to whatever outflow the drainers
+// and the stats are given, so a config.Config built by hand without an
+// outflow is unlimited as a loaded one is.
 func (o Outflow) WithDefaults() Outflow {
 	if o.Rate == 0 {
 		o.Unlimited = true
