@@ -19,6 +19,24 @@ const MaxMaxJobCost = 1_000_000_000
 // enqueued and answered in one request, under write_timeout.
 const MaxMaxBatchJobs = 100_000
 
+// The drainer's defaults: the drainer.* keys below and, for a zero field of
+// a config.Drainer or config.Target it is given, drainer.New and its sink
+// (package drainer applies these constants; they are defined nowhere else).
+const (
+	// DefaultLease is drainer.lease.
+	DefaultLease = 30 * time.Second
+	// DefaultMaxAttempts is drainer.max_attempts.
+	DefaultMaxAttempts = 10
+	// DefaultBackoffBase is drainer.backoff_base.
+	DefaultBackoffBase = 500 * time.Millisecond
+	// DefaultBackoffMax is drainer.backoff_max.
+	DefaultBackoffMax = 5 * time.Minute
+	// DefaultDrainerShutdownTimeout is drainer.shutdown_timeout.
+	DefaultDrainerShutdownTimeout = 30 * time.Second
+	// DefaultTargetTimeout is target.timeout, of a tenant and of a job type.
+	DefaultTargetTimeout = 10 * time.Second
+)
+
 // setDefaults registers every non-tenant key with its default, which also
 // makes each one overridable by its SLUICE_* environment variable.
 func setDefaults(v *viper.Viper) {
@@ -45,11 +63,11 @@ func setDefaults(v *viper.Viper) {
 		"ingest.shutdown_timeout":  "10s",
 		"ingest.retry_after":       "1s",
 		"drainer.listen":           "127.0.0.1:8081",
-		"drainer.lease":            "30s",
-		"drainer.max_attempts":     10,
-		"drainer.backoff_base":     "500ms",
-		"drainer.backoff_max":      "5m",
-		"drainer.shutdown_timeout": "30s",
+		"drainer.lease":            DefaultLease.String(),
+		"drainer.max_attempts":     DefaultMaxAttempts,
+		"drainer.backoff_base":     DefaultBackoffBase.String(),
+		"drainer.backoff_max":      DefaultBackoffMax.String(),
+		"drainer.shutdown_timeout": DefaultDrainerShutdownTimeout.String(),
 
 		// The HTTP server's bounds on each client.
 		"ingest.read_header_timeout": "10s",
@@ -70,13 +88,13 @@ func (c *Config) applyDefaults() {
 		for typ, jt := range t.JobTypes {
 			jt.Admission.applyDefaults()
 			if jt.Target.Timeout == 0 {
-				jt.Target.Timeout = 10 * time.Second
+				jt.Target.Timeout = DefaultTargetTimeout
 			}
 			t.JobTypes[typ] = jt
 		}
 		t.Outflow = t.Outflow.WithDefaults()
 		if t.Target.Timeout == 0 {
-			t.Target.Timeout = 10 * time.Second
+			t.Target.Timeout = DefaultTargetTimeout
 		}
 		if t.OnLimiterError == "" {
 			t.OnLimiterError = "allow"
@@ -113,9 +131,9 @@ func (o Outflow) BucketCapacity() float64 {
 // Rate ÷ 10 when shaped, adaptive on. An unlimited outflow has no bucket,
 // so its capacity and min_rate are dropped (0): they would otherwise be
 // shown, stored and carried to the next rate while nothing reads them (see
-// docs/adr/0011). The drainers apply it to whatever config they are given,
-// so a config.Config built by hand without an outflow is unlimited as a
-// loaded one is.
+// docs/adr/0011). outflow.Of applies it to whatever outflow the drainers
+// and the stats are given, so a config.Config built by hand without an
+// outflow is unlimited as a loaded one is.
 func (o Outflow) WithDefaults() Outflow {
 	if o.Rate == 0 {
 		o.Unlimited = true

@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/outflow"
 )
 
 // TestOutflowBoundsFitTheScript: the largest capacity and rate and the
@@ -21,16 +21,16 @@ import (
 func TestOutflowBoundsFitTheScript(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
-	leaky := limits.NewLeaky(rdb)
+	leaky := outflow.NewBucket(rdb)
 	for _, tc := range []struct {
 		name string
-		lim  limits.LeakyLimit
+		lim  outflow.Limit
 		cost int64
 	}{
-		{"largest rate and capacity", limits.LeakyLimit{Rate: config.MaxOutflowRate, Capacity: config.MaxOutflowCapacity}, config.MaxMaxJobCost},
-		{"smallest rate, largest capacity", limits.LeakyLimit{Rate: config.MinOutflowRate, Capacity: config.MaxOutflowCapacity}, config.MaxMaxJobCost},
-		{"smallest rate and capacity", limits.LeakyLimit{Rate: config.MinOutflowRate, Capacity: 1}, 1},
-		{"default min_rate of the smallest rate", limits.LeakyLimit{Rate: config.MinOutflowRate / 10, Capacity: 1}, 1},
+		{"largest rate and capacity", outflow.Limit{Rate: config.MaxOutflowRate, Capacity: config.MaxOutflowCapacity}, config.MaxMaxJobCost},
+		{"smallest rate, largest capacity", outflow.Limit{Rate: config.MinOutflowRate, Capacity: config.MaxOutflowCapacity}, config.MaxMaxJobCost},
+		{"smallest rate and capacity", outflow.Limit{Rate: config.MinOutflowRate, Capacity: 1}, 1},
+		{"default min_rate of the smallest rate", outflow.Limit{Rate: config.MinOutflowRate / 10, Capacity: 1}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The outflow passes the validator first.
@@ -51,7 +51,7 @@ func TestOutflowBoundsFitTheScript(t *testing.T) {
 						"outflow_capacity", strconv.FormatFloat(tc.lim.Capacity, 'f', -1, 64)).Err(); err != nil {
 						t.Fatal(err)
 					}
-					lim = limits.LeakyLimit{Rate: 1, Capacity: 1}
+					lim = outflow.Limit{Rate: 1, Capacity: 1}
 					rdb.Del(ctx, keys.Water(tenant))
 				}
 				res, err := leaky.Take(ctx, tenant, lim, tc.cost)

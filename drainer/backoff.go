@@ -3,6 +3,8 @@ package drainer
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // Backoff is exponential backoff with full jitter: the delay before retry n
@@ -11,9 +13,10 @@ import (
 // jobs that failed together, so they do not hit a recovering downstream in
 // one wave.
 type Backoff struct {
-	// Base is the cap of the first retry's delay (default 500ms).
+	// Base is the cap of the first retry's delay (default
+	// config.DefaultBackoffBase, 500ms).
 	Base time.Duration
-	// Max caps every delay (default 5m).
+	// Max caps every delay (default config.DefaultBackoffMax, 5m).
 	Max time.Duration
 }
 
@@ -22,10 +25,10 @@ type Backoff struct {
 func (b Backoff) Delay(n int, r float64) time.Duration {
 	base, ceil := b.Base, b.Max
 	if base <= 0 {
-		base = 500 * time.Millisecond
+		base = config.DefaultBackoffBase
 	}
 	if ceil <= 0 {
-		ceil = 5 * time.Minute
+		ceil = config.DefaultBackoffMax
 	}
 	c := base
 	for i := 1; i < n && c < ceil; i++ {

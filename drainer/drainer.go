@@ -12,41 +12,57 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
 )
 
-// Config wires a Drainer. Consumer and Redis are required.
+// Config wires a Drainer. Its zero value is usable but for the two
+// required dependencies, Consumer and Redis; every other field documents
+// its default, applied by New.
 type Config struct {
-	// Consumer is the queue's drain side.
+	// Consumer is the queue's drain side (required).
 	Consumer queue.Consumer
 	// Redis holds the shared leaky buckets, the adaptive rates and the
-	// concurrency semaphores.
+	// concurrency semaphores (required).
 	Redis redis.UniversalClient
 	// Tenants are the configured tenants (outflow and targets); SetTenants
-	// replaces them at runtime.
+	// replaces them at runtime. Their outflow defaults are config's
+	// (config.Outflow.WithDefaults, applied again here to a hand-built one).
 	Tenants map[string]config.Tenant
-	// Settings is the drainer section of the configuration: Lease,
-	// MaxAttempts (default 10), BackoffBase/BackoffMax, ShutdownTimeout
-	// (default 30s).
+	// Settings is the drainer section of the configuration, a zero field
+	// taking config's default: Lease config.DefaultLease (30s),
+	// MaxAttempts config.DefaultMaxAttempts (10), BackoffBase and
+	// BackoffMax config.DefaultBackoffBase and DefaultBackoffMax (500ms,
+	// 5m), ShutdownTimeout config.DefaultDrainerShutdownTimeout (30s).
+	// Listen is not read.
 	Settings config.Drainer
 	// Handler delivers jobs (default: an HTTPSink to the tenants' targets).
 	Handler Handler
 	// MaxInFlight bounds the jobs this drainer dispatches at once, across
-	// tenants (default 256). Each lane also holds at most one claimed job
-	// while it waits for its tenant's outflow slot, so a drainer holds at
-	// most MaxInFlight + number of tenants jobs.
+	// tenants (default DefaultMaxInFlight, 256). Each lane also holds at
+	// most one claimed job while it waits for its tenant's concurrency slot
+	// and outflow turn, so a drainer holds at most MaxInFlight + number of
+	// tenants jobs.
 	MaxInFlight int
 	// DiscoverUnconfigured also runs lanes for tenants found in the queue
 	// backend that are not in Tenants (default false: their jobs wait).
 	DiscoverUnconfigured bool
-	// Logger receives the drainer's logs (default slog.Default()).
+	// Logger receives the drainer's logs (nil: slog.Default()).
 	Logger *slog.Logger
-	// Registerer receives the drainer's metrics (nil: not registered).
+	// Registerer receives the drainer's metrics (nil: not registered; they
+	// still count).
 	Registerer prometheus.Registerer
+	// Clock is every time of day the drainer reads: deadlines, dead-letter
+	// times, latencies (nil: clock.Real). Waits are real timers, and the
+	// scripts read Redis TIME.
+	Clock clock.Clock
 }
+
+// DefaultMaxInFlight is Config.MaxInFlight's default.
+const DefaultMaxInFlight = 256
 
 // Drainer drains a queue into the tenants' downstreams. Build it with New,
 // run it with Run.
@@ -54,11 +70,13 @@ type Drainer struct {
 	cfg      Config
 	handler  Handler
 	tenants  atomic.Pointer[map[string]config.Tenant]
-	leaky    *limits.Leaky
+	bucket   *outflow.Bucket
+	slots    *outflow.Semaphore
 	m        *metrics
 	log      *slog.Logger
+	clock    clock.Clock
 	backoff  Backoff
-	slots    chan struct{}
+	inFlight chan struct{} // one element per dispatch in progress (MaxInFlight)
 	held     heldSet
 	ready    atomic.Bool
 	sentMu   sync.Mutex
@@ -69,55 +87,70 @@ type Drainer struct {
 	changed  atomic.Pointer[chan struct{}] // closed and replaced by SetTenants
 }
 
-// New checks cfg, fills its defaults and returns a Drainer.
+// New checks cfg, fills its defaults and returns a Drainer. A missing
+// Consumer or Redis is an error naming the field.
 func New(cfg Config) (*Drainer, error) {
-	if cfg.Consumer == nil || cfg.Redis == nil {
-		return nil, errors.New("drainer: new: Consumer and Redis are required")
+	switch {
+	case cfg.Consumer == nil:
+		return nil, errors.New("drainer: new: Consumer is required")
+	case cfg.Redis == nil:
+		return nil, errors.New("drainer: new: Redis is required")
 	}
-	s := &cfg.Settings
-	if s.Lease <= 0 {
-		s.Lease = 30 * time.Second
-	}
-	if s.MaxAttempts <= 0 {
-		s.MaxAttempts = 10
-	}
-	if s.ShutdownTimeout <= 0 {
-		s.ShutdownTimeout = 30 * time.Second
-	}
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 256
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	withDefaults(&cfg)
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
+	s := cfg.Settings
 	d := &Drainer{
-		cfg:     cfg,
-		leaky:   limits.NewLeaky(cfg.Redis),
-		m:       m,
-		log:     cfg.Logger,
-		backoff: Backoff{Base: s.BackoffBase, Max: s.BackoffMax},
-		slots:   make(chan struct{}, cfg.MaxInFlight),
-		held:    heldSet{byTenant: map[string]map[*queue.Claimed]bool{}},
-		sent:    map[string]*atomic.Int64{},
-		starts:  lua.NewGroup(cfg.Redis, startPipelines, startTimeout),
-		wake:    make(chan struct{}, 1),
+		cfg:      cfg,
+		bucket:   outflow.NewBucket(cfg.Redis),
+		slots:    outflow.NewSemaphore(cfg.Redis),
+		m:        m,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		backoff:  Backoff{Base: s.BackoffBase, Max: s.BackoffMax},
+		inFlight: make(chan struct{}, cfg.MaxInFlight),
+		held:     heldSet{byTenant: map[string]map[*queue.Claimed]bool{}},
+		sent:     map[string]*atomic.Int64{},
+		starts:   lua.NewGroup(cfg.Redis, startPipelines, startTimeout),
+		wake:     make(chan struct{}, 1),
 	}
 	d.SetTenants(cfg.Tenants)
 	d.handler = cfg.Handler
 	if d.handler == nil {
-		d.handler = NewHTTPSink(nil, d.Target)
+		sink := NewHTTPSink(nil, d.Target)
+		sink.now = d.clock.Now
+		d.handler = sink
 	}
 	return d, nil
 }
 
+// withDefaults fills cfg's zero fields with their defaults (Config).
+func withDefaults(cfg *Config) {
+	s := &cfg.Settings
+	if s.Lease <= 0 {
+		s.Lease = config.DefaultLease
+	}
+	if s.MaxAttempts <= 0 {
+		s.MaxAttempts = config.DefaultMaxAttempts
+	}
+	if s.ShutdownTimeout <= 0 {
+		s.ShutdownTimeout = config.DefaultDrainerShutdownTimeout
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Clock = clock.Or(cfg.Clock)
+}
+
 // SetTenants replaces the configured tenants (a config reload or a runtime
 // change from tenants.Registry). Running lanes see the new outflow and
-// targets at their next job, and a job already waiting for its outflow or
-// concurrency slot (or retrying a failing bucket) asks again at once with
+// targets at their next job, and a job already waiting for its concurrency
+// slot or outflow turn (or retrying a failing bucket) asks again at once with
 // the new outflow; a new tenant gets its lane at once; the lane of
 // a removed tenant stops claiming (unless DiscoverUnconfigured), leaving its
 // queued jobs for when the tenant comes back.
@@ -192,47 +225,15 @@ func (d *Drainer) Run(ctx context.Context) error {
 	bgCtx, cancelBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBg()
 
-	var lanes, dispatches, bg sync.WaitGroup
+	var bg sync.WaitGroup
 	bg.Add(4)
 	go func() { defer bg.Done(); d.keepLeases(bgCtx) }()
 	go func() { defer bg.Done(); d.reap(ctx) }()
 	go func() { defer bg.Done(); d.measure(ctx) }()
 	go func() { defer bg.Done(); d.sampleDepth(ctx) }()
 
-	// started holds the tenants with a lane. A lane retires itself under
-	// startedMu when its tenant is no longer configured, so discovery sees
-	// either the lane or its absence, never a lane about to stop.
-	var startedMu sync.Mutex
-	started := map[string]bool{}
-	retire := func(t string) bool {
-		if d.cfg.DiscoverUnconfigured {
-			return false
-		}
-		startedMu.Lock()
-		defer startedMu.Unlock()
-		if _, ok := d.tenant(t); ok {
-			return false
-		}
-		delete(started, t)
-		return true
-	}
-	discover := func() {
-		tenants := d.laneTenants(ctx)
-		startedMu.Lock()
-		defer startedMu.Unlock()
-		for _, t := range tenants {
-			if started[t] {
-				continue
-			}
-			started[t] = true
-			lanes.Add(1)
-			go func() {
-				defer lanes.Done()
-				d.lane(ctx, workCtx, t, &dispatches, retire)
-			}()
-		}
-	}
-	discover()
+	ls := &laneSet{d: d, ctx: ctx, workCtx: workCtx, started: map[string]bool{}}
+	ls.discover()
 	d.ready.Store(true)
 	tick := time.NewTicker(discoverEvery)
 	for done := false; !done; {
@@ -240,35 +241,89 @@ func (d *Drainer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			done = true
 		case <-tick.C:
-			discover()
+			ls.discover()
 		case <-d.wake:
-			discover()
+			ls.discover()
 		}
 	}
 	tick.Stop()
 	d.stopping.Store(true)
 	d.log.Info("drainer stopping", "shutdown_timeout", d.cfg.Settings.ShutdownTimeout.String())
-
-	deadline := time.NewTimer(d.cfg.Settings.ShutdownTimeout)
-	defer deadline.Stop()
-	lanesDone := make(chan struct{})
-	go func() { lanes.Wait(); dispatches.Wait(); close(lanesDone) }()
-	var err error
-	select {
-	case <-lanesDone:
-	case <-deadline.C:
-		d.log.Warn("drainer shutdown deadline reached; cancelling deliveries in flight")
-		cancelWork()
-		select {
-		case <-lanesDone:
-		case <-time.After(5 * time.Second):
-			err = errors.New("drainer: shutdown: deliveries did not return 5s after the deadline")
-		}
-	}
+	err := d.awaitLanes(ls, cancelWork)
 	cancelBg()
 	bg.Wait()
 	d.log.Info("drainer stopped")
 	return err
+}
+
+// awaitLanes waits for the lanes and their dispatches to end, until
+// Settings.ShutdownTimeout; then it cancels the dispatches (cancelWork) and
+// waits 5 s more, after which it returns an error.
+func (d *Drainer) awaitLanes(ls *laneSet, cancelWork func()) error {
+	deadline := time.NewTimer(d.cfg.Settings.ShutdownTimeout)
+	defer deadline.Stop()
+	lanesDone := make(chan struct{})
+	go func() { ls.lanes.Wait(); ls.dispatches.Wait(); close(lanesDone) }()
+	select {
+	case <-lanesDone:
+		return nil
+	case <-deadline.C:
+	}
+	d.log.Warn("drainer shutdown deadline reached; cancelling deliveries in flight")
+	cancelWork()
+	select {
+	case <-lanesDone:
+		return nil
+	case <-time.After(5 * time.Second):
+		return errors.New("drainer: shutdown: deliveries did not return 5s after the deadline")
+	}
+}
+
+// laneSet is Run's lanes: the tenants with a lane, and the wait groups of
+// the lanes and of their dispatches.
+type laneSet struct {
+	d            *Drainer
+	ctx, workCtx context.Context // Run's: lanes end with ctx, dispatches with workCtx
+	lanes        sync.WaitGroup
+	dispatches   sync.WaitGroup
+	// mu guards started. A lane retires itself under mu when its tenant is
+	// no longer configured, so discovery sees either the lane or its
+	// absence, never a lane about to stop.
+	mu      sync.Mutex
+	started map[string]bool
+}
+
+// discover starts a lane for every tenant that has none (laneTenants).
+func (ls *laneSet) discover() {
+	tenants := ls.d.laneTenants(ls.ctx)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, t := range tenants {
+		if ls.started[t] {
+			continue
+		}
+		ls.started[t] = true
+		ls.lanes.Add(1)
+		go func() {
+			defer ls.lanes.Done()
+			ls.d.lane(ls.ctx, ls.workCtx, t, &ls.dispatches, ls.retire)
+		}()
+	}
+}
+
+// retire reports whether tenant's lane must stop (the tenant is no longer
+// configured and DiscoverUnconfigured is off), forgetting the lane when so.
+func (ls *laneSet) retire(tenant string) bool {
+	if ls.d.cfg.DiscoverUnconfigured {
+		return false
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if _, ok := ls.d.tenant(tenant); ok {
+		return false
+	}
+	delete(ls.started, tenant)
+	return true
 }
 
 // laneTenants returns the configured tenants, plus those the backend knows
@@ -288,43 +343,6 @@ func (d *Drainer) laneTenants(ctx context.Context) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// sentCounter returns the tenant's dispatched-units counter.
-func (d *Drainer) sentCounter(tenant string) *atomic.Int64 {
-	d.sentMu.Lock()
-	defer d.sentMu.Unlock()
-	c, ok := d.sent[tenant]
-	if !ok {
-		c = new(atomic.Int64)
-		d.sent[tenant] = c
-	}
-	return c
-}
-
-// measureEvery is the window of sluice_outflow_measured_rate.
-const measureEvery = 5 * time.Second
-
-// measure publishes each tenant's dispatched units per second over the last
-// window until ctx is done.
-func (d *Drainer) measure(ctx context.Context) {
-	last := map[string]int64{}
-	tick := time.NewTicker(measureEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		d.sentMu.Lock()
-		for t, c := range d.sent {
-			n := c.Load()
-			d.m.measured.WithLabelValues(d.label(t)).Set(float64(n-last[t]) / measureEvery.Seconds())
-			last[t] = n
-		}
-		d.sentMu.Unlock()
-	}
 }
 
 // sleepOrChange waits d, or until ctx is done or changed closes (the

@@ -140,18 +140,6 @@ func run(t testing.TB, cfg drainer.Config) (stop func() error) {
 	return stop
 }
 
-// waitFor polls cond every 10ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func tenantCfg(url string, o config.Outflow) config.Tenant {
 	return config.Tenant{Outflow: o, Target: config.Target{URL: url, Timeout: 2 * time.Second}}
 }
@@ -161,13 +149,14 @@ func settings() config.Drainer {
 }
 
 func TestDrainerDeliversEveryJobWithHeaders(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "dr")
 	s := newSink(t, nil)
 	push(t, rdb, jobs(tenant, 20)...)
 	run(t, drainer.Config{Redis: rdb, Settings: settings(), Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{})}})
-	waitFor(t, 5*time.Second, "20 deliveries", func() bool { return s.count(tenant) >= 20 })
-	waitFor(t, 2*time.Second, "backlog 0", func() bool { n, _ := rdb.Get(context.Background(), keys.Backlog(tenant)).Int(); return n == 0 })
+	testenv.WaitFor(t, 5*time.Second, "20 deliveries", func() bool { return s.count(tenant) >= 20 })
+	testenv.WaitFor(t, 2*time.Second, "backlog 0", func() bool { n, _ := rdb.Get(context.Background(), keys.Backlog(tenant)).Int(); return n == 0 })
 	var ids []string
 	for _, d := range s.deliveries() {
 		if d.attempt != "1" || d.tenant != tenant {
@@ -187,6 +176,7 @@ func TestDrainerDeliversEveryJobWithHeaders(t *testing.T) {
 }
 
 func TestDrainerRetriesAndDeadLetters(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "dr")
@@ -216,7 +206,7 @@ func TestDrainerRetriesAndDeadLetters(t *testing.T) {
 	off := false
 	run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Adaptive: &off})}})
-	waitFor(t, 10*time.Second, "all jobs settled", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "all jobs settled", func() bool {
 		n, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int()
 		return n == 0
 	})
@@ -257,34 +247,9 @@ func TestDrainerRetriesAndDeadLetters(t *testing.T) {
 	if diff := cmp.Diff(wantDLQ, got); diff != "" {
 		t.Errorf("dead letters (-want +got):\n%s", diff)
 	}
-	if n := counter(t, reg, "sluice_retries_total", map[string]string{"tenant": tenant, "kind": "retry_after"}); n != 2 {
+	if n := testenv.MetricValue(t, reg, "sluice_retries_total", map[string]string{"tenant": tenant, "kind": "retry_after"}); n != 2 {
 		t.Errorf("sluice_retries_total{kind=retry_after} = %v, want 2", n)
 	}
-}
-
-// counter returns the value of one series of a gathered counter, found by
-// its labels (0 when absent).
-func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			if cmp.Equal(labels, got) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }
 
 func TestDrainerDropsExpiredAndCancelledUnsent(t *testing.T) {
@@ -301,20 +266,20 @@ func TestDrainerDropsExpiredAndCancelledUnsent(t *testing.T) {
 	)
 	rdb.Set(ctx, keys.JobState(tenant, "gone"), "cancelled", time.Minute)
 	reg := prometheus.NewRegistry()
-	// Rate 1/s, capacity 1: had the dropped jobs spent outflow slots, "ok"
+	// Rate 1/s, capacity 1: had the dropped jobs spent outflow turns, "ok"
 	// would wait two seconds.
 	run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 1})}})
 	start := time.Now()
-	waitFor(t, 3*time.Second, "the live job", func() bool { return s.count(tenant) == 1 })
+	testenv.WaitFor(t, 3*time.Second, "the live job", func() bool { return s.count(tenant) == 1 })
 	if el := time.Since(start); el > 900*time.Millisecond {
-		t.Errorf("live job delivered after %v, want < 900ms (dropped jobs must not spend outflow slots)", el)
+		t.Errorf("live job delivered after %v, want < 900ms (dropped jobs must not spend outflow turns)", el)
 	}
 	if d := s.deliveries(); d[0].id != "ok" {
 		t.Errorf("delivered %s, want ok", d[0].id)
 	}
 	for _, reason := range []string{"cancelled", "expired"} {
-		if n := counter(t, reg, "sluice_dropped_total", map[string]string{"tenant": tenant, "reason": reason}); n != 1 {
+		if n := testenv.MetricValue(t, reg, "sluice_dropped_total", map[string]string{"tenant": tenant, "reason": reason}); n != 1 {
 			t.Errorf("sluice_dropped_total{reason=%s} = %v, want 1", reason, n)
 		}
 	}
@@ -334,7 +299,7 @@ func TestDrainerOutflowRateAcrossDrainers(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		run(t, drainer.Config{Redis: rdb, Settings: settings(), Tenants: tc})
 	}
-	waitFor(t, 3*time.Second, "first deliveries", func() bool { return s.count(tenant) >= 5 })
+	testenv.WaitFor(t, 3*time.Second, "first deliveries", func() bool { return s.count(tenant) >= 5 })
 	time.Sleep(500 * time.Millisecond)
 	from := time.Now()
 	time.Sleep(2 * time.Second)
@@ -365,7 +330,7 @@ func TestDrainerNoHeadOfLineBlocking(t *testing.T) {
 		a: tenantCfg(s.srv.URL, config.Outflow{Rate: 10}),
 		b: tenantCfg(s.srv.URL, config.Outflow{Rate: 1000}),
 	}})
-	waitFor(t, 3*time.Second, "A flowing", func() bool { return s.count(a) >= 1 })
+	testenv.WaitFor(t, 3*time.Second, "A flowing", func() bool { return s.count(a) >= 1 })
 	sent := map[string]time.Time{}
 	for i := 0; i < 20; i++ {
 		j := queue.Envelope{ID: fmt.Sprintf("%s-%d", b, i), Tenant: b}
@@ -373,7 +338,7 @@ func TestDrainerNoHeadOfLineBlocking(t *testing.T) {
 		push(t, rdb, j)
 		time.Sleep(10 * time.Millisecond)
 	}
-	waitFor(t, 3*time.Second, "B's 20 jobs", func() bool { return s.count(b) == 20 })
+	testenv.WaitFor(t, 3*time.Second, "B's 20 jobs", func() bool { return s.count(b) == 20 })
 	var worst time.Duration
 	for _, d := range s.deliveries() {
 		if d.tenant == b {
@@ -383,64 +348,6 @@ func TestDrainerNoHeadOfLineBlocking(t *testing.T) {
 	t.Logf("tenant B worst dispatch delay behind A's backlog: %v", worst)
 	if worst > 200*time.Millisecond {
 		t.Errorf("B's slowest job took %v behind A's backlog, want < 200ms", worst)
-	}
-}
-
-func TestDrainerConcurrencyCapAcrossDrainers(t *testing.T) {
-	rdb := testenv.Redis(t)
-	tenant := testenv.Name(t, "dr")
-	var mu sync.Mutex
-	cur, peak := 0, 0
-	h := drainer.HandlerFunc(func(ctx context.Context, job queue.Envelope) error {
-		mu.Lock()
-		cur++
-		peak = max(peak, cur)
-		mu.Unlock()
-		time.Sleep(30 * time.Millisecond)
-		mu.Lock()
-		cur--
-		mu.Unlock()
-		return nil
-	})
-	push(t, rdb, jobs(tenant, 30)...)
-	tc := map[string]config.Tenant{tenant: {Outflow: config.Outflow{Concurrency: 2}}}
-	for i := 0; i < 3; i++ {
-		run(t, drainer.Config{Redis: rdb, Settings: settings(), Tenants: tc, Handler: h})
-	}
-	waitFor(t, 5*time.Second, "30 jobs", func() bool {
-		n, _ := rdb.Get(context.Background(), keys.Backlog(tenant)).Int()
-		return n == 0
-	})
-	if peak != 2 {
-		t.Errorf("peak jobs in flight across 3 drainers = %d, want 2 (the cap)", peak)
-	}
-}
-
-func TestDrainerAdaptiveRateBacksOff(t *testing.T) {
-	rdb := testenv.Redis(t)
-	ctx := context.Background()
-	tenant := testenv.Name(t, "dr")
-	s := newSink(t, func(d delivery, n int) (int, string) {
-		if n == 1 {
-			return 429, "0"
-		}
-		return 200, ""
-	})
-	push(t, rdb, jobs(tenant, 5)...)
-	run(t, drainer.Config{Redis: rdb, Settings: settings(), Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 100, Capacity: 5})}})
-	waitFor(t, 5*time.Second, "a 429", func() bool { return s.count(tenant) >= 1 })
-	var eff float64
-	waitFor(t, 2*time.Second, "a lowered rate", func() bool {
-		r, _, err := drainer.EffectiveRate(ctx, rdb, tenant, config.Outflow{Rate: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		eff = r
-		return r < 100
-	})
-	// One decrease (cooldown) to 50, then recovery at 10/s.
-	if eff < 50 || eff > 70 {
-		t.Errorf("effective rate after 429s = %v, want 50 plus at most 2 s of recovery at 10/s", eff)
 	}
 }
 

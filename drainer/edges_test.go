@@ -57,6 +57,7 @@ func scriptCalls(t *testing.T, rdb *redis.Client) int64 {
 // normal job is delivered, the water key keeps a TTL, and the idle drainer
 // then makes at most idleScriptCallsMax script calls in 2 s.
 func TestDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "big")
@@ -73,8 +74,8 @@ func TestDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
 	run(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st, Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 5})}})
 
-	waitFor(t, 5*time.Second, "the normal job delivered", func() bool { return s.count(tenant) == 1 })
-	waitFor(t, 5*time.Second, "two dead letters", func() bool { return rdb.LLen(ctx, keys.DLQ(tenant)).Val() == 2 })
+	testenv.WaitFor(t, 5*time.Second, "the normal job delivered", func() bool { return s.count(tenant) == 1 })
+	testenv.WaitFor(t, 5*time.Second, "two dead letters", func() bool { return rdb.LLen(ctx, keys.DLQ(tenant)).Val() == 2 })
 	if d := s.deliveries(); d[0].id != "ok" {
 		t.Errorf("delivered %s, want ok", d[0].id)
 	}
@@ -94,10 +95,10 @@ func TestDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
 	if diff := cmp.Diff([]string{"max cost_exceeds_capacity", "six cost_exceeds_capacity"}, got); diff != "" {
 		t.Errorf("dead letters (-want +got):\n%s", diff)
 	}
-	if n := counter(t, reg, "sluice_dlq_total", map[string]string{"tenant": tenant, "reason": drainer.ReasonCostExceedsCapacity}); n != 2 {
+	if n := testenv.MetricValue(t, reg, "sluice_dlq_total", map[string]string{"tenant": tenant, "reason": drainer.ReasonCostExceedsCapacity}); n != 2 {
 		t.Errorf("sluice_dlq_total{reason=cost_exceeds_capacity} = %v, want 2", n)
 	}
-	waitFor(t, 2*time.Second, "backlog 0", func() bool { return rdb.Get(ctx, keys.Backlog(tenant)).Val() == "0" })
+	testenv.WaitFor(t, 2*time.Second, "backlog 0", func() bool { return rdb.Get(ctx, keys.Backlog(tenant)).Val() == "0" })
 	if ttl := rdb.PTTL(ctx, keys.Water(tenant)).Val(); ttl <= 0 {
 		t.Errorf("water key PTTL = %v, want > 0", ttl)
 	}
@@ -135,6 +136,7 @@ func assertIdleScriptCalls(t *testing.T, rdb *redis.Client) {
 // lease extension every second). When the override is removed the job is
 // delivered.
 func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "fail")
@@ -148,9 +150,9 @@ func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
 	run(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st, Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 5})}})
 	outflowErrs := func() float64 {
-		return counter(t, reg, "sluice_drainer_errors_total", map[string]string{"op": "outflow"})
+		return testenv.MetricValue(t, reg, "sluice_drainer_errors_total", map[string]string{"op": "outflow"})
 	}
-	waitFor(t, 3*time.Second, "the first outflow error", func() bool { return outflowErrs() >= 1 })
+	testenv.WaitFor(t, 3*time.Second, "the first outflow error", func() bool { return outflowErrs() >= 1 })
 	e0, c0 := outflowErrs(), scriptCalls(t, rdb)
 	time.Sleep(3 * time.Second)
 	e1, c1 := outflowErrs(), scriptCalls(t, rdb)
@@ -165,8 +167,42 @@ func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
 		t.Errorf("%d deliveries while the bucket fails, want 0", n)
 	}
 	rdb.HDel(ctx, keys.Override(tenant), "outflow_rate")
-	waitFor(t, 2*errorPauseMax, "the job delivered once the bucket answers", func() bool { return s.count(tenant) == 1 })
+	testenv.WaitFor(t, 2*errorPauseMax, "the job delivered once the bucket answers", func() bool { return s.count(tenant) == 1 })
 }
 
 // errorPauseMax mirrors drainer's cap of a lane's error pause.
 const errorPauseMax = 5 * time.Second
+
+// TestDrainerDeadlineReadsItsClock: the deadline drop reads Config.Clock,
+// not the wall clock: on a clock two hours ahead a job due in an hour is
+// dropped as expired, and on one two hours behind a job an hour past its
+// deadline is delivered.
+func TestDrainerDeadlineReadsItsClock(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	for _, tc := range []struct {
+		name      string
+		skew      time.Duration // of the drainer's clock
+		deadline  time.Duration // of the job, from the wall clock
+		delivered bool
+	}{
+		{"clock ahead", 2 * time.Hour, time.Hour, false},
+		{"clock behind", -2 * time.Hour, -time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tenant := testenv.Name(t, "clk")
+			s := newSink(t, nil)
+			dl := time.Now().Add(tc.deadline)
+			push(t, rdb, queue.Envelope{ID: "j", Tenant: tenant, Deadline: &dl})
+			reg := prometheus.NewRegistry()
+			run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg, Clock: testenv.NewClock(time.Now().Add(tc.skew)),
+				Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{})}})
+			testenv.WaitFor(t, 3*time.Second, "the job settled", func() bool { return rdb.Get(context.Background(), keys.Backlog(tenant)).Val() == "0" })
+			expired := testenv.MetricValue(t, reg, "sluice_dropped_total", map[string]string{"tenant": tenant, "reason": "expired"})
+			if got := s.count(tenant) == 1; got != tc.delivered || expired != map[bool]float64{true: 0, false: 1}[tc.delivered] {
+				t.Errorf("delivered %v, dropped as expired %v; want delivered %v", got, expired, tc.delivered)
+			}
+		})
+	}
+}

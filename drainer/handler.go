@@ -3,8 +3,8 @@
 // instances, delivering every admitted job at least once.
 //
 // A Drainer runs one lane per tenant: claim → drop if cancelled or expired →
-// wait for the tenant's concurrency slot and its shared leaky bucket
-// (limits.Leaky) → dispatch to the Handler → finish, defer a retry, or
+// wait for a concurrency slot (outflow.Semaphore) and the job's turn in the
+// tenant's shared leaky bucket (outflow.Bucket) → dispatch to the Handler → finish, defer a retry, or
 // dead-letter. A job whose cost exceeds the bucket's capacity can never
 // pass it and is dead-lettered at once (cost_exceeds_capacity). Lanes are
 // independent goroutines, so a throttled, slow or backlogged tenant never

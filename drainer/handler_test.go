@@ -17,6 +17,7 @@ import (
 )
 
 func TestBackoffDelay(t *testing.T) {
+	t.Parallel()
 	b := Backoff{Base: 100 * time.Millisecond, Max: time.Second}
 	tests := []struct {
 		n    int
@@ -39,6 +40,7 @@ func TestBackoffDelay(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
 		in     string
@@ -64,6 +66,7 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestHTTPSinkClassifies(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		status, _ := strconv.Atoi(r.URL.Query().Get("status"))
 		ra := r.URL.Query().Get("ra")

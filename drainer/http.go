@@ -15,9 +15,6 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// DefaultTargetTimeout bounds one delivery when the target sets none.
-const DefaultTargetTimeout = 10 * time.Second
-
 // bodyKeep is how much of a response body an error keeps (for the DLQ).
 const bodyKeep = 2048
 
@@ -33,10 +30,11 @@ type TargetFunc func(tenant, jobType string) (config.Target, bool)
 //	Sluice-Attempt: 1 on the first delivery, 2 on the second, ...
 //	Sluice-Tenant:  the tenant
 //
-// bounded by the target's Timeout. It classifies the answer: 2xx is done;
-// 429 or 503 with a Retry-After (seconds or an HTTP date) is a
-// *RetryAfterError; other 5xx, 429/503 without Retry-After, connection errors
-// and timeouts are retryable; other statuses are a *PermanentError.
+// bounded by the target's Timeout (default config.DefaultTargetTimeout).
+// It classifies the answer: 2xx is done; 429 or 503 with a Retry-After
+// (seconds or an HTTP date) is a *RetryAfterError; other 5xx, 429/503
+// without Retry-After, connection errors and timeouts are retryable; other
+// statuses are a *PermanentError.
 // Safe for concurrent use.
 type HTTPSink struct {
 	client  *http.Client
@@ -66,7 +64,7 @@ func (s *HTTPSink) Handle(ctx context.Context, job queue.Envelope) error {
 	}
 	timeout := tg.Timeout
 	if timeout <= 0 {
-		timeout = DefaultTargetTimeout
+		timeout = config.DefaultTargetTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -73,18 +71,31 @@ func (d *Drainer) keepLeases(ctx context.Context) {
 				d.log.Info("drainer: leases lost; those jobs will be delivered again", "tenant", tenant, "jobs", len(lost))
 			}
 			d.extendDeliveries(ctx, tenant, jobs)
-			tn, _ := d.tenant(tenant)
-			if tn.Outflow.Concurrency > 0 {
-				args := []any{0, d.cfg.Settings.Lease.Milliseconds()}
-				for _, j := range jobs {
-					args = append(args, j.Token())
-				}
-				if err := lua.LeaseExtend.Run(ctx, d.cfg.Redis, []string{keys.Inflight(tenant)}, args...).Err(); err != nil {
-					d.m.errors.WithLabelValues("extend").Inc()
-				}
-			}
+			d.extendSlots(ctx, tenant, jobs)
 		}
 	}
+}
+
+// extendSlots pushes the deadlines of the concurrency slots jobs hold to
+// now + Lease (outflow.Semaphore.Extend), when the tenant has a cap; a job
+// that holds none is left out by the script.
+func (d *Drainer) extendSlots(ctx context.Context, tenant string, jobs []*queue.Claimed) {
+	tn, _ := d.tenant(tenant)
+	if tn.Outflow.Concurrency <= 0 {
+		return
+	}
+	if err := d.slots.Extend(ctx, tenant, d.cfg.Settings.Lease, members(jobs)); err != nil {
+		d.m.errors.WithLabelValues("extend").Inc()
+	}
+}
+
+// members returns the jobs' lease members (queue.Claimed.Token).
+func members(jobs []*queue.Claimed) []string {
+	out := make([]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.Token()
+	}
+	return out
 }
 
 // reaper is the optional part of a Consumer that returns expired leases

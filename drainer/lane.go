@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -25,68 +26,6 @@ const claimWaitMin = time.Millisecond
 // settleTimeout bounds a finish, defer or release call, which must happen
 // also while the drainer is shutting down.
 const settleTimeout = 5 * time.Second
-
-// laneClaimers is how many pull loops a lane runs while its tenant has no
-// outflow limit. One loop claims one job per Redis round trip, so it bounds
-// the tenant's throughput through one drainer at 1 / claim RTT, a few
-// thousand jobs/s on loopback; several loops overlap the round trips. A
-// tenant with a rate keeps one loop: extra loops would only poll its
-// bucket (or its concurrency semaphore), each holding a job. While the
-// tenant's queue is empty only the first loop polls: an extra loop whose
-// claim finds nothing parks until a loop of its lane claims a job
-// (laneWake), so an idle lane costs one poll, not laneClaimers.
-const laneClaimers = 4
-
-// idlePollMax caps the pause of a lane's polling loop while its queue stays
-// empty: the pause the consumer answers (the poll interval, or the time
-// until a retry falls due) doubles with each empty claim up to
-// max(answer, idlePollMax), and is the answer again from the first job.
-// An idle Redis-backend lane thus claims about once a second after 1.5 s
-// of quiet, and a job pushed to an idle lane is claimed within
-// idlePollMax (plus one claim). A consumer that waits itself and answers 0
-// (Kafka's, after ClaimWait) is asked again at once, as before.
-const idlePollMax = time.Second
-
-// idlePoll is the pause after the n-th empty claim in a row (n ≥ 1) whose
-// answer was wait.
-func idlePoll(wait time.Duration, n int) time.Duration {
-	if wait <= 0 {
-		return 0
-	}
-	top := max(wait, idlePollMax)
-	d := wait
-	for i := 1; i < n && d < top; i++ {
-		d *= 2
-	}
-	return min(d, top)
-}
-
-// laneWake lets the parked extra loops of a lane wait for a claimed job.
-type laneWake struct {
-	mu sync.Mutex
-	ch chan struct{} // closed by wake; nil until a loop waits
-}
-
-// wait returns a channel closed at the next wake. A loop takes it before
-// its claim, so a job claimed meanwhile by another loop is not missed.
-func (w *laneWake) wait() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch == nil {
-		w.ch = make(chan struct{})
-	}
-	return w.ch
-}
-
-// wake releases every loop parked on wait's channel.
-func (w *laneWake) wake() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch != nil {
-		close(w.ch)
-		w.ch = nil
-	}
-}
 
 // lane runs tenant's laneClaimers pull loops until ctx is done; its waits
 // delay no other tenant. Before each claim a loop asks retire whether the
@@ -118,16 +57,16 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 }
 
 // pull is one pull loop of a lane: claim → drop when cancelled or expired
-// → wait for the concurrency slot and the outflow slot → hand to a dispatch
-// goroutine. It holds at most one job while it waits, and ends when ctx is
-// done or stop reports the tenant removed. An extra loop idles while the
-// tenant has an outflow rate or a concurrency cap, and parks on w while the
-// tenant's queue is empty; the first loop backs its polling off while the
-// queue stays empty (idlePoll) and wakes the others at each job it claims.
+// → wait for the concurrency slot and the outflow turn → hand to a dispatch
+// goroutine (launch). It holds at most one job while it waits, and ends
+// when ctx is done or stop reports the tenant removed. An extra loop idles
+// while the tenant has an outflow rate or a concurrency cap, and parks on w
+// while the tenant's queue is empty; the first loop backs its polling off
+// while the queue stays empty (idlePoll) and wakes the others at each job
+// it claims.
 func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, w *laneWake, extra bool) {
 	var pause errorBackoff
-	empty := 0                 // empty claims in a row
-	var lastWait time.Duration // the consumer's last answer to an empty claim
+	var idle idleBackoff
 	for ctx.Err() == nil {
 		if stop() {
 			return
@@ -152,106 +91,89 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 			continue
 		}
 		pause.reset()
-		if job == nil {
-			if extra {
-				d.park(ctx, woken, stop)
-				continue
-			}
-			// A shorter answer than the last one is a retry falling due:
-			// honour it at once.
-			if wait < lastWait {
-				empty = 0
-			}
-			empty++
-			lastWait = wait
-			// A wait of 0 (the Kafka consumer's, after its own ClaimWait)
-			// still sleeps claimWaitMin, so no answer makes the loop spin.
-			sleep(ctx, max(idlePoll(wait, empty), claimWaitMin))
+		switch {
+		case job == nil && extra:
+			d.park(ctx, woken, stop)
+			continue
+		case job == nil:
+			sleep(ctx, idle.next(wait))
 			continue
 		}
-		empty, lastWait = 0, 0
+		idle = idleBackoff{}
 		w.wake()
 		d.held.add(tenant, job)
 		if d.dropUnsent(job) {
 			continue
 		}
-		// Every ask of the semaphore and the bucket reads the tenant's
-		// current outflow, so a change reaches a job already waiting.
-		slot, f := d.acquireSlot(ctx, job)
-		var capacity float64
-		var o outflow
-		if f == flowGo {
-			f, capacity, o = d.waitOutflow(ctx, job)
-		}
-		switch f {
-		case flowStop:
-			d.releaseSlot(job, slot)
-			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
-			return
-		case flowRemoved:
-			// Removed since the claim: back to the queue, and the lane
-			// retires at the top of the loop.
-			d.releaseSlot(job, slot)
-			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
-			continue
-		case flowNever:
-			d.releaseSlot(job, slot)
-			d.deadTooCostly(job, capacity)
-			continue
-		}
-		select {
-		case d.slots <- struct{}{}:
-		case <-ctx.Done():
-			d.releaseSlot(job, slot)
-			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		if !d.launch(ctx, workCtx, job, dispatches) {
 			return
 		}
-		d.sentCounter(tenant).Add(job.Envelope.Cost)
-		dispatches.Add(1)
-		go func() {
-			defer dispatches.Done()
-			defer func() { <-d.slots }()
-			d.dispatch(workCtx, job, o, slot)
-		}()
 	}
 }
 
-// park holds an extra pull loop whose claim found nothing until woken
-// closes (a loop of its lane claimed a job) or ctx is done, looking every
-// discoverEvery whether its tenant was removed. It claims nothing
-// meanwhile.
-func (d *Drainer) park(ctx context.Context, woken <-chan struct{}, stop func() bool) {
-	t := time.NewTicker(discoverEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-woken:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if stop() {
-				return
-			}
-		}
+// launch waits for job's concurrency slot and outflow turn, then for room
+// among the MaxInFlight dispatches, and hands the job to a dispatch
+// goroutine. Every ask of the semaphore and the bucket reads the tenant's
+// current outflow, so a change reaches a job already waiting. A job whose
+// tenant was removed meanwhile goes back to the queue, and one the bucket
+// can never pass to the dead-letter queue. It reports false when ctx ended
+// first (the job released): the pull loop ends.
+func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispatches *sync.WaitGroup) bool {
+	slot, f := d.acquireSlot(ctx, job)
+	var capacity float64
+	var o outflow.Limit
+	if f == flowGo {
+		f, capacity, o = d.waitTurn(ctx, job)
 	}
+	switch f {
+	case flowStop:
+		d.releaseSlot(job, slot)
+		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		return false
+	case flowRemoved:
+		// Removed since the claim: back to the queue, and the lane
+		// retires at the top of the loop.
+		d.releaseSlot(job, slot)
+		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		return true
+	case flowNever:
+		d.releaseSlot(job, slot)
+		d.deadTooCostly(job, capacity)
+		return true
+	}
+	select {
+	case d.inFlight <- struct{}{}:
+	case <-ctx.Done():
+		d.releaseSlot(job, slot)
+		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		return false
+	}
+	d.sentCounter(job.Envelope.Tenant).Add(job.Envelope.Cost)
+	dispatches.Add(1)
+	go func() {
+		defer dispatches.Done()
+		defer func() { <-d.inFlight }()
+		d.dispatch(workCtx, job, o, slot)
+	}()
+	return true
 }
 
 // dropUnsent finishes a job that must not be sent: poison (dead-lettered),
 // cancelled or past its deadline (dropped and counted). It reports whether
-// the job was dealt with. Dropping spends no outflow slot.
+// the job was dealt with. Dropping spends no outflow turn. The deadline
+// is read on the drainer's Clock.
 func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
 	var dead *queue.DeadLetter
 	switch {
 	case job.DecodeErr != nil:
-		dead = &queue.DeadLetter{Reason: "poison", Error: job.DecodeErr.Error(), At: time.Now().UTC()}
+		dead = &queue.DeadLetter{Reason: "poison", Error: job.DecodeErr.Error(), At: d.clock.Now().UTC()}
 		d.m.dlq.WithLabelValues(lbl, "poison").Inc()
 	case job.Cancelled:
 		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
 		job.Dropped = jobstate.Cancelled
-	case env.Deadline != nil && time.Now().After(*env.Deadline):
+	case env.Deadline != nil && d.clock.Now().After(*env.Deadline):
 		d.m.dropped.WithLabelValues(lbl, "expired").Inc()
 		job.Dropped = jobstate.Expired
 	default:
@@ -263,43 +185,44 @@ func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 
 // ReasonCostExceedsCapacity is the dead-letter reason of a job whose cost
 // exceeds its tenant's outflow capacity (the configured one or the
-// override the bucket script read): the bucket can never let it pass, so it
-// is dead-lettered at the head of its lane instead of holding the lane.
+// override the bucket script read): the bucket can never give it its turn,
+// so it is dead-lettered at the head of its lane instead of holding the
+// lane.
 const ReasonCostExceedsCapacity = "cost_exceeds_capacity"
 
 // deadTooCostly sends a job the outflow bucket can never pass to the
 // dead-letter queue (flowNever), through the one Finish path every dead
-// letter takes. It spends no outflow slot and no delivery attempt.
+// letter takes. It spends no outflow turn and no delivery attempt.
 func (d *Drainer) deadTooCostly(job *queue.Claimed, capacity float64) {
 	env := job.Envelope
 	d.m.dlq.WithLabelValues(d.label(env.Tenant), ReasonCostExceedsCapacity).Inc()
 	err := fmt.Errorf("cost %d exceeds the tenant's outflow capacity %v", env.Cost, capacity)
 	d.log.Warn("drainer: job can never pass the outflow bucket; dead-lettered", "tenant", env.Tenant, "job_id", env.ID, "cost", env.Cost, "capacity", capacity)
-	dead := deadLetter(ReasonCostExceedsCapacity, err, env.Attempt)
+	dead := d.deadLetter(ReasonCostExceedsCapacity, err, env.Attempt)
 	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, dead) }, "finish")
 }
 
 // dispatch makes one delivery attempt and settles the job by its outcome.
 // It first records the start (startDelivery), which finds a job cancelled
 // after its claim: that one is dropped unsent.
-func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow, slot bool) {
+func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Limit, slot bool) {
 	d.m.inflight.Inc()
 	defer d.m.inflight.Dec()
 	defer d.releaseSlot(job, slot)
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
 	if !d.startDelivery(ctx, job) {
-		// Cancelled after the claim, while it waited for its slot.
+		// Cancelled after the claim, while it waited for its turn.
 		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
 		job.Dropped = jobstate.Cancelled
 		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, nil) }, "finish")
 		return
 	}
-	start := time.Now()
+	start := d.clock.Now()
 	err := d.handler.Handle(ctx, env)
-	d.m.duration.WithLabelValues(lbl).Observe(time.Since(start).Seconds())
+	d.m.duration.WithLabelValues(lbl).Observe(d.clock.Now().Sub(start).Seconds())
 	out, overload := classify(err, ctx.Err() != nil)
-	if overload && o.adaptive {
+	if overload && o.Adaptive {
 		d.decrease(env.Tenant, o)
 	}
 	c := d.cfg.Consumer
@@ -320,7 +243,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow, s
 		if next.Attempt >= d.cfg.Settings.MaxAttempts {
 			d.m.dispatch.WithLabelValues(lbl, "dead").Inc()
 			d.m.dlq.WithLabelValues(lbl, "attempts_exhausted").Inc()
-			dead := deadLetter("attempts_exhausted", err, next.Attempt)
+			dead := d.deadLetter("attempts_exhausted", err, next.Attempt)
 			d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, dead) }, "finish")
 			return
 		}
@@ -332,7 +255,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow, s
 	case outDead:
 		d.m.dispatch.WithLabelValues(lbl, "dead").Inc()
 		d.m.dlq.WithLabelValues(lbl, "rejected").Inc()
-		dead := deadLetter("rejected", err, env.Attempt+1)
+		dead := d.deadLetter("rejected", err, env.Attempt+1)
 		d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, dead) }, "finish")
 	case outStopped:
 		d.m.dispatch.WithLabelValues(lbl, "stopped").Inc()
@@ -340,9 +263,10 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow, s
 	}
 }
 
-// deadLetter builds the dead-letter record of a job's last error.
-func deadLetter(reason string, err error, attempts int) *queue.DeadLetter {
-	dl := &queue.DeadLetter{Reason: reason, Attempts: attempts, At: time.Now().UTC()}
+// deadLetter builds the dead-letter record of a job's last error, dated by
+// the drainer's Clock.
+func (d *Drainer) deadLetter(reason string, err error, attempts int) *queue.DeadLetter {
+	dl := &queue.DeadLetter{Reason: reason, Attempts: attempts, At: d.clock.Now().UTC()}
 	if err != nil {
 		dl.Error = err.Error()
 	}

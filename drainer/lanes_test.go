@@ -46,6 +46,7 @@ func start(t *testing.T, cfg drainer.Config) *drainer.Drainer {
 // restart: it is delivered within 3 s of the fix (the old code kept asking
 // with the refused capacity and delivered nothing).
 func TestDrainerLaneFollowsAFixedOutflowWhileRetrying(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := testenv.Name(t, "fix")
 	s := newSink(t, nil)
@@ -56,15 +57,15 @@ func TestDrainerLaneFollowsAFixedOutflowWhileRetrying(t *testing.T) {
 	d := start(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st, Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 9007199255})}})
 	outflowErrs := func() float64 {
-		return counter(t, reg, "sluice_drainer_errors_total", map[string]string{"op": "outflow"})
+		return testenv.MetricValue(t, reg, "sluice_drainer_errors_total", map[string]string{"op": "outflow"})
 	}
-	waitFor(t, 5*time.Second, "two outflow errors", func() bool { return outflowErrs() >= 2 })
+	testenv.WaitFor(t, 5*time.Second, "two outflow errors", func() bool { return outflowErrs() >= 2 })
 	if n := s.count(tenant); n != 0 {
 		t.Fatalf("%d deliveries while the bucket refuses the capacity, want 0", n)
 	}
 	d.SetTenants(map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 5})})
 	fixed := time.Now()
-	waitFor(t, 3*time.Second, "the job delivered after the capacity is fixed", func() bool { return s.count(tenant) == 1 })
+	testenv.WaitFor(t, 3*time.Second, "the job delivered after the capacity is fixed", func() bool { return s.count(tenant) == 1 })
 	t.Logf("delivered %v after the fix", time.Since(fixed).Round(time.Millisecond))
 }
 
@@ -72,6 +73,7 @@ func TestDrainerLaneFollowsAFixedOutflowWhileRetrying(t *testing.T) {
 // second job waits 10 s for the bucket; raising the rate with SetTenants
 // while it waits lets it go within 2 s.
 func TestDrainerWaitingJobSeesANewRate(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := testenv.Name(t, "rate")
 	s := newSink(t, nil)
@@ -80,13 +82,13 @@ func TestDrainerWaitingJobSeesANewRate(t *testing.T) {
 	cons := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: st.Lease, Poll: 100 * time.Millisecond})
 	d := start(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 0.1, Capacity: 1})}})
-	waitFor(t, 3*time.Second, "the first job delivered", func() bool { return s.count(tenant) == 1 })
+	testenv.WaitFor(t, 3*time.Second, "the first job delivered", func() bool { return s.count(tenant) == 1 })
 	time.Sleep(300 * time.Millisecond) // the second job is waiting for the bucket
 	if n := s.count(tenant); n != 1 {
 		t.Fatalf("%d deliveries before the rate is raised, want 1", n)
 	}
 	d.SetTenants(map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 100, Capacity: 1})})
-	waitFor(t, 2*time.Second, "the waiting job delivered at the new rate", func() bool { return s.count(tenant) == 2 })
+	testenv.WaitFor(t, 2*time.Second, "the waiting job delivered at the new rate", func() bool { return s.count(tenant) == 2 })
 }
 
 // Idle lanes on the Redis backend (Poll 100 ms, Lease 3 s): each lane
@@ -107,6 +109,7 @@ const (
 // calls over idleWindow stay ≤ idleTenants × idleCallsPerTenantMax, and a
 // job then pushed to each kind of tenant is delivered within 2 s.
 func TestDrainerIdleLanesPollSparingly(t *testing.T) {
+	t.Parallel() // private Redis; load only lowers the counts
 	rdb := privateRedis(t)
 	s := newSink(t, nil)
 	st := settings()
@@ -141,7 +144,7 @@ func TestDrainerIdleLanesPollSparingly(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	pushed := time.Now()
 	push(t, rdb, queue.Envelope{ID: "u", Tenant: unlimited, Type: "t"}, queue.Envelope{ID: "s", Tenant: shaped, Type: "t"})
-	waitFor(t, 2*time.Second, "a job delivered to each idle tenant", func() bool {
+	testenv.WaitFor(t, 2*time.Second, "a job delivered to each idle tenant", func() bool {
 		return s.count(unlimited) == 1 && s.count(shaped) == 1
 	})
 	t.Logf("first jobs after idle delivered within %v", time.Since(pushed).Round(time.Millisecond))
@@ -150,6 +153,7 @@ func TestDrainerIdleLanesPollSparingly(t *testing.T) {
 // TestDrainerIdleUnlimitedLaneStillDrainsABurst: after the lane went idle
 // (its extra loops parked), a burst of jobs is delivered in full.
 func TestDrainerIdleUnlimitedLaneStillDrainsABurst(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := testenv.Name(t, "burst")
 	s := newSink(t, nil)
@@ -159,5 +163,5 @@ func TestDrainerIdleUnlimitedLaneStillDrainsABurst(t *testing.T) {
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{})}})
 	time.Sleep(2 * time.Second)
 	push(t, rdb, jobs(tenant, 200)...)
-	waitFor(t, 5*time.Second, "200 jobs delivered", func() bool { return s.count(tenant) == 200 })
+	testenv.WaitFor(t, 5*time.Second, "200 jobs delivered", func() bool { return s.count(tenant) == 200 })
 }

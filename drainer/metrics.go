@@ -1,7 +1,10 @@
 package drainer
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -31,43 +34,23 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		dispatch: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_dispatch_total", Help: "Delivery attempts by tenant and result (done, retry, retry_after, dead, stopped).",
-		}, []string{"tenant", "result"}),
+		dispatch: counterVec("sluice_dispatch_total", "Delivery attempts by tenant and result (done, retry, retry_after, dead, stopped).", "tenant", "result"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_dispatch_duration_seconds", Help: "Time of one delivery attempt to the downstream.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
 		}, []string{"tenant"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_retries_total", Help: "Jobs deferred for a retry, by kind (backoff, retry_after).",
-		}, []string{"tenant", "kind"}),
-		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_dlq_total", Help: "Jobs sent to the dead-letter queue, by reason.",
-		}, []string{"tenant", "reason"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_dropped_total", Help: "Jobs dropped unsent at the head of their lane, by reason (expired, cancelled).",
-		}, []string{"tenant", "reason"}),
-		water: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_water_level", Help: "The tenant's shared leaky-bucket water level in units, as last seen by this drainer.",
-		}, []string{"tenant"}),
-		configured: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_outflow_configured_rate", Help: "The tenant's configured (or overridden) outflow rate, units per second.",
-		}, []string{"tenant"}),
-		effective: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_outflow_effective_rate", Help: "The tenant's effective outflow rate after adaptive backoff, units per second.",
-		}, []string{"tenant"}),
-		measured: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_outflow_measured_rate", Help: "Units per second this drainer dispatched for the tenant over the last measuring window; sum over drainers for the total.",
-		}, []string{"tenant"}),
-		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_queue_depth", Help: "The tenant's backlog: queued, not yet finished units (keys.Backlog), sampled by every drainer for its configured tenants; take max by tenant.",
-		}, []string{"tenant"}),
+		retries:    counterVec("sluice_retries_total", "Jobs deferred for a retry, by kind (backoff, retry_after).", "tenant", "kind"),
+		dlq:        counterVec("sluice_dlq_total", "Jobs sent to the dead-letter queue, by reason.", "tenant", "reason"),
+		dropped:    counterVec("sluice_dropped_total", "Jobs dropped unsent at the head of their lane, by reason (expired, cancelled).", "tenant", "reason"),
+		water:      gaugeVec("sluice_water_level", "The tenant's shared leaky-bucket water level in units, as last seen by this drainer."),
+		configured: gaugeVec("sluice_outflow_configured_rate", "The tenant's configured (or overridden) outflow rate, units per second."),
+		effective:  gaugeVec("sluice_outflow_effective_rate", "The tenant's effective outflow rate after adaptive backoff, units per second."),
+		measured:   gaugeVec("sluice_outflow_measured_rate", "Units per second this drainer dispatched for the tenant over the last measuring window; sum over drainers for the total."),
+		depth:      gaugeVec("sluice_queue_depth", "The tenant's backlog: queued, not yet finished units (keys.Backlog), sampled by every drainer for its configured tenants; take max by tenant."),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_drainer_inflight", Help: "Jobs this drainer is dispatching now.",
 		}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_drainer_errors_total", Help: "Backend errors of the drainer by operation.",
-		}, []string{"op"}),
+		errors: counterVec("sluice_drainer_errors_total", "Backend errors of the drainer by operation.", "op"),
 		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_lease_lost_total", Help: "Jobs whose lease expired before they were finished (they are delivered again).",
 		}),
@@ -89,4 +72,50 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// gaugeVec is a gauge by tenant.
+func gaugeVec(name, help string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"tenant"})
+}
+
+// sentCounter returns the tenant's dispatched-units counter.
+func (d *Drainer) sentCounter(tenant string) *atomic.Int64 {
+	d.sentMu.Lock()
+	defer d.sentMu.Unlock()
+	c, ok := d.sent[tenant]
+	if !ok {
+		c = new(atomic.Int64)
+		d.sent[tenant] = c
+	}
+	return c
+}
+
+// measureEvery is the window of sluice_outflow_measured_rate.
+const measureEvery = 5 * time.Second
+
+// measure publishes each tenant's dispatched units per second over the last
+// window until ctx is done.
+func (d *Drainer) measure(ctx context.Context) {
+	last := map[string]int64{}
+	tick := time.NewTicker(measureEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		d.sentMu.Lock()
+		for t, c := range d.sent {
+			n := c.Load()
+			d.m.measured.WithLabelValues(d.label(t)).Set(float64(n-last[t]) / measureEvery.Seconds())
+			last[t] = n
+		}
+		d.sentMu.Unlock()
+	}
 }

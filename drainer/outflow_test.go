@@ -2,36 +2,100 @@ package drainer_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/outflow"
+	"github.com/sluicehq/sluice/queue"
 )
 
-// TestEffectiveRateUnlimitedAndOverrideZero: an unlimited outflow has no
-// rate (ok false, nothing read), and an override outflow_rate of 0 is no
-// override: the configured rate applies, it never means unlimited.
-func TestEffectiveRateUnlimitedAndOverrideZero(t *testing.T) {
-	rdb := testenv.Redis(t)
+// effectiveRate is the tenant's shared effective outflow rate now, as every
+// drainer's bucket computes it (outflow.Limit.At over the stored override
+// and water hashes, at Redis TIME).
+func effectiveRate(t *testing.T, rdb redis.UniversalClient, tenant string, o config.Outflow) float64 {
+	t.Helper()
 	ctx := context.Background()
+	ov, err := rdb.HMGet(ctx, keys.Override(tenant), "outflow_rate", "outflow_capacity").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := rdb.HMGet(ctx, keys.Water(tenant), "water", "ts", "eff", "eff_ts", "eff_inc").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(v any) float64 {
+		s, _ := v.(string)
+		x, _ := strconv.ParseFloat(s, 64)
+		return x
+	}
+	state := outflow.State{OverrideRate: f(ov[0]), OverrideCapacity: f(ov[1]),
+		WaterMicro: f(st[0]), TSMicro: f(st[1]), Eff: f(st[2]), EffTSMicro: f(st[3]), EffInc: f(st[4])}
+	return outflow.Of(o).At(state, float64(now.UnixMicro())).Effective
+}
+
+func TestDrainerConcurrencyCapAcrossDrainers(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "dr")
-	t.Cleanup(func() { rdb.Del(ctx, keys.Override(tenant)) })
-	if r, ok, err := drainer.EffectiveRate(ctx, rdb, tenant, config.Outflow{Unlimited: true}); err != nil || ok || r != 0 {
-		t.Errorf("EffectiveRate(unlimited) = %v, %v, %v; want 0, false, nil", r, ok, err)
+	var mu sync.Mutex
+	cur, peak := 0, 0
+	h := drainer.HandlerFunc(func(ctx context.Context, job queue.Envelope) error {
+		mu.Lock()
+		cur++
+		peak = max(peak, cur)
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		mu.Lock()
+		cur--
+		mu.Unlock()
+		return nil
+	})
+	push(t, rdb, jobs(tenant, 30)...)
+	tc := map[string]config.Tenant{tenant: {Outflow: config.Outflow{Concurrency: 2}}}
+	for i := 0; i < 3; i++ {
+		run(t, drainer.Config{Redis: rdb, Settings: settings(), Tenants: tc, Handler: h})
 	}
-	if r, ok, err := drainer.EffectiveRate(ctx, rdb, tenant, config.Outflow{}); err != nil || ok || r != 0 {
-		t.Errorf("EffectiveRate(no rate, defaults to unlimited) = %v, %v, %v; want 0, false, nil", r, ok, err)
+	testenv.WaitFor(t, 5*time.Second, "30 jobs", func() bool {
+		n, _ := rdb.Get(context.Background(), keys.Backlog(tenant)).Int()
+		return n == 0
+	})
+	if peak != 2 {
+		t.Errorf("peak jobs in flight across 3 drainers = %d, want 2 (the cap)", peak)
 	}
-	rdb.HSet(ctx, keys.Override(tenant), "outflow_rate", "0")
-	rdb.PExpire(ctx, keys.Override(tenant), time.Minute)
-	if r, ok, err := drainer.EffectiveRate(ctx, rdb, tenant, config.Outflow{Rate: 2}); err != nil || !ok || r != 2 {
-		t.Errorf("EffectiveRate(rate 2, override 0) = %v, %v, %v; want 2, true, nil", r, ok, err)
-	}
-	rdb.HSet(ctx, keys.Override(tenant), "outflow_rate", "3")
-	if r, ok, err := drainer.EffectiveRate(ctx, rdb, tenant, config.Outflow{Rate: 2}); err != nil || !ok || r != 3 {
-		t.Errorf("EffectiveRate(rate 2, override 3) = %v, %v, %v; want 3, true, nil", r, ok, err)
+}
+
+func TestDrainerAdaptiveRateBacksOff(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "dr")
+	s := newSink(t, func(d delivery, n int) (int, string) {
+		if n == 1 {
+			return 429, "0"
+		}
+		return 200, ""
+	})
+	push(t, rdb, jobs(tenant, 5)...)
+	run(t, drainer.Config{Redis: rdb, Settings: settings(), Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 100, Capacity: 5})}})
+	testenv.WaitFor(t, 5*time.Second, "a 429", func() bool { return s.count(tenant) >= 1 })
+	var eff float64
+	testenv.WaitFor(t, 2*time.Second, "a lowered rate", func() bool {
+		eff = effectiveRate(t, rdb, tenant, config.Outflow{Rate: 100})
+		return eff < 100
+	})
+	// One decrease (cooldown) to 50, then recovery at 10/s.
+	if eff < 50 || eff > 70 {
+		t.Errorf("effective rate after 429s = %v, want 50 plus at most 2 s of recovery at 10/s", eff)
 	}
 }

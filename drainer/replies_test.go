@@ -11,6 +11,7 @@ import (
 // job; every other reply (another integer, a string, nil, an array, an
 // error value) delivers and is reported unexpected, so it is counted.
 func TestStartReplyNeverDropsOnAnUnexpectedReply(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		reply       any
 		deliver, ok bool

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -61,14 +61,14 @@ const startPipelines = 2
 // extendDeliveries pushes the deadlines of jobs' deliveries in progress
 // (keys.Delivering) to now + Lease, as their leases, so a delivery longer
 // than a lease still counts as in flight. Members that are not there (a
-// job waiting for its slot, or settled meanwhile) are left out.
+// job waiting for its turn, or settled meanwhile) are left out.
 func (d *Drainer) extendDeliveries(ctx context.Context, tenant string, jobs []*queue.Claimed) {
-	args := make([]any, 0, 2+len(jobs))
-	args = append(args, 0, d.cfg.Settings.Lease.Milliseconds())
-	for _, j := range jobs {
-		args = append(args, j.Token())
+	ext := outflow.Extend{Key: keys.Delivering(tenant), Lease: d.cfg.Settings.Lease, Members: members(jobs)}
+	v, err := ext.Call().Run(ctx, d.cfg.Redis).Result()
+	if err == nil {
+		_, err = outflow.ParseExtend(v)
 	}
-	if err := lua.LeaseExtend.Run(ctx, d.cfg.Redis, []string{keys.Delivering(tenant)}, args...).Err(); err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil {
 		d.m.errors.WithLabelValues("extend").Inc()
 	}
 }

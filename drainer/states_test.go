@@ -38,39 +38,11 @@ func produce(t testing.TB, rdb redis.UniversalClient, jobs ...queue.Envelope) {
 	}
 }
 
-// gauge returns the value of one series of a gathered gauge and whether it
-// exists.
-func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue next
-				}
-			}
-			return m.GetGauge().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
 // TestDrainerQueueDepthGauge: sluice_queue_depth{tenant} follows the
 // tenant's backlog (jobs in flight still count until finished) and loses
 // its series when the tenant leaves the configuration.
 func TestDrainerQueueDepthGauge(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "depth")
 	release := make(chan struct{})
@@ -100,19 +72,19 @@ func TestDrainerQueueDepthGauge(t *testing.T) {
 	t.Cleanup(func() { unblock(); cancel(); <-done })
 
 	depth := func() (float64, bool) {
-		return gauge(t, reg, "sluice_queue_depth", map[string]string{"tenant": tenant})
+		return testenv.Metric(t, reg, "sluice_queue_depth", map[string]string{"tenant": tenant})
 	}
 	// Sampled at start and every 2 s.
-	waitFor(t, 3*time.Second, "depth 5 with one job in flight and four queued", func() bool { v, ok := depth(); return ok && v == 5 })
+	testenv.WaitFor(t, 3*time.Second, "depth 5 with one job in flight and four queued", func() bool { v, ok := depth(); return ok && v == 5 })
 	unblock()
-	waitFor(t, 5*time.Second, "depth 0 once every job is done", func() bool { v, ok := depth(); return ok && v == 0 })
+	testenv.WaitFor(t, 5*time.Second, "depth 0 once every job is done", func() bool { v, ok := depth(); return ok && v == 0 })
 	d.SetTenants(map[string]config.Tenant{})
-	waitFor(t, 3*time.Second, "the removed tenant's series gone", func() bool { _, ok := depth(); return !ok })
+	testenv.WaitFor(t, 3*time.Second, "the removed tenant's series gone", func() bool { _, ok := depth(); return !ok })
 }
 
 // TestDrainerDropsJobCancelledAfterClaim: a job cancelled while its lane
-// holds it, waiting for the tenant's next outflow slot, is dropped when the
-// slot comes instead of being delivered, counted as cancelled, and
+// holds it, waiting for its turn in the tenant's outflow bucket, is dropped
+// when the turn comes instead of being delivered, counted as cancelled, and
 // finished (backlog lowered); its state stays cancelled.
 func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 	rdb := testenv.Redis(t)
@@ -121,21 +93,21 @@ func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 	s := newSink(t, nil)
 	produce(t, rdb, queue.Envelope{ID: "first", Tenant: tenant, Type: "t"}, queue.Envelope{ID: "second", Tenant: tenant, Type: "t"})
 	reg := prometheus.NewRegistry()
-	// 1 job/s, capacity 1: "second" waits about a second for its slot,
+	// 1 job/s, capacity 1: "second" waits about a second for its turn,
 	// held by the lane (leased, state still queued).
 	run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 1})}})
-	waitFor(t, 3*time.Second, "first delivered and second claimed", func() bool {
+	testenv.WaitFor(t, 3*time.Second, "first delivered and second claimed", func() bool {
 		return s.count(tenant) == 1 && rdb.ZCard(ctx, keys.Processing(tenant)).Val() == 1
 	})
 	if err := jobstate.Cancel(ctx, rdb, tenant, "second"); err != nil {
-		t.Fatalf("Cancel(second, claimed, waiting for its slot) = %v, want nil", err)
+		t.Fatalf("Cancel(second, claimed, waiting for its turn) = %v, want nil", err)
 	}
-	waitFor(t, 3*time.Second, "backlog 0", func() bool { n, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int(); return n == 0 })
+	testenv.WaitFor(t, 3*time.Second, "backlog 0", func() bool { n, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int(); return n == 0 })
 	if n := s.count(tenant); n != 1 {
 		t.Errorf("deliveries = %d, want 1 (the cancelled job must not be sent)", n)
 	}
-	if n := counter(t, reg, "sluice_dropped_total", map[string]string{"tenant": tenant, "reason": "cancelled"}); n != 1 {
+	if n := testenv.MetricValue(t, reg, "sluice_dropped_total", map[string]string{"tenant": tenant, "reason": "cancelled"}); n != 1 {
 		t.Errorf("sluice_dropped_total{reason=cancelled} = %v, want 1", n)
 	}
 	for id, want := range map[string]string{"first": "done", "second": "cancelled"} {
@@ -150,6 +122,7 @@ func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 // tenant's deliveries in progress hold it; the outflow per second counts
 // every dispatched unit.
 func TestDrainerRecordsOutflowAndInFlight(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "flow")
@@ -172,7 +145,7 @@ func TestDrainerRecordsOutflowAndInFlight(t *testing.T) {
 		t.Errorf("deliveries in progress = %d, want 2", n)
 	}
 	close(release)
-	waitFor(t, 3*time.Second, "both done", func() bool { return rdb.ZCard(ctx, keys.Delivering(tenant)).Val() == 0 })
+	testenv.WaitFor(t, 3*time.Second, "both done", func() bool { return rdb.ZCard(ctx, keys.Delivering(tenant)).Val() == 0 })
 	var units int64
 	for _, v := range rdb.HGetAll(ctx, keys.Outflow(tenant)).Val() {
 		n, _ := strconv.ParseInt(v, 10, 64)

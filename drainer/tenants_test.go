@@ -59,7 +59,7 @@ func TestDrainerFollowsRuntimeTenants(t *testing.T) {
 	})
 
 	push(t, rdb, jobs("old", 2)...)
-	waitFor(t, 2*time.Second, "jobs of the file tenant", func() bool { return s.count("old") == 2 })
+	testenv.WaitFor(t, 2*time.Second, "jobs of the file tenant", func() bool { return s.count("old") == 2 })
 
 	// A runtime tenant with queued jobs: drained as soon as it exists.
 	push(t, rdb, jobs("new", 3)...)
@@ -67,14 +67,14 @@ func TestDrainerFollowsRuntimeTenants(t *testing.T) {
 	if _, err := reg.Put(ctx, "new", config.Tenant{Target: config.Target{URL: s.srv.URL}}, "alice", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "jobs of the new tenant within 1 s", func() bool { return s.count("new") == 3 })
+	testenv.WaitFor(t, time.Second, "jobs of the new tenant within 1 s", func() bool { return s.count("new") == 3 })
 	t.Logf("new tenant's 3 jobs delivered %v after its creation", time.Since(start))
 
 	// Deleted: its lane stops; a job queued afterwards waits.
 	if _, err := reg.Delete(ctx, "old", "bob", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "the drainer to drop the tenant", func() bool { _, ok := d.Target("old", "mail"); return !ok })
+	testenv.WaitFor(t, time.Second, "the drainer to drop the tenant", func() bool { _, ok := d.Target("old", "mail"); return !ok })
 	push(t, rdb, jobs("old", 1)[0])
 	// A negative result needs a window: 300 ms is 30 claim polls.
 	time.Sleep(300 * time.Millisecond)
@@ -92,5 +92,5 @@ func TestDrainerFollowsRuntimeTenants(t *testing.T) {
 	if _, err := reg.Put(ctx, "old", config.Tenant{Target: config.Target{URL: s.srv.URL}}, "alice", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "the waiting job after the tenant came back", func() bool { return s.count("old") == 3 })
+	testenv.WaitFor(t, time.Second, "the waiting job after the tenant came back", func() bool { return s.count("old") == 3 })
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/outflow"
 )
 
 // propagationBound is the requirement: an admin change reaches every ingest
@@ -77,8 +77,8 @@ func TestAdminOutflowRateOnNextTake(t *testing.T) {
 	rdb := privateRedis(t)
 	ctx := context.Background()
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "    outflow: {rate: 1, capacity: 1}\n")), nil)
-	leaky := limits.NewLeaky(rdb)
-	stale := limits.LeakyLimit{Rate: 1, Capacity: 1} // what a not-yet-updated drainer passes
+	leaky := outflow.NewBucket(rdb)
+	stale := outflow.Limit{Rate: 1, Capacity: 1} // what a not-yet-updated drainer passes
 	now := time.Unix(1_900_000_000, 0)
 	first, err := leaky.TakeAt(ctx, "acme", stale, 1, now)
 	if err != nil || !first.Allowed {

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/outflow"
 )
 
 // measureWindow is the window of the measured outflow rate, in whole
@@ -48,7 +49,7 @@ type outflowAnswer struct {
 	// (keys.Override outflow_rate) that the drainers apply.
 	ConfiguredRate float64 `json:"configured_rate"`
 	// EffectiveRate is ConfiguredRate lowered by adaptive backoff while it
-	// recovers, as the bucket script computes it (lua/leaky_bucket.lua).
+	// recovers, as the bucket script computes it (outflow.Limit.At).
 	EffectiveRate float64 `json:"effective_rate"`
 	// MeasuredRate is the units dispatched across all drainers in the last
 	// measureWindow complete seconds (keys.Outflow, Redis TIME) ÷ the window.
@@ -90,15 +91,13 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 // readStats reads tenant's figures in one script call (lua/tenant_stats.lua)
 // and computes the rates and the water level from them.
 func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (statsAnswer, error) {
-	res, err := lua.TenantStats.Run(ctx, s.rdb, []string{
-		keys.Backlog(tenant), keys.Override(tenant), keys.Water(tenant), keys.Delivering(tenant),
-		keys.DLQ(tenant), keys.DLQCount(tenant), keys.Outflow(tenant),
-	}, measureWindow).StringSlice()
+	v, err := statsCall(tenant).Run(ctx, s.rdb).Result()
 	if err != nil {
 		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: %w", tenant, err)
 	}
-	if len(res) != 13 {
-		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: reply has %d values, want 13", tenant, len(res))
+	res, err := parseStats(v)
+	if err != nil {
+		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: %w", tenant, err)
 	}
 	var o config.Outflow
 	if ts := snap.tenants[tenant]; ts != nil {
@@ -107,13 +106,41 @@ func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (
 	return computeStats(tenant, o, snap.backend, res), nil
 }
 
-// computeStats turns the raw values of tenant_stats.lua into the answer,
-// for a tenant configured with outflow o (defaults applied) on the queue
-// backend ("redis" or "kafka").
-func computeStats(tenant string, o config.Outflow, backend string, res []string) statsAnswer {
-	// Stored values are read defensively: a missing, malformed or
-	// non-finite number is 0 (NaN or ±Inf would make the answer unencodable),
-	// and a count beyond int64 is the largest int64, never wrapped.
+// statsCall is tenant_stats.lua's call: KEYS backlog, override, water,
+// delivering, DLQ list, DLQ counter, outflow per second; ARGV the window.
+func statsCall(tenant string) lua.Call {
+	return lua.Call{Script: lua.TenantStats, Keys: []string{
+		keys.Backlog(tenant), keys.Override(tenant), keys.Water(tenant), keys.Delivering(tenant),
+		keys.DLQ(tenant), keys.DLQCount(tenant), keys.Outflow(tenant),
+	}, Args: []any{measureWindow}}
+}
+
+// parseStats checks tenant_stats.lua's reply: 13 strings (statsOf reads
+// them). Its error wraps lua.ErrReply.
+func parseStats(v any) ([]string, error) {
+	res, err := lua.TenantStats.Strings(v)
+	if err == nil && len(res) != 13 {
+		err = lua.TenantStats.ReplyError("%d values, want 13", len(res))
+	}
+	return res, err
+}
+
+// tenantStats is tenant_stats.lua's reply, by name.
+type tenantStats struct {
+	NowMicro float64       // Redis TIME, unix µs
+	Backlog  int64         // keys.Backlog
+	Outflow  outflow.State // the override and water hashes
+	InFlight int64         // deliveries whose deadline has not passed
+	DLQList  int64         // the dead-letter list's length (Redis backend)
+	DLQCount int64         // the dead-job counter (Kafka backend)
+	Units    float64       // units dispatched in the measuring window
+}
+
+// statsOf names the 13 values of tenant_stats.lua's reply. Stored values
+// are read defensively: a missing, malformed or non-finite number is 0
+// (NaN or ±Inf would make the answer unencodable), and a count beyond
+// int64 is the largest int64, never wrapped.
+func statsOf(res []string) tenantStats {
 	num := func(i int) float64 {
 		f, err := strconv.ParseFloat(res[i], 64)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
@@ -134,55 +161,42 @@ func computeStats(tenant string, o config.Outflow, backend string, res []string)
 			return int64(f)
 		}
 	}
-	nowUS := num(0)
-	out := statsAnswer{Tenant: tenant, Backlog: count(1), InFlight: count(9)}
-	if backend == "kafka" {
-		out.DLQ = count(11)
-	} else {
-		out.DLQ = count(10)
+	return tenantStats{
+		NowMicro: num(0), Backlog: count(1),
+		Outflow: outflow.State{
+			OverrideRate: num(2), OverrideCapacity: num(3), WaterMicro: num(4), TSMicro: num(5),
+			Eff: num(6), EffTSMicro: num(7), EffInc: num(8),
+		},
+		InFlight: count(9), DLQList: count(10), DLQCount: count(11), Units: num(12),
 	}
-	out.Outflow.MeasuredRate = num(12) / measureWindow
+}
 
-	// As the drainers do (drainer.outflowOf, limits.Leaky): an unlimited
-	// outflow has no bucket and ignores the override; the override (when
-	// > 0) replaces a configured rate and capacity.
-	if !o.Shaped() {
+// computeStats turns the raw values of tenant_stats.lua (13, parseStats)
+// into the answer, for a tenant configured with outflow o on the queue
+// backend ("redis" or "kafka"). The rates and the level are
+// outflow.Limit.At's, the drainers' formulas: an unlimited outflow has no
+// bucket and ignores the override; the override (when > 0) replaces a
+// configured rate and capacity.
+func computeStats(tenant string, o config.Outflow, backend string, res []string) statsAnswer {
+	st := statsOf(res)
+	out := statsAnswer{Tenant: tenant, Backlog: st.Backlog, InFlight: st.InFlight, DLQ: st.DLQList}
+	if backend == "kafka" {
+		out.DLQ = st.DLQCount
+	}
+	out.Outflow.MeasuredRate = st.Units / measureWindow
+	lim := outflow.Of(o)
+	if !lim.Shaped() {
 		out.Outflow.Unlimited = true
 		return out
 	}
-	rate, capacity := o.Rate, o.BucketCapacity()
-	if ov := num(2); ov > 0 {
-		rate = ov
-	}
-	if ov := num(3); ov > 0 {
-		capacity = ov
-	}
-	out.Outflow.ConfiguredRate, out.Outflow.Capacity = rate, capacity
-	eff := adaptiveRate(rate, num(6), num(7), num(8), nowUS)
-	out.Outflow.EffectiveRate = eff
-	if eff <= 0 {
+	lv := lim.At(st.Outflow, st.NowMicro)
+	out.Outflow.ConfiguredRate, out.Outflow.Capacity, out.Outflow.EffectiveRate = lv.Rate, lv.Capacity, lv.Effective
+	out.WaterLevel = lv.Water
+	if lv.Effective <= 0 {
 		return out
 	}
-	// leaky_bucket.lua: water (micro-units) leaks at the effective rate
-	// since ts (µs).
-	water := num(4) - max(nowUS-num(5), 0)*eff
-	out.WaterLevel = max(water, 0) / 1e6
-	if math.IsInf(out.WaterLevel, 0) || math.IsNaN(out.WaterLevel) {
-		out.WaterLevel = 0
-	}
-	if eta := float64(out.Backlog) / eff; !math.IsInf(eta, 0) {
+	if eta := float64(out.Backlog) / lv.Effective; !math.IsInf(eta, 0) {
 		out.ETASeconds = &eta
 	}
 	return out
-}
-
-// adaptiveRate is the rate the outflow bucket uses now (lua/leaky_bucket.lua,
-// drainer.EffectiveRate): rate, lowered to eff at effTS (µs) after a
-// downstream 429/503 and recovering by inc units/s every second since.
-// Without adaptive state (eff 0) it is rate.
-func adaptiveRate(rate, eff, effTS, inc, nowUS float64) float64 {
-	if eff <= 0 {
-		return rate
-	}
-	return min(rate, eff+max(nowUS-effTS, 0)/1e6*inc)
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -86,7 +86,7 @@ func TestTenantStats(t *testing.T) {
 	}{
 		{"backlog and rate", "", nil, base},
 		{"water level leaked to now", "", func(t *testing.T, tenant string) {
-			if _, err := limits.NewLeaky(rdb).Take(ctx, tenant, limits.LeakyLimit{Rate: 4, Capacity: 2}, 1); err != nil {
+			if _, err := outflow.NewBucket(rdb).Take(ctx, tenant, outflow.Limit{Rate: 4, Capacity: 2}, 1); err != nil {
 				t.Fatal(err)
 			}
 		}, with(func(w *want) { w.waterMin, w.waterMax = 0.9, 1 })}, // 1 unit, less 4/s × the ms since

@@ -45,28 +45,38 @@ func run() int {
 	if err != nil {
 		return 2
 	}
-	log, cfg := svc.Log, svc.Config
-	rdb := boot.Redis(cfg.Redis)
+	rdb := boot.Redis(svc.Config.Redis)
 	defer rdb.Close()
 
 	reg := boot.Metrics()
+	d, runConsumer, ok := build(ctx, svc, rdb, reg)
+	if !ok {
+		return 2
+	}
+	return serve(ctx, stop, svc, d, runConsumer, rdb, reg)
+}
 
+// build loads the scripts and the runtime tenants and builds the queue
+// consumer and the drainer, which follows every tenant change from then
+// on. It logs what failed and reports false when the drainer cannot start.
+func build(ctx context.Context, svc *boot.Service, rdb redis.UniversalClient, reg *prometheus.Registry) (*drainer.Drainer, func(context.Context) error, bool) {
+	log, cfg := svc.Log, svc.Config
 	if err := boot.Scripts(ctx, rdb); err != nil {
 		log.Error("load scripts", "err", err)
-		return 2
+		return nil, nil, false
 	}
 	// Runtime tenants (admin API): the registry merges the file's tenants
 	// with those stored in Redis and hands every change to the drainer.
 	registry, err := boot.Tenants(ctx, rdb, cfg, log, reg)
 	if err != nil {
 		log.Error("runtime tenants", "err", err)
-		return 2
+		return nil, nil, false
 	}
 	merged := registry.Config()
 	consumer, runConsumer, err := newConsumer(ctx, merged, queue.ProducerDeps{Redis: rdb, Log: log, Registerer: reg})
 	if err != nil {
 		log.Error("queue consumer", "backend", cfg.Queue.Backend, "err", err)
-		return 2
+		return nil, nil, false
 	}
 	d, err := drainer.New(drainer.Config{
 		Consumer: consumer, Redis: rdb, Tenants: merged.Tenants, Settings: cfg.Drainer,
@@ -74,7 +84,7 @@ func run() int {
 	})
 	if err != nil {
 		log.Error("drainer", "err", err)
-		return 2
+		return nil, nil, false
 	}
 	go func() {
 		if err := registry.Run(ctx, func(c *config.Config) { d.SetTenants(c.Tenants) }); err != nil {
@@ -82,15 +92,21 @@ func run() int {
 		}
 	}()
 	boot.WatchConfig(ctx, svc.ConfigPath, registry, log, reg)
+	return d, runConsumer, true
+}
 
+// serve runs the ops server, the queue consumer and the drainer until ctx
+// is done or one of them fails (then it calls stop), shuts them down and
+// returns the exit code. Shutdown order: the drainer first (stops intake,
+// finishes or returns jobs within drainer.shutdown_timeout), then the queue
+// consumer (Kafka: commits and leaves the group), then the ops server, so
+// /metrics and /readyz answer to the end.
+func serve(ctx context.Context, stop context.CancelFunc, svc *boot.Service, d *drainer.Drainer, runConsumer func(context.Context) error, rdb redis.UniversalClient, reg *prometheus.Registry) int {
+	log, cfg := svc.Log, svc.Config
 	srv := &http.Server{Addr: cfg.Drainer.Listen, Handler: ops(d, rdb, reg), ReadHeaderTimeout: 5 * time.Second}
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.ListenAndServe() }()
 
-	// Shutdown order: the drainer first (stops intake, finishes or returns
-	// jobs within drainer.shutdown_timeout), then the queue consumer (Kafka:
-	// commits and leaves the group), then the ops server, so /metrics and
-	// /readyz answer to the end.
 	code := 0
 	consumerCtx, stopConsumer := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopConsumer()

@@ -1,4 +1,4 @@
-package limits_test
+package outflow_test
 
 import (
 	"context"
@@ -12,16 +12,16 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/outflow"
 )
 
-// TestLeakyScriptRefusesUnrepresentableNumbers calls lua/leaky_bucket.lua
+// TestBucketScriptRefusesUnrepresentableNumbers calls lua/leaky_bucket.lua
 // directly with each number it cannot hold exactly (in ARGV, or a positive
 // override it cannot represent) and checks that it answers an error naming
 // the argument and writes nothing: the water key stays absent. (A corrupt
-// stored level is healed instead: TestLeakyHealsCorruptStoredLevel.)
-func TestLeakyScriptRefusesUnrepresentableNumbers(t *testing.T) {
+// stored level is healed instead: TestBucketHealsCorruptStoredLevel.)
+func TestBucketScriptRefusesUnrepresentableNumbers(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	script := lua.LeakyBucket
@@ -90,21 +90,21 @@ func TestLeakyScriptRefusesUnrepresentableNumbers(t *testing.T) {
 	}
 }
 
-// TestLeakyNeverWritesNothing: a job whose cost exceeds the capacity (the
+// TestBucketNeverWritesNothing: a job whose cost exceeds the capacity (the
 // configured one or the override, up to 2^63−1) gets Never, and the water
 // key is neither created nor changed.
-func TestLeakyNeverWritesNothing(t *testing.T) {
+func TestBucketNeverWritesNothing(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
-	l := limits.NewLeaky(rdb)
-	lim := limits.LeakyLimit{Rate: 10, Capacity: 5}
+	l := outflow.NewBucket(rdb)
+	lim := outflow.Limit{Rate: 10, Capacity: 5}
 	for _, cost := range []int64{6, 1 << 53, math.MaxInt64} {
 		tenant := testenv.Name(t, "leaky")
 		got, err := l.TakeAt(ctx, tenant, lim, cost, t0)
 		if err != nil {
 			t.Fatalf("cost %d: %v", cost, err)
 		}
-		if want := (limits.LeakyResult{Never: true, Rate: 10, Capacity: 5}); got != want {
+		if want := (outflow.Result{Never: true, Rate: 10, Capacity: 5}); got != want {
 			t.Errorf("cost %d on an empty bucket: got %+v, want %+v", cost, got, want)
 		}
 		if n := rdb.Exists(ctx, keys.Water(tenant)).Val(); n != 0 {
@@ -131,24 +131,24 @@ func TestLeakyNeverWritesNothing(t *testing.T) {
 	}
 }
 
-// TestLeakyEveryAllowedCallLeavesATTL checks PTTL > 0 on the water key
+// TestBucketEveryAllowedCallLeavesATTL checks PTTL > 0 on the water key
 // after allowed calls at the edges: the largest capacity, a rate so small
 // that the bucket takes centuries to empty (the TTL is capped at 30 days),
 // the largest rate.
-func TestLeakyEveryAllowedCallLeavesATTL(t *testing.T) {
+func TestBucketEveryAllowedCallLeavesATTL(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
-	l := limits.NewLeaky(rdb)
+	l := outflow.NewBucket(rdb)
 	const maxCap = 9007199254 // capacity × 10^6 just below 2^53
 	tests := []struct {
 		name string
-		lim  limits.LeakyLimit
+		lim  outflow.Limit
 		cost int64
 	}{
-		{"ordinary", limits.LeakyLimit{Rate: 10, Capacity: 3}, 3},
-		{"largest capacity, full", limits.LeakyLimit{Rate: 1, Capacity: maxCap}, maxCap},
-		{"tiny rate", limits.LeakyLimit{Rate: 1e-12, Capacity: 1000}, 1000},
-		{"largest rate", limits.LeakyLimit{Rate: 9e12, Capacity: 1}, 1},
+		{"ordinary", outflow.Limit{Rate: 10, Capacity: 3}, 3},
+		{"largest capacity, full", outflow.Limit{Rate: 1, Capacity: maxCap}, maxCap},
+		{"tiny rate", outflow.Limit{Rate: 1e-12, Capacity: 1000}, 1000},
+		{"largest rate", outflow.Limit{Rate: 9e12, Capacity: 1}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,16 +171,16 @@ func TestLeakyEveryAllowedCallLeavesATTL(t *testing.T) {
 	}
 }
 
-// TestLeakyHealsCorruptStoredLevel: a stored water or ts the script cannot
+// TestBucketHealsCorruptStoredLevel: a stored water or ts the script cannot
 // have written (an older version left water 9.2e24 on a key without a TTL)
 // never makes every later call fail: the level reads as a full bucket at
 // now (no invented leak, so no burst), the healed state is written back as
 // exact integers with a TTL, and the bucket drains from there at its rate.
-func TestLeakyHealsCorruptStoredLevel(t *testing.T) {
+func TestBucketHealsCorruptStoredLevel(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	now := strconv.FormatInt(t0.UnixMicro(), 10)
-	lim := limits.LeakyLimit{Rate: 10, Capacity: 3}
+	lim := outflow.Limit{Rate: 10, Capacity: 3}
 	tests := []struct {
 		name   string
 		stored map[string]string
@@ -202,7 +202,7 @@ func TestLeakyHealsCorruptStoredLevel(t *testing.T) {
 			wk := keys.Water(tenant)
 			t.Cleanup(func() { rdb.Del(context.Background(), wk) })
 			rdb.HSet(ctx, wk, tc.stored) // no TTL, as the old bug left it
-			l := limits.NewLeaky(rdb)
+			l := outflow.NewBucket(rdb)
 			r, err := l.TakeAt(ctx, tenant, lim, 1, t0)
 			if err != nil {
 				t.Fatalf("take on a corrupt level: %v, want it healed", err)

@@ -1,4 +1,4 @@
-package limits_test
+package outflow_test
 
 import (
 	"context"
@@ -16,66 +16,66 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/outflow"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func TestLeakyAtFixedInstants(t *testing.T) {
+func TestBucketAtFixedInstants(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	type step struct {
 		at   time.Duration // after t0
 		cost int64
-		want limits.LeakyResult
+		want outflow.Result
 	}
-	lim := limits.LeakyLimit{Rate: 10, Capacity: 3}
+	lim := outflow.Limit{Rate: 10, Capacity: 3}
 	tests := []struct {
 		name  string
-		lim   limits.LeakyLimit
+		lim   outflow.Limit
 		steps []step
 	}{
 		{"burst up to capacity then wait one drip", lim, []step{
-			{0, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 10, Capacity: 3}},
-			{0, 1, limits.LeakyResult{Allowed: true, Water: 2, Rate: 10, Capacity: 3}},
-			{0, 1, limits.LeakyResult{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
-			{0, 1, limits.LeakyResult{Wait: 100 * time.Millisecond, Water: 3, Rate: 10, Capacity: 3}},
-			{50 * time.Millisecond, 1, limits.LeakyResult{Wait: 50 * time.Millisecond, Water: 2.5, Rate: 10, Capacity: 3}},
-			{100 * time.Millisecond, 1, limits.LeakyResult{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
+			{0, 1, outflow.Result{Allowed: true, Water: 1, Rate: 10, Capacity: 3}},
+			{0, 1, outflow.Result{Allowed: true, Water: 2, Rate: 10, Capacity: 3}},
+			{0, 1, outflow.Result{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
+			{0, 1, outflow.Result{Wait: 100 * time.Millisecond, Water: 3, Rate: 10, Capacity: 3}},
+			{50 * time.Millisecond, 1, outflow.Result{Wait: 50 * time.Millisecond, Water: 2.5, Rate: 10, Capacity: 3}},
+			{100 * time.Millisecond, 1, outflow.Result{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
 		}},
 		{"leak never goes below empty", lim, []step{
-			{0, 2, limits.LeakyResult{Allowed: true, Water: 2, Rate: 10, Capacity: 3}},
-			{10 * time.Second, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 10, Capacity: 3}},
+			{0, 2, outflow.Result{Allowed: true, Water: 2, Rate: 10, Capacity: 3}},
+			{10 * time.Second, 1, outflow.Result{Allowed: true, Water: 1, Rate: 10, Capacity: 3}},
 		}},
 		// A job larger than the bucket never goes, even when it is empty
 		// (it used to go then): nothing is written and the next job goes.
 		{"cost above capacity never goes", lim, []step{
-			{0, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 10, Capacity: 3}},
-			{0, 4, limits.LeakyResult{Never: true, Water: 1, Rate: 10, Capacity: 3}},
-			{100 * time.Millisecond, 4, limits.LeakyResult{Never: true, Water: 0, Rate: 10, Capacity: 3}},
-			{100 * time.Millisecond, math.MaxInt64, limits.LeakyResult{Never: true, Water: 0, Rate: 10, Capacity: 3}},
-			{100 * time.Millisecond, 3, limits.LeakyResult{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
-			{100 * time.Millisecond, 1, limits.LeakyResult{Wait: 100 * time.Millisecond, Water: 3, Rate: 10, Capacity: 3}},
+			{0, 1, outflow.Result{Allowed: true, Water: 1, Rate: 10, Capacity: 3}},
+			{0, 4, outflow.Result{Never: true, Water: 1, Rate: 10, Capacity: 3}},
+			{100 * time.Millisecond, 4, outflow.Result{Never: true, Water: 0, Rate: 10, Capacity: 3}},
+			{100 * time.Millisecond, math.MaxInt64, outflow.Result{Never: true, Water: 0, Rate: 10, Capacity: 3}},
+			{100 * time.Millisecond, 3, outflow.Result{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
+			{100 * time.Millisecond, 1, outflow.Result{Wait: 100 * time.Millisecond, Water: 3, Rate: 10, Capacity: 3}},
 		}},
-		{"a wait is capped at an hour", limits.LeakyLimit{Rate: 1e-6, Capacity: 1}, []step{
-			{0, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 0, Capacity: 1}},
-			{0, 1, limits.LeakyResult{Wait: time.Hour, Water: 1, Rate: 0, Capacity: 1}},
+		{"a wait is capped at an hour", outflow.Limit{Rate: 1e-6, Capacity: 1}, []step{
+			{0, 1, outflow.Result{Allowed: true, Water: 1, Rate: 0, Capacity: 1}},
+			{0, 1, outflow.Result{Wait: time.Hour, Water: 1, Rate: 0, Capacity: 1}},
 		}},
-		{"fractional rate", limits.LeakyLimit{Rate: 0.5, Capacity: 1}, []step{
-			{0, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 0.5, Capacity: 1}},
-			{time.Second, 1, limits.LeakyResult{Wait: time.Second, Water: 0.5, Rate: 0.5, Capacity: 1}},
-			{2 * time.Second, 1, limits.LeakyResult{Allowed: true, Water: 1, Rate: 0.5, Capacity: 1}},
+		{"fractional rate", outflow.Limit{Rate: 0.5, Capacity: 1}, []step{
+			{0, 1, outflow.Result{Allowed: true, Water: 1, Rate: 0.5, Capacity: 1}},
+			{time.Second, 1, outflow.Result{Wait: time.Second, Water: 0.5, Rate: 0.5, Capacity: 1}},
+			{2 * time.Second, 1, outflow.Result{Allowed: true, Water: 1, Rate: 0.5, Capacity: 1}},
 		}},
 		{"a caller behind the last write leaks nothing", lim, []step{
-			{time.Second, 3, limits.LeakyResult{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
-			{900 * time.Millisecond, 1, limits.LeakyResult{Wait: 100 * time.Millisecond, Water: 3, Rate: 10, Capacity: 3}},
-			{1100 * time.Millisecond, 1, limits.LeakyResult{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
+			{time.Second, 3, outflow.Result{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
+			{900 * time.Millisecond, 1, outflow.Result{Wait: 100 * time.Millisecond, Water: 3, Rate: 10, Capacity: 3}},
+			{1100 * time.Millisecond, 1, outflow.Result{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tenant := testenv.Name(t, "leaky")
-			l := limits.NewLeaky(rdb)
+			l := outflow.NewBucket(rdb)
 			for i, s := range tc.steps {
 				got, err := l.TakeAt(ctx, tenant, tc.lim, s.cost, t0.Add(s.at))
 				if err != nil {
@@ -89,31 +89,31 @@ func TestLeakyAtFixedInstants(t *testing.T) {
 	}
 }
 
-func TestLeakyTTLIsDrainTimePlusMargin(t *testing.T) {
+func TestBucketTTLIsDrainTimePlusMargin(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "leaky")
-	l := limits.NewLeaky(rdb)
+	l := outflow.NewBucket(rdb)
 	// 4 units at 2/s drain in 2 s.
-	if _, err := l.TakeAt(ctx, tenant, limits.LeakyLimit{Rate: 2, Capacity: 4}, 4, t0); err != nil {
+	if _, err := l.TakeAt(ctx, tenant, outflow.Limit{Rate: 2, Capacity: 4}, 4, t0); err != nil {
 		t.Fatal(err)
 	}
 	ttl, err := rdb.PTTL(ctx, keys.Water(tenant)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := 2*time.Second + limits.LeakyMargin
+	want := 2*time.Second + outflow.Margin
 	if ttl > want || ttl < want-time.Second {
 		t.Errorf("PTTL = %v, want %v (minus at most 1s of test time)", ttl, want)
 	}
 }
 
-func TestLeakyOverrideReachesNextCall(t *testing.T) {
+func TestBucketOverrideReachesNextCall(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "leaky")
-	l := limits.NewLeaky(rdb)
-	lim := limits.LeakyLimit{Rate: 1, Capacity: 1}
+	l := outflow.NewBucket(rdb)
+	lim := outflow.Limit{Rate: 1, Capacity: 1}
 	if _, err := l.TakeAt(ctx, tenant, lim, 1, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -132,23 +132,23 @@ func TestLeakyOverrideReachesNextCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := limits.LeakyResult{Allowed: true, Water: 2, Rate: 4, Capacity: 2}
+	want := outflow.Result{Allowed: true, Water: 2, Rate: 4, Capacity: 2}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after override (-want +got):\n%s", diff)
 	}
 }
 
-func TestLeakyRejectsBadArguments(t *testing.T) {
-	l := limits.NewLeaky(testenv.Redis(t))
+func TestBucketRejectsBadArguments(t *testing.T) {
+	l := outflow.NewBucket(testenv.Redis(t))
 	ctx := context.Background()
 	tests := []struct {
 		name string
-		lim  limits.LeakyLimit
+		lim  outflow.Limit
 		cost int64
 	}{
-		{"zero rate", limits.LeakyLimit{Rate: 0, Capacity: 1}, 1},
-		{"zero capacity", limits.LeakyLimit{Rate: 1, Capacity: 0}, 1},
-		{"zero cost", limits.LeakyLimit{Rate: 1, Capacity: 1}, 0},
+		{"zero rate", outflow.Limit{Rate: 0, Capacity: 1}, 1},
+		{"zero capacity", outflow.Limit{Rate: 1, Capacity: 0}, 1},
+		{"zero cost", outflow.Limit{Rate: 1, Capacity: 1}, 0},
 	}
 	for _, tc := range tests {
 		if _, err := l.TakeAt(ctx, "x", tc.lim, tc.cost, t0); err == nil {
@@ -157,16 +157,16 @@ func TestLeakyRejectsBadArguments(t *testing.T) {
 	}
 }
 
-// TestLeakyManyCallersShareTheRate runs 8 goroutines (as 8 drainers would)
+// TestBucketManyCallersShareTheRate runs 8 goroutines (as 8 drainers would)
 // against one tenant, stepping a shared clock by 1 ms 5,000 times (5 s).
 // Whatever the interleaving, the admitted total must be rate × T + capacity
 // (to within one unit), and no 1-s window may exceed rate + capacity.
-func TestLeakyManyCallersShareTheRate(t *testing.T) {
+func TestBucketManyCallersShareTheRate(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "leaky")
-	l := limits.NewLeaky(rdb)
-	lim := limits.LeakyLimit{Rate: 100, Capacity: 5}
+	l := outflow.NewBucket(rdb)
+	lim := outflow.Limit{Rate: 100, Capacity: 5}
 	const steps, workers = 5_000, 4
 	var admitted [steps]atomic.Int64
 	var wg sync.WaitGroup
@@ -211,11 +211,11 @@ func TestLeakyManyCallersShareTheRate(t *testing.T) {
 	}
 }
 
-func TestLeakyOnCluster(t *testing.T) {
+func TestBucketOnCluster(t *testing.T) {
 	rdb := testenv.Cluster(t)
 	ctx := context.Background()
-	l := limits.NewLeaky(rdb)
-	got, err := l.Take(ctx, testenv.Name(t, "leaky"), limits.LeakyLimit{Rate: 10, Capacity: 1}, 1)
+	l := outflow.NewBucket(rdb)
+	got, err := l.Take(ctx, testenv.Name(t, "leaky"), outflow.Limit{Rate: 10, Capacity: 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,12 +224,12 @@ func TestLeakyOnCluster(t *testing.T) {
 	}
 }
 
-func BenchmarkLeakyTake(b *testing.B) {
+func BenchmarkBucketTake(b *testing.B) {
 	rdb := testenv.Redis(b)
 	ctx := context.Background()
-	l := limits.NewLeaky(rdb)
+	l := outflow.NewBucket(rdb)
 	tenant := testenv.Name(b, "leaky")
-	lim := limits.LeakyLimit{Rate: 1e9, Capacity: 1e6}
+	lim := outflow.Limit{Rate: 1e9, Capacity: 1e6}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -239,13 +239,13 @@ func BenchmarkLeakyTake(b *testing.B) {
 	}
 }
 
-func ExampleLeaky() {
+func ExampleBucket() {
 	rdb := redisForExample()
 	defer rdb.Close()
 	ctx := context.Background()
-	l := limits.NewLeaky(rdb)
+	l := outflow.NewBucket(rdb)
 	tenant := "example-" + fmt.Sprint(time.Now().UnixNano())
-	lim := limits.LeakyLimit{Rate: 2, Capacity: 1} // 2 jobs/s, no burst
+	lim := outflow.Limit{Rate: 2, Capacity: 1} // 2 jobs/s, no burst
 	first, _ := l.TakeAt(ctx, tenant, lim, 1, t0)
 	second, _ := l.TakeAt(ctx, tenant, lim, 1, t0)
 	fmt.Println(first.Allowed, second.Allowed, second.Wait)
