@@ -12,6 +12,7 @@ import (
 )
 
 func TestEnvelopeRoundTrip(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
 	deadline := at.Add(time.Hour)
 	tests := []struct {
@@ -46,6 +47,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 // TestEnvelopeFieldNames pins the JSON field names, the wire format other
 // services and stored jobs depend on.
 func TestEnvelopeFieldNames(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	e := Envelope{Version: 1, ID: "j", Tenant: "t", Type: "x", Payload: json.RawMessage(`{}`), Cost: 1, Attempt: 0, EnqueuedAt: at, Deadline: &at}
 	b, err := e.Encode()
@@ -71,6 +73,7 @@ func TestEnvelopeFieldNames(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		in      string

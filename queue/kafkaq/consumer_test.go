@@ -28,6 +28,7 @@ import (
 // once, every backlog counter returns to 0, and the committed offsets reach
 // the end of every partition.
 func TestKafkaConsumerDrainsEveryJob(t *testing.T) {
+	t.Parallel()
 	const partitions, perTenant = 3, 60
 	e := newKafkaEnv(t, partitions)
 	tenants := map[string]config.Tenant{}
@@ -64,6 +65,7 @@ func TestKafkaConsumerDrainsEveryJob(t *testing.T) {
 // only the unfinished jobs come again (the finished ones above the offset
 // are in the commit's metadata).
 func TestKafkaConsumerCommitsLowestUnfinished(t *testing.T) {
+	t.Parallel()
 	e := newKafkaEnv(t, 1)
 	tenant := testenv.Name(t, "wm")
 	e.enqueue(tenant, 0, 10)
@@ -112,51 +114,12 @@ func TestKafkaConsumerCommitsLowestUnfinished(t *testing.T) {
 	}
 }
 
-// TestKafkaConsumerDeferAndRelease: a deferred job waits in memory while
-// the lane goes on, then comes back first with its new attempt count; a
-// released job comes back at once.
-func TestKafkaConsumerDeferAndRelease(t *testing.T) {
-	e := newKafkaEnv(t, 1)
-	tenant := testenv.Name(t, "dr")
-	e.enqueue(tenant, 0, 3)
-	c, _ := e.consumer(e.consumerConfig(), nil)
-	j0 := claimN(t, c, tenant, 1, 15*time.Second)[0]
-	next := j0.Envelope
-	next.Attempt = 1
-	deferred := time.Now()
-	if err := c.Defer(context.Background(), j0, queue.Retry{Delay: 300 * time.Millisecond, Next: next}); err != nil {
-		t.Fatal(err)
-	}
-	j1 := claimN(t, c, tenant, 1, time.Second)[0]
-	if j1.Envelope.ID != jobID(tenant, 1) {
-		t.Fatalf("claim after defer = %s, want the next job %s", j1.Envelope.ID, jobID(tenant, 1))
-	}
-	if err := c.Release(context.Background(), j1); err != nil {
-		t.Fatal(err)
-	}
-	if j := claimN(t, c, tenant, 1, time.Second)[0]; j.Envelope.ID != j1.Envelope.ID {
-		t.Fatalf("claim after release = %s, want %s again", j.Envelope.ID, j1.Envelope.ID)
-	} else {
-		finish(t, c, j, nil)
-	}
-	j2 := claimN(t, c, tenant, 1, time.Second)[0]
-	finish(t, c, j2, nil)
-	back := claimN(t, c, tenant, 1, 2*time.Second)[0]
-	if waited := time.Since(deferred); back.Envelope.ID != j0.Envelope.ID || back.Envelope.Attempt != 1 || waited < 300*time.Millisecond {
-		t.Fatalf("deferred job came back as %s attempt %d after %v, want %s attempt 1 after >= 300ms", back.Envelope.ID, back.Envelope.Attempt, waited, j0.Envelope.ID)
-	}
-	finish(t, c, back, nil)
-	testenv.WaitFor(t, 5*time.Second, "committed offset 3", func() bool { return e.committed(1)[0] == 3 })
-	if lost, _ := c.Extend(context.Background(), tenant, []*queue.Claimed{back}); len(lost) != 1 {
-		t.Errorf("Extend of a finished job reported %d lost, want 1", len(lost))
-	}
-}
-
 // TestKafkaConsumerRebalanceLosesNothing starts a second consumer (and
 // drainer) while the first is draining, and produces more jobs after the
 // rebalance: every job is delivered, duplicates are counted, both members
 // deliver, and the commits reach the end of every partition.
 func TestKafkaConsumerRebalanceLosesNothing(t *testing.T) {
+	t.Parallel()
 	const partitions, nTenants, perTenant, more = 4, 8, 150, 30
 	e := newKafkaEnv(t, partitions)
 	tenants := map[string]config.Tenant{}
@@ -215,6 +178,7 @@ func TestKafkaConsumerRebalanceLosesNothing(t *testing.T) {
 // not decode, and a message without a tenant all land on the DLQ topic with
 // their reason, and their offsets are committed.
 func TestKafkaConsumerDeadLetters(t *testing.T) {
+	t.Parallel()
 	e := newKafkaEnv(t, 1)
 	tenant := testenv.Name(t, "dlq")
 	e.enqueue(tenant, 0, 3)
@@ -350,6 +314,7 @@ func TestKafkaConsumerNoHeadOfLineBlocking(t *testing.T) {
 // tenants of 200 interleaved jobs each on one partition are still handed
 // out whole and in offset order, through many refill reads.
 func TestKafkaConsumerOverflowKeepsOrder(t *testing.T) {
+	t.Parallel()
 	e := newKafkaEnv(t, 1)
 	a, b := testenv.Name(t, "ord-a"), testenv.Name(t, "ord-b")
 	for i := 0; i < 200; i += 10 {
@@ -379,6 +344,7 @@ func TestKafkaConsumerOverflowKeepsOrder(t *testing.T) {
 // the partition stops fetching (paused, lag reported), and it resumes when
 // the job finishes.
 func TestKafkaConsumerPausesAtWindowBound(t *testing.T) {
+	t.Parallel()
 	e := newKafkaEnv(t, 1)
 	slow, other := testenv.Name(t, "win-a"), testenv.Name(t, "win-b")
 	e.enqueue(slow, 0, 1)

@@ -29,6 +29,7 @@ import (
 // 2 s on its private Redis (the Kafka consumer claims from memory; the
 // wedge this guards against made thousands a second).
 func TestKafkaDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
+	t.Parallel()
 	e := newKafkaEnv(t, 1)
 	proc := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: proc.Addr()})

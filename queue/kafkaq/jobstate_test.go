@@ -23,6 +23,7 @@ import (
 // retrying then done, and drop a job cancelled while queued without
 // delivering it.
 func TestKafkaJobStates(t *testing.T) {
+	t.Parallel()
 	e := newKafkaEnv(t, 2)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "kjs")

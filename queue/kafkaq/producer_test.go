@@ -106,6 +106,7 @@ func header(m kafka.Message, key string) string {
 }
 
 func TestKafkaProducerCreatesTopic(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.KafkaBrokers(t)
 	cfg := kafkaTestConfig(t, brokers, 5)
 	newTestKafkaProducer(t, cfg, nil)
@@ -129,6 +130,7 @@ func TestKafkaProducerCreatesTopic(t *testing.T) {
 }
 
 func TestNewKafkaProducerRefusesBadConfig(t *testing.T) {
+	t.Parallel()
 	ok := Settings{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Partitions: 1, ReplicationFactor: 1}
 	tests := []struct {
 		name string
@@ -161,6 +163,7 @@ func TestNewKafkaProducerRefusesBadConfig(t *testing.T) {
 }
 
 func TestKafkaProducerRoundTrip(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.KafkaBrokers(t)
 	rdb := testenv.Redis(t)
 	const partitions = 4
@@ -235,6 +238,7 @@ func TestKafkaProducerRoundTrip(t *testing.T) {
 // once (or, when its last request was shared, after the batch timeout);
 // every call arriving meanwhile shares the next one.
 func TestKafkaProducerSharesBatches(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.KafkaBrokers(t)
 	const partitions, calls = 3, 50
 	for _, tt := range []struct {
@@ -309,6 +313,7 @@ func TestKafkaProducerLoneCallDoesNotWait(t *testing.T) {
 }
 
 func TestKafkaProducerInvalidJobs(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.KafkaBrokers(t)
 	p := newTestKafkaProducer(t, kafkaTestConfig(t, brokers, 1), nil)
 	huge := queuetest.Job("t", "huge", 1)
@@ -334,6 +339,7 @@ func TestKafkaProducerInvalidJobs(t *testing.T) {
 // the backlog counter, not the job: Enqueue returns nil and the error is
 // counted.
 func TestKafkaProducerBacklogRedisDown(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.KafkaBrokers(t)
 	srv := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: 250 * time.Millisecond, ReadTimeout: 250 * time.Millisecond})

@@ -23,6 +23,7 @@ func apply(w *offsetWindow, ops []op) {
 }
 
 func TestOffsetWindowWatermark(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		start int64
@@ -57,6 +58,7 @@ func TestOffsetWindowWatermark(t *testing.T) {
 // answer with a plain set, and checks that words below the watermark are
 // dropped.
 func TestOffsetWindowMatchesASet(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	const start, n = 1000, 5000
 	w := newOffsetWindow(start)
@@ -90,6 +92,7 @@ func TestOffsetWindowMatchesASet(t *testing.T) {
 }
 
 func TestOffsetWindowMetadataRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		start  int64
@@ -138,6 +141,7 @@ func TestOffsetWindowMetadataRoundTrip(t *testing.T) {
 }
 
 func TestOffsetWindowApplyFinishedRejectsOrIgnores(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		meta    string
 		wantErr bool

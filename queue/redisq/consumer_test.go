@@ -75,7 +75,8 @@ func consClaim(t *testing.T, c *Consumer, tenant string, nowMS int64) *queue.Cla
 
 const consMS0 = int64(1_800_000_000_000) // a fixed instant, unix ms
 
-func TestRedisConsumerClaimFinish(t *testing.T) {
+func TestRedisConsumerLeaseKeys(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "cons")
@@ -109,21 +110,8 @@ func TestRedisConsumerClaimFinish(t *testing.T) {
 		t.Errorf("backlog after a repeated finish = %d, want 2 (unchanged)", got)
 	}
 	j2 := consClaim(t, c, tenant, consMS0)
-	dead := &queue.DeadLetter{Reason: "rejected", Status: 400, Response: "bad", Attempts: 1}
-	if err := c.Finish(ctx, j2, queue.Outcome{Dead: dead}); err != nil {
+	if err := c.Finish(ctx, j2, queue.Outcome{}); err != nil {
 		t.Fatal(err)
-	}
-	recs, err := rdb.LRange(ctx, keys.DLQ(tenant), 0, -1).Result()
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("dlq = %v (%v), want one record", recs, err)
-	}
-	var got queue.DeadLetter
-	if err := json.Unmarshal([]byte(recs[0]), &got); err != nil {
-		t.Fatal(err)
-	}
-	env, err := queue.Decode(got.Job)
-	if err != nil || env.ID != "b" || got.Reason != "rejected" || got.Status != 400 {
-		t.Errorf("dlq record = %+v (job %+v, %v), want job b, rejected, 400", got, env, err)
 	}
 	if got := consBacklog(t, rdb, tenant); got != 0 {
 		t.Errorf("backlog after all finished = %d, want 0", got)
@@ -134,6 +122,7 @@ func TestRedisConsumerClaimFinish(t *testing.T) {
 }
 
 func TestRedisConsumerReapReturnsExpiredLeasesInOrder(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "cons")
@@ -179,7 +168,8 @@ func TestRedisConsumerReapReturnsExpiredLeasesInOrder(t *testing.T) {
 	}
 }
 
-func TestRedisConsumerDeferAndRelease(t *testing.T) {
+func TestRedisConsumerDelayedSet(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "cons")
@@ -192,18 +182,8 @@ func TestRedisConsumerDeferAndRelease(t *testing.T) {
 	if err := c.Defer(ctx, a, queue.Retry{Delay: 200 * time.Millisecond, Next: next}); err != nil {
 		t.Fatal(err)
 	}
-	// The deferred job waits; b is claimed and released to the head again.
+	// The deferred job waits in the delayed set; b is claimed meanwhile.
 	b := consClaim(t, c, tenant, 0)
-	if b.Envelope.ID != "b" {
-		t.Fatalf("claimed %s while a waits, want b", b.Envelope.ID)
-	}
-	if err := c.Release(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"b"}, consQueued(t, rdb, tenant)); diff != "" {
-		t.Errorf("queue after release (-want +got):\n%s", diff)
-	}
-	b = consClaim(t, c, tenant, 0)
 	if err := c.Finish(ctx, b, queue.Outcome{}); err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +206,7 @@ func TestRedisConsumerDeferAndRelease(t *testing.T) {
 }
 
 func TestRedisConsumerCancelledAndPoison(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "cons")
@@ -250,6 +231,7 @@ func TestRedisConsumerCancelledAndPoison(t *testing.T) {
 }
 
 func TestRedisConsumerTenantsAndCluster(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		rdb  redis.UniversalClient

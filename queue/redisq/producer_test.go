@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/internal/batch"
+	"github.com/sluicehq/sluice/queue/queuetest"
 )
 
 // newTestRedisProducer returns a Producer on rdb with its own registry and
@@ -67,6 +68,7 @@ func stored(now time.Time, jobs ...queue.Envelope) []queue.Envelope {
 }
 
 func TestRedisProducerWritesListAndCounter(t *testing.T) {
+	t.Parallel()
 	clients := map[string]func(*testing.T) redis.UniversalClient{
 		"standalone": func(t *testing.T) redis.UniversalClient { return testenv.Redis(t) },
 		"cluster":    func(t *testing.T) redis.UniversalClient { return testenv.Cluster(t) },
@@ -120,6 +122,7 @@ func TestRedisProducerWritesListAndCounter(t *testing.T) {
 // MULTI while writers run: with every job of cost 1 the two must always be
 // equal, which holds only if the script writes both at once.
 func TestRedisProducerAtomic(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	p, _ := newTestRedisProducer(t, rdb, time.Now())
 	tenant := testenv.Name(t, "atomic")
@@ -176,6 +179,7 @@ func TestRedisProducerAtomic(t *testing.T) {
 // TestRedisProducerManyJobs pushes more jobs than Lua's unpack() takes at
 // once (8000), so the script's chunking is exercised.
 func TestRedisProducerManyJobs(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	p, _ := newTestRedisProducer(t, rdb, time.Now())
 	tenant := testenv.Name(t, "many")
@@ -198,6 +202,7 @@ func TestRedisProducerManyJobs(t *testing.T) {
 // TestRedisProducerSharesPipelines starts 50 Enqueue calls at once: they
 // reach Redis in far fewer pipelines than calls, and every job is written.
 func TestRedisProducerSharesPipelines(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	p, _ := newTestRedisProducer(t, rdb, time.Now())
 	tenants := []string{testenv.Name(t, "g0"), testenv.Name(t, "g1"), testenv.Name(t, "g2")}
@@ -234,6 +239,7 @@ func TestRedisProducerSharesPipelines(t *testing.T) {
 }
 
 func TestRedisProducerInvalidWritesNothing(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	p, reg := newTestRedisProducer(t, rdb, time.Now())
 	tenant := testenv.Name(t, "inv")
@@ -252,6 +258,7 @@ func TestRedisProducerInvalidWritesNothing(t *testing.T) {
 // TestEnqueueScriptRefusesBadArgs calls enqueue.lua directly: bad TTLs or
 // cost fail before any write.
 func TestEnqueueScriptRefusesBadArgs(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -331,5 +338,45 @@ func TestRedisProducerDown(t *testing.T) {
 	// queue.ErrUnavailable means "not known to be durable", not "not written".
 	if got := len(queued(t, rdb, "t1")); got < 4 || got > 6 {
 		t.Errorf("t1 holds %d jobs, want 4 to 6", got)
+	}
+}
+
+// BenchmarkEnqueue measures enqueue throughput of one job (1 KiB payload)
+// per call, from many concurrent callers, against the shared Redis.
+func BenchmarkEnqueue(b *testing.B) {
+	b.Run("redis", func(b *testing.B) {
+		rdb := testenv.Redis(b)
+		p := newBenchProducer(b, rdb)
+		calls, size := queuetest.BenchJobs(b, queuetest.BenchEnv("SLUICE_BENCH_TENANTS", 64))
+		b.Cleanup(func() { cleanupBenchKeys(rdb, calls) })
+		queuetest.BenchEnqueue(b, p, calls, size)
+	})
+}
+
+// BenchmarkEnqueueLatency calls Enqueue from one goroutine, so ns/op is the
+// latency of one call with nothing to share a pipeline with.
+func BenchmarkEnqueueLatency(b *testing.B) {
+	b.Run("redis", func(b *testing.B) {
+		rdb := testenv.Redis(b)
+		p := newBenchProducer(b, rdb)
+		calls, _ := queuetest.BenchJobs(b, 1)
+		b.Cleanup(func() { cleanupBenchKeys(rdb, calls) })
+		queuetest.BenchSerial(b, p, calls[0])
+	})
+}
+
+func newBenchProducer(b *testing.B, rdb redis.UniversalClient) *Producer {
+	p, err := NewProducer(ProducerConfig{Redis: rdb})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// cleanupBenchKeys deletes the benchmark tenants' queues and counters from
+// the shared Redis.
+func cleanupBenchKeys(rdb redis.UniversalClient, calls [][]queue.Envelope) {
+	for _, c := range calls {
+		rdb.Del(context.Background(), enqueueCall(&batch.Tenant{Tenant: c[0].Tenant}).Keys...)
 	}
 }

@@ -13,6 +13,7 @@ import (
 )
 
 func TestPrepareJobs(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	earlier := now.Add(-time.Minute)
 	jobs := []queue.Envelope{
@@ -56,6 +57,7 @@ func TestPrepareJobs(t *testing.T) {
 }
 
 func TestPrepareJobsInvalid(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		job  queue.Envelope
