@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkDrainerThroughputKafka measures jobs/s through one drainer on
-// the Kafka backend with a no-op Handler and no outflow limit: fetch, lanes,
+// the Kafka backend with a no-op Handler and no outflow limit: fetch, FIFOs,
 // claim, finish (one backlog script per job) and commits, nothing else. The
 // b.N jobs of one tenant are produced before the timer starts.
 func BenchmarkDrainerThroughputKafka(b *testing.B) {
@@ -51,7 +51,7 @@ func BenchmarkDrainerThroughputKafka(b *testing.B) {
 // at 10 jobs/s, and B submits b.N jobs at about 100/s behind it. It reports
 // B's dispatch delay (produced → at the handler) at p50 and p99, and
 // first_ms, the delay of B's first job, which waits while the partition
-// reader reads through A's backlog once (A's jobs past its lane bound are
+// reader reads through A's backlog once (A's jobs past its FIFO bound are
 // left in Kafka).
 func BenchmarkHeadOfLineKafka(b *testing.B) {
 	e := newKafkaEnv(b, 1)

@@ -18,7 +18,7 @@ import (
 
 // ExampleNewKafkaConsumer drains the Kafka backend with a drainer until
 // SIGTERM, in the shutdown order the consumer needs: the drainer first
-// (in-flight jobs finish or go back to their lanes), then the consumer
+// (in-flight jobs finish or go back to the queue), then the consumer
 // (commits its partitions and leaves the group).
 func ExampleNewConsumer() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)

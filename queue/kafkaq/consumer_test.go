@@ -248,7 +248,7 @@ func TestKafkaConsumerDeadLetters(t *testing.T) {
 
 // TestKafkaConsumerNoHeadOfLineBlocking: tenants A and B share the one
 // partition; A has a 20,000-job backlog drained at 10 jobs/s, and B's jobs
-// are produced after it. B's jobs must not wait behind A's: A's lane stops
+// are produced after it. B's jobs must not wait behind A's: A's FIFO stops
 // at its bound, its later jobs stay in Kafka, and the partition reader goes
 // on to B's. Tolerance: B's p99 delay (produced → handler) under 1 s.
 func TestKafkaConsumerNoHeadOfLineBlocking(t *testing.T) {
@@ -301,16 +301,16 @@ func TestKafkaConsumerNoHeadOfLineBlocking(t *testing.T) {
 	p50, p99 := delays[n/2], delays[n*99/100]
 	mu.Unlock()
 	overflows := testenv.MetricValue(t, reg, "sluice_kafka_lane_overflows_total", nil)
-	t.Logf("tenant B behind A's 20,000-job backlog at 10/s on one partition: p50 %v, p99 %v; A's lane overflowed %v times; B's first job waited %v while the reader read through A's backlog", p50, p99, overflows, readThrough)
+	t.Logf("tenant B behind A's 20,000-job backlog at 10/s on one partition: p50 %v, p99 %v; A's FIFO overflowed %v times; B's first job waited %v while the reader read through A's backlog", p50, p99, overflows, readThrough)
 	if p99 > time.Second {
 		t.Errorf("B's p99 delay %v behind A's backlog, want < 1s", p99)
 	}
 	if overflows < 1 {
-		t.Errorf("A's lane never reached its bound (overflows %v); the test does not exercise the bound", overflows)
+		t.Errorf("A's FIFO never reached its bound (overflows %v); the test does not exercise the bound", overflows)
 	}
 }
 
-// TestKafkaConsumerOverflowKeepsOrder: with a lane bound of 20 jobs, two
+// TestKafkaConsumerOverflowKeepsOrder: with a FIFO bound of 20 jobs, two
 // tenants of 200 interleaved jobs each on one partition are still handed
 // out whole and in offset order, through many refill reads.
 func TestKafkaConsumerOverflowKeepsOrder(t *testing.T) {

@@ -85,52 +85,23 @@ const (
 	errorPauseMax = 5 * time.Second
 )
 
+// tryStartPartitions reads where each assigned partition starts (its
+// committed offset, or the log start or end when none: resolveStarts) and
+// the metadata of its last commit (commitMetadata), and returns the
+// partitions' states, sorted by id.
 func (c *Consumer) tryStartPartitions(ctx context.Context, gen *kafka.Generation, assigned []kafka.PartitionAssignment) ([]*partState, error) {
-	topic := c.cfg.Kafka.Topic
 	if len(assigned) == 0 {
 		return nil, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	ids := make([]int, len(assigned))
-	var ask []kafka.OffsetRequest
-	last := map[int]bool{}
-	for i, a := range assigned {
-		ids[i] = a.ID
-		if a.Offset < 0 { // FirstOffset or LastOffset: nothing committed yet
-			ask = append(ask, kafka.OffsetRequest{Partition: a.ID, Timestamp: a.Offset})
-			last[a.ID] = a.Offset == kafka.LastOffset
-		}
-	}
-	resolved := map[int]int64{}
-	if len(ask) > 0 {
-		res, err := c.client.ListOffsets(cctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: ask}})
-		if err != nil {
-			c.m.errors.WithLabelValues("list_offsets").Inc()
-			return nil, err
-		}
-		for _, po := range res.Topics[topic] {
-			if po.Error != nil {
-				c.m.errors.WithLabelValues("list_offsets").Inc()
-				return nil, fmt.Errorf("partition %d: %w", po.Partition, po.Error)
-			}
-			resolved[po.Partition] = po.FirstOffset
-			if last[po.Partition] {
-				resolved[po.Partition] = po.LastOffset
-			}
-		}
-	}
-	of, err := c.client.OffsetFetch(cctx, &kafka.OffsetFetchRequest{GroupID: gen.GroupID, Topics: map[string][]int{topic: ids}})
-	if err == nil && of.Error != nil {
-		err = of.Error
-	}
+	resolved, err := c.resolveStarts(cctx, assigned)
 	if err != nil {
-		c.m.errors.WithLabelValues("offset_fetch").Inc()
 		return nil, err
 	}
-	meta := map[int]kafka.OffsetFetchPartition{}
-	for _, op := range of.Topics[topic] {
-		meta[op.Partition] = op
+	meta, err := c.commitMetadata(cctx, gen.GroupID, assigned)
+	if err != nil {
+		return nil, err
 	}
 	parts := make([]*partState, 0, len(assigned))
 	for _, a := range assigned {
@@ -157,6 +128,64 @@ func (c *Consumer) tryStartPartitions(ctx context.Context, gen *kafka.Generation
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].id < parts[j].id })
 	return parts, nil
+}
+
+// resolveStarts returns, for each assigned partition with nothing committed
+// (FirstOffset or LastOffset), the offset that stands for: the log start or
+// end, read with one ListOffsets.
+func (c *Consumer) resolveStarts(ctx context.Context, assigned []kafka.PartitionAssignment) (map[int]int64, error) {
+	topic := c.cfg.Kafka.Topic
+	var ask []kafka.OffsetRequest
+	last := map[int]bool{}
+	for _, a := range assigned {
+		if a.Offset < 0 { // FirstOffset or LastOffset: nothing committed yet
+			ask = append(ask, kafka.OffsetRequest{Partition: a.ID, Timestamp: a.Offset})
+			last[a.ID] = a.Offset == kafka.LastOffset
+		}
+	}
+	resolved := map[int]int64{}
+	if len(ask) == 0 {
+		return resolved, nil
+	}
+	res, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: ask}})
+	if err != nil {
+		c.m.errors.WithLabelValues("list_offsets").Inc()
+		return nil, err
+	}
+	for _, po := range res.Topics[topic] {
+		if po.Error != nil {
+			c.m.errors.WithLabelValues("list_offsets").Inc()
+			return nil, fmt.Errorf("partition %d: %w", po.Partition, po.Error)
+		}
+		resolved[po.Partition] = po.FirstOffset
+		if last[po.Partition] {
+			resolved[po.Partition] = po.LastOffset
+		}
+	}
+	return resolved, nil
+}
+
+// commitMetadata returns the group's last commit of each assigned
+// partition (offset and metadata), read with one OffsetFetch.
+func (c *Consumer) commitMetadata(ctx context.Context, group string, assigned []kafka.PartitionAssignment) (map[int]kafka.OffsetFetchPartition, error) {
+	topic := c.cfg.Kafka.Topic
+	ids := make([]int, len(assigned))
+	for i, a := range assigned {
+		ids[i] = a.ID
+	}
+	of, err := c.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	if err == nil && of.Error != nil {
+		err = of.Error
+	}
+	if err != nil {
+		c.m.errors.WithLabelValues("offset_fetch").Inc()
+		return nil, err
+	}
+	meta := map[int]kafka.OffsetFetchPartition{}
+	for _, op := range of.Topics[topic] {
+		meta[op.Partition] = op
+	}
+	return meta, nil
 }
 
 // pendingCommit is one partition's offset and metadata to commit.
