@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
-// ExampleNewKafkaConsumer drains the Kafka backend with a drainer until
+// ExampleNewConsumer drains the Kafka backend with a drainer until
 // SIGTERM, in the shutdown order the consumer needs: the drainer first
 // (in-flight jobs finish or go back to the queue), then the consumer
 // (commits its partitions and leaves the group).

@@ -52,7 +52,7 @@ func newKafkaEnv(t testing.TB, partitions int) *kafkaEnv {
 	defer cancel()
 	p, err := kafkaq.NewProducer(ctx, kafkaq.ProducerConfig{Kafka: cfg, Redis: e.rdb, Registerer: prometheus.NewRegistry()})
 	if err != nil {
-		t.Fatalf("NewKafkaProducer: %v", err)
+		t.Fatalf("NewProducer: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
 	e.produce = p

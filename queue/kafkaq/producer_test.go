@@ -123,7 +123,7 @@ func TestKafkaProducerCreatesTopic(t *testing.T) {
 	newTestKafkaProducer(t, cfg, nil)
 }
 
-func TestNewKafkaProducerRefusesBadConfig(t *testing.T) {
+func TestNewProducerRefusesBadSettings(t *testing.T) {
 	t.Parallel()
 	ok := Settings{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Partitions: 1, ReplicationFactor: 1}
 	tests := []struct {
@@ -140,7 +140,7 @@ func TestNewKafkaProducerRefusesBadConfig(t *testing.T) {
 			cfg := ok
 			tt.edit(&cfg)
 			if _, err := NewProducer(context.Background(), ProducerConfig{Kafka: cfg}); err == nil {
-				t.Errorf("NewKafkaProducer(%+v) = nil error, want one", cfg)
+				t.Errorf("NewProducer(%+v) = nil error, want one", cfg)
 			}
 		})
 	}
@@ -150,7 +150,7 @@ func TestNewKafkaProducerRefusesBadConfig(t *testing.T) {
 		defer cancel()
 		_, err := NewProducer(ctx, ProducerConfig{Kafka: ok})
 		if !errors.Is(err, queue.ErrUnavailable) {
-			t.Errorf("NewKafkaProducer on a closed port = %v, want queue.ErrUnavailable", err)
+			t.Errorf("NewProducer on a closed port = %v, want queue.ErrUnavailable", err)
 		}
 		t.Logf("failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	})
