@@ -15,8 +15,9 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// BenchEnv reads a benchmark knob from the environment, def when unset. The knobs are read from the environment so deploy/bench/kafka-perf.sh
-// can run the Kafka benchmark with the same partitions as the peer tool.
+// BenchEnv reads the positive integer benchmark knob name from the
+// environment, def when unset, so deploy/bench/kafka-perf.sh can run the
+// Kafka benchmark with the same partitions as the peer tool. The knobs:
 //
 //	SLUICE_BENCH_PARTITIONS   partitions of the benchmark topic (default 12)
 //	SLUICE_BENCH_PARALLELISM  goroutines per GOMAXPROCS for RunParallel
