@@ -25,7 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 	"github.com/sluicehq/sluice/tenants"
 )
 
@@ -95,7 +95,7 @@ tenants:
 	if err := reg.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	producer, err := queue.NewRedisProducer(s.rdb, nil)
+	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: s.rdb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/sluicehq/sluice/queue/backend"
+	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
 // DefaultMaxJobCost is the default of ingest.max_job_cost.
@@ -47,15 +50,15 @@ func setDefaults(v *viper.Viper) {
 		"redis.db":                 0,
 		"redis.timeout":            "250ms",
 		"redis.pool_size":          10 * runtime.GOMAXPROCS(0),
-		"queue.backend":            "redis",
-		"kafka.brokers":            []string{"127.0.0.1:9092"},
-		"kafka.topic":              "sluice.jobs",
-		"kafka.partitions":         12,
-		"kafka.replication_factor": 1,
-		"kafka.dlq_topic":          "sluice.dlq",
-		"kafka.batch_timeout":      "2ms",
-		"kafka.produce_timeout":    "2s",
-		"kafka.consumer_group":     "sluice-drainer",
+		"queue.backend":            backend.Redis,
+		"kafka.brokers":            []string{kafkaq.DefaultBroker},
+		"kafka.topic":              kafkaq.DefaultTopic,
+		"kafka.partitions":         kafkaq.DefaultPartitions,
+		"kafka.replication_factor": kafkaq.DefaultReplicationFactor,
+		"kafka.dlq_topic":          kafkaq.DefaultDLQTopic,
+		"kafka.batch_timeout":      kafkaq.DefaultBatchTimeout,
+		"kafka.produce_timeout":    kafkaq.DefaultProduceTimeout,
+		"kafka.consumer_group":     kafkaq.DefaultConsumerGroup,
 		"ingest.listen":            "127.0.0.1:8080",
 		"ingest.max_body_bytes":    1 << 20,
 		"ingest.max_batch_jobs":    1000,

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // push queues jobs the way the Redis producer does: RPUSH + backlog INCRBY.
@@ -118,7 +119,7 @@ func (s *sink) count(tenant string) int {
 func run(t testing.TB, cfg drainer.Config) (stop func() error) {
 	t.Helper()
 	if cfg.Consumer == nil {
-		cfg.Consumer = queue.NewRedisConsumer(cfg.Redis, queue.RedisConsumerConfig{Lease: cfg.Settings.Lease, Poll: 10 * time.Millisecond})
+		cfg.Consumer = mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: cfg.Redis, Lease: cfg.Settings.Lease, Poll: 10 * time.Millisecond}))
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // privateRedis is a redis-server of the test's own, so INFO commandstats
@@ -70,7 +71,7 @@ func TestDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
 	rdb.IncrBy(ctx, keys.Backlog(tenant), 7) // the two costs that fit an int64 sum
 	reg := prometheus.NewRegistry()
 	st := settings()
-	cons := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: st.Lease, Poll: 100 * time.Millisecond})
+	cons := mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: st.Lease, Poll: 100 * time.Millisecond}))
 	run(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st, Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 5})}})
 
@@ -146,7 +147,7 @@ func TestDrainerLaneBacksOffWhileTheBucketScriptFails(t *testing.T) {
 	push(t, rdb, queue.Envelope{ID: "ok", Tenant: tenant, Type: "t"})
 	reg := prometheus.NewRegistry()
 	st := settings()
-	cons := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: st.Lease, Poll: 100 * time.Millisecond})
+	cons := mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: st.Lease, Poll: 100 * time.Millisecond}))
 	run(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st, Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 5})}})
 	outflowErrs := func() float64 {

@@ -165,21 +165,21 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
-	var dead *queue.DeadLetter
+	var out queue.Outcome
 	switch {
 	case job.DecodeErr != nil:
-		dead = &queue.DeadLetter{Reason: "poison", Error: job.DecodeErr.Error(), At: d.clock.Now().UTC()}
+		out.Dead = &queue.DeadLetter{Reason: "poison", Error: job.DecodeErr.Error(), At: d.clock.Now().UTC()}
 		d.m.dlq.WithLabelValues(lbl, "poison").Inc()
 	case job.Cancelled:
 		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
-		job.Dropped = jobstate.Cancelled
+		out.Dropped = jobstate.Cancelled
 	case env.Deadline != nil && d.clock.Now().After(*env.Deadline):
 		d.m.dropped.WithLabelValues(lbl, "expired").Inc()
-		job.Dropped = jobstate.Expired
+		out.Dropped = jobstate.Expired
 	default:
 		return false
 	}
-	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, dead) }, "finish")
+	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, out) }, "finish")
 	return true
 }
 
@@ -199,7 +199,7 @@ func (d *Drainer) deadTooCostly(job *queue.Claimed, capacity float64) {
 	err := fmt.Errorf("cost %d exceeds the tenant's outflow capacity %v", env.Cost, capacity)
 	d.log.Warn("drainer: job can never pass the outflow bucket; dead-lettered", "tenant", env.Tenant, "job_id", env.ID, "cost", env.Cost, "capacity", capacity)
 	dead := d.deadLetter(ReasonCostExceedsCapacity, err, env.Attempt)
-	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, dead) }, "finish")
+	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, queue.Outcome{Dead: dead}) }, "finish")
 }
 
 // dispatch makes one delivery attempt and settles the job by its outcome.
@@ -214,8 +214,8 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 	if !d.startDelivery(ctx, job) {
 		// Cancelled after the claim, while it waited for its turn.
 		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
-		job.Dropped = jobstate.Cancelled
-		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, nil) }, "finish")
+		out := queue.Outcome{Dropped: jobstate.Cancelled}
+		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, out) }, "finish")
 		return
 	}
 	start := d.clock.Now()
@@ -229,14 +229,14 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 	switch out {
 	case outDone:
 		d.m.dispatch.WithLabelValues(lbl, "done").Inc()
-		d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, nil) }, "finish")
+		d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, queue.Outcome{}) }, "finish")
 	case outRetryAfter:
 		var ra *RetryAfterError
 		errors.As(err, &ra)
 		d.m.dispatch.WithLabelValues(lbl, "retry_after").Inc()
 		d.m.retries.WithLabelValues(lbl, "retry_after").Inc()
-		job.LastError = err.Error()
-		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, ra.After, env) }, "defer")
+		r := queue.Retry{Delay: ra.After, Next: env, LastError: err.Error()}
+		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, r) }, "defer")
 	case outRetry:
 		next := env
 		next.Attempt++
@@ -244,19 +244,18 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 			d.m.dispatch.WithLabelValues(lbl, "dead").Inc()
 			d.m.dlq.WithLabelValues(lbl, "attempts_exhausted").Inc()
 			dead := d.deadLetter("attempts_exhausted", err, next.Attempt)
-			d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, dead) }, "finish")
+			d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, queue.Outcome{Dead: dead}) }, "finish")
 			return
 		}
 		d.m.dispatch.WithLabelValues(lbl, "retry").Inc()
 		d.m.retries.WithLabelValues(lbl, "backoff").Inc()
-		delay := d.backoff.next(next.Attempt)
-		job.LastError = err.Error()
-		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, delay, next) }, "defer")
+		r := queue.Retry{Delay: d.backoff.next(next.Attempt), Next: next, LastError: err.Error()}
+		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, r) }, "defer")
 	case outDead:
 		d.m.dispatch.WithLabelValues(lbl, "dead").Inc()
 		d.m.dlq.WithLabelValues(lbl, "rejected").Inc()
 		dead := d.deadLetter("rejected", err, env.Attempt+1)
-		d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, dead) }, "finish")
+		d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, queue.Outcome{Dead: dead}) }, "finish")
 	case outStopped:
 		d.m.dispatch.WithLabelValues(lbl, "stopped").Inc()
 		d.settle(job, func(ctx context.Context) error { return c.Release(ctx, job) }, "release")

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // start runs a drainer like run does and returns it, so a test can call
@@ -53,7 +54,7 @@ func TestDrainerLaneFollowsAFixedOutflowWhileRetrying(t *testing.T) {
 	push(t, rdb, queue.Envelope{ID: "ok", Tenant: tenant, Type: "t"})
 	reg := prometheus.NewRegistry()
 	st := settings()
-	cons := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: st.Lease, Poll: 100 * time.Millisecond})
+	cons := mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: st.Lease, Poll: 100 * time.Millisecond}))
 	d := start(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st, Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 9007199255})}})
 	outflowErrs := func() float64 {
@@ -79,7 +80,7 @@ func TestDrainerWaitingJobSeesANewRate(t *testing.T) {
 	s := newSink(t, nil)
 	push(t, rdb, jobs(tenant, 2)...)
 	st := settings()
-	cons := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: st.Lease, Poll: 100 * time.Millisecond})
+	cons := mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: st.Lease, Poll: 100 * time.Millisecond}))
 	d := start(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 0.1, Capacity: 1})}})
 	testenv.WaitFor(t, 3*time.Second, "the first job delivered", func() bool { return s.count(tenant) == 1 })
@@ -113,7 +114,7 @@ func TestDrainerIdleLanesPollSparingly(t *testing.T) {
 	rdb := privateRedis(t)
 	s := newSink(t, nil)
 	st := settings()
-	cons := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: st.Lease, Poll: 100 * time.Millisecond})
+	cons := mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: st.Lease, Poll: 100 * time.Millisecond}))
 	tenants := map[string]config.Tenant{}
 	var unlimited, shaped string
 	for i := range idleTenants {
@@ -158,7 +159,7 @@ func TestDrainerIdleUnlimitedLaneStillDrainsABurst(t *testing.T) {
 	tenant := testenv.Name(t, "burst")
 	s := newSink(t, nil)
 	st := settings()
-	cons := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: st.Lease, Poll: 100 * time.Millisecond})
+	cons := mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: st.Lease, Poll: 100 * time.Millisecond}))
 	start(t, drainer.Config{Redis: rdb, Consumer: cons, Settings: st,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{})}})
 	time.Sleep(2 * time.Second)

@@ -18,13 +18,14 @@ import (
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // produce queues jobs through the real Redis producer, which records their
 // state (package jobstate), unlike push.
 func produce(t testing.TB, rdb redis.UniversalClient, jobs ...queue.Envelope) {
 	t.Helper()
-	p, err := queue.NewRedisProducer(rdb, nil)
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestDrainerQueueDepthGauge(t *testing.T) {
 	produce(t, rdb, jobs(tenant, 5)...)
 	reg := prometheus.NewRegistry()
 	d, err := drainer.New(drainer.Config{
-		Consumer: queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: 3 * time.Second, Poll: 10 * time.Millisecond}),
+		Consumer: mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: 3 * time.Second, Poll: 10 * time.Millisecond})),
 		Redis:    rdb, Settings: settings(), Handler: h, Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: {Outflow: config.Outflow{Concurrency: 1}}},
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),

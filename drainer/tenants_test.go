@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 	"github.com/sluicehq/sluice/tenants"
 )
 
@@ -39,7 +39,7 @@ func TestDrainerFollowsRuntimeTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := drainer.New(drainer.Config{
-		Consumer: queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: 3 * time.Second, Poll: 10 * time.Millisecond}),
+		Consumer: mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: 3 * time.Second, Poll: 10 * time.Millisecond})),
 		Redis:    rdb, Tenants: reg.Config().Tenants, Settings: settings(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

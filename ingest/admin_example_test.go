@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 	"github.com/sluicehq/sluice/tenants"
 )
 
@@ -49,7 +49,7 @@ tenants:
 		log.Fatal(err)
 	}
 	admitter := limits.NewAdmitter(rdb)
-	producer, err := queue.NewRedisProducer(rdb, nil)
+	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		log.Fatal(err)
 	}

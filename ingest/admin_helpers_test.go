@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 	"github.com/sluicehq/sluice/tenants"
 )
 
@@ -130,7 +130,7 @@ type adminIngest struct {
 func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Config, clock ingest.Clock) *adminIngest {
 	t.Helper()
 	ctx := context.Background()
-	p, err := queue.NewRedisProducer(rdb, nil)
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
 // benchConcurrency is the number of clients, each with its own keep-alive
@@ -47,10 +47,10 @@ func BenchmarkIngest(b *testing.B) {
 		brokers := testenv.KafkaBrokers(b)
 		rdb := testenv.Redis(b)
 		topic := testenv.CreateTopic(b, brokers, 4)
-		producer, err := queue.NewKafkaProducer(b.Context(), config.Kafka{
+		producer, err := kafkaq.NewProducer(b.Context(), kafkaq.ProducerConfig{Kafka: kafkaq.Settings{
 			Brokers: brokers, Topic: topic, Partitions: 4, ReplicationFactor: 1,
 			BatchTimeout: 2 * time.Millisecond, ProduceTimeout: 5 * time.Second,
-		}, queue.ProducerDeps{Redis: rdb})
+		}, Redis: rdb})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -24,7 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // boundsConfig is testConfig with the client bounds in ingest (a YAML flow
@@ -43,7 +43,7 @@ func boundsConfig(t testing.TB, bounds string, tenants ...string) *config.Config
 // when given) until the test ends and returns its address.
 func serveIngest(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, wrap func(net.Listener) net.Listener) string {
 	t.Helper()
-	p, err := queue.NewRedisProducer(rdb, nil)
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}

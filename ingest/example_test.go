@@ -17,9 +17,11 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/ingest"
+	"github.com/sluicehq/sluice/internal/boot"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/backend"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // exampleRedis is the shared test Redis (deploy/local/services.sh up).
@@ -50,7 +52,7 @@ tenants:
 		log.Fatal(err)
 	}
 	admitter := limits.NewAdmitter(rdb)
-	producer, err := queue.NewRedisProducer(rdb, nil)
+	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func ExampleServer_Run() {
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout})
 	defer rdb.Close()
 	admitter := limits.NewAdmitter(rdb)
-	producer, err := queue.New(ctx, cfg, queue.ProducerDeps{Redis: rdb})
+	producer, err := backend.NewProducer(ctx, boot.Queue(cfg, rdb, nil, nil))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // failFast is the most an answer may take while Redis is down or frozen:
@@ -53,7 +53,7 @@ func TestRedisDown(t *testing.T) {
 	limiter := testenv.StartRedis(t)
 	rdb := limiterClient(t, limiter.Addr())
 	jobs := testenv.Redis(t)
-	producer, err := queue.NewRedisProducer(jobs, nil)
+	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: jobs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestIdempotencyWithRedisDown(t *testing.T) {
 	limiter := testenv.StartRedis(t)
 	rdb := limiterClient(t, limiter.Addr())
 	jobs := testenv.Redis(t)
-	producer, err := queue.NewRedisProducer(jobs, nil)
+	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: jobs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // fixedClock is a Clock that only moves when told to.
@@ -87,7 +88,7 @@ func startIngest(t testing.TB, cfg *config.Config, d deps) *harness {
 		t.Fatal("startIngest: no redis client")
 	}
 	if d.producer == nil {
-		p, err := queue.NewRedisProducer(d.rdb, nil)
+		p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: d.rdb})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
 // kafkaConfig is testConfig with the Kafka queue backend.
@@ -26,13 +27,13 @@ func kafkaConfig(t *testing.T, brokers []string, topic string, tenants ...string
 
 // kafkaProducer returns a producer on a fresh one-partition topic of
 // brokers, closed when the test ends.
-func kafkaProducer(t *testing.T, brokers []string) (*queue.KafkaProducer, string) {
+func kafkaProducer(t *testing.T, brokers []string) (*kafkaq.Producer, string) {
 	t.Helper()
 	topic := testenv.CreateTopic(t, brokers, 1)
-	p, err := queue.NewKafkaProducer(t.Context(), config.Kafka{
+	p, err := kafkaq.NewProducer(t.Context(), kafkaq.ProducerConfig{Kafka: kafkaq.Settings{
 		Brokers: brokers, Topic: topic, Partitions: 1, ReplicationFactor: 1,
 		BatchTimeout: 2 * time.Millisecond, ProduceTimeout: 2 * time.Second,
-	}, queue.ProducerDeps{Redis: testenv.Redis(t)})
+	}, Redis: testenv.Redis(t)})
 	if err != nil {
 		t.Fatalf("kafka producer: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // heldProducer wraps a real producer: each Enqueue announces itself on
@@ -45,7 +46,7 @@ func (p *heldProducer) Close() error {
 // still gets its 202, and Serve returns nil after closing the producer.
 func TestShutdownDrains(t *testing.T) {
 	rdb := testenv.Redis(t)
-	inner, err := queue.NewRedisProducer(rdb, nil)
+	inner, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestShutdownDrains(t *testing.T) {
 // TestRunListenError checks that Run reports an address it cannot listen on.
 func TestRunListenError(t *testing.T) {
 	rdb := testenv.Redis(t)
-	p, _ := queue.NewRedisProducer(rdb, nil)
+	p, _ := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	cfg := testConfig(t)
 	cfg.Ingest.Listen = "127.0.0.1:-1"
 	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: limits.NewAdmitter(rdb)})

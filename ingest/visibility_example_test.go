@@ -18,7 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // exampleVisibility builds a Server for tenant "example-vis" (key
@@ -39,7 +39,7 @@ tenants:
 		log.Fatal(err)
 	}
 	admitter := limits.NewAdmitter(rdb)
-	producer, err := queue.NewRedisProducer(rdb, nil)
+	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // statsView is the JSON of GET /v1/tenants/{id}/stats.
@@ -196,7 +197,7 @@ func TestStatsMeasuredRateAcrossDrainers(t *testing.T) {
 	sink := newTimingSink(t)
 	cfg := visConfig(t, fmt.Sprintf("    outflow: {rate: 20, capacity: 1}\n    target: {url: %q}\n", sink.url), tenant)
 	h := startIngest(t, cfg, deps{rdb: rdb})
-	p, err := queue.NewRedisProducer(rdb, nil)
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // adminToken is the visibility tests' admin token (ingest.admin_tokens.ops).
@@ -63,7 +63,7 @@ func runDrainerStop(t testing.TB, rdb redis.UniversalClient, cfg *config.Config)
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	d, err := drainer.New(drainer.Config{
-		Consumer: queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: 3 * time.Second, Poll: 10 * time.Millisecond}),
+		Consumer: mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: 3 * time.Second, Poll: 10 * time.Millisecond})),
 		Redis:    rdb, Tenants: cfg.Tenants, Registerer: reg,
 		Settings: config.Drainer{Lease: 3 * time.Second, MaxAttempts: 3, BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, ShutdownTimeout: 2 * time.Second},
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // exampleRedis is the shared test Redis (deploy/local/services.sh up).
@@ -27,7 +28,7 @@ func exampleRedis() *redis.Client {
 // exampleEnqueue queues jobs of tenant through the Redis producer (which
 // records them as queued) and returns a cleanup.
 func exampleEnqueue(ctx context.Context, rdb *redis.Client, tenant string, ids ...string) func() {
-	p, err := queue.NewRedisProducer(rdb, nil)
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -93,7 +94,11 @@ func ExampleStart() {
 	defer rdb.Close()
 	defer exampleEnqueue(ctx, rdb, "example-start", "invoice")()
 
-	c := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: time.Minute})
+	c, err := redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: time.Minute})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	job, _, err := c.Claim(ctx, "example-start")
 	if err != nil || job == nil {
 		log.Fatal(job, err)
@@ -107,7 +112,7 @@ func ExampleStart() {
 	}
 	r, _ := jobstate.Get(ctx, rdb, "example-start", "invoice")
 	fmt.Println(ok, r.State, r.Attempt)
-	if err := c.Finish(ctx, job, nil); err != nil {
+	if err := c.Finish(ctx, job, queue.Outcome{}); err != nil {
 		log.Fatal(err)
 	}
 	r, _ = jobstate.Get(ctx, rdb, "example-start", "invoice")

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // t0 is a fixed enqueue instant.
@@ -24,7 +25,7 @@ var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 // Redis producer, which records their state.
 func enqueue(t testing.TB, rdb redis.UniversalClient, tenant string, ids ...string) {
 	t.Helper()
-	p, err := queue.NewRedisProducer(rdb, nil)
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func get(t testing.TB, rdb redis.UniversalClient, tenant, id string) jobstate.Re
 // ignoreTimes leaves the times set by Redis TIME out of comparisons.
 var ignoreTimes = cmpopts.IgnoreFields(jobstate.Record{}, "UpdatedAt")
 
-func claim(t testing.TB, c *queue.RedisConsumer, tenant string) *queue.Claimed {
+func claim(t testing.TB, c *redisq.Consumer, tenant string) *queue.Claimed {
 	t.Helper()
 	j, _, err := c.Claim(context.Background(), tenant)
 	if err != nil || j == nil {
@@ -96,7 +97,7 @@ func TestLifecycleRedis(t *testing.T) {
 		t.Errorf("updated_at of a queued job = %v, want its enqueued_at %v", r.UpdatedAt, t0)
 	}
 
-	c := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: time.Minute})
+	c := mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: time.Minute}))
 	a := claim(t, c, tenant)
 	check("a claimed, not yet sent: still queued, still first", rec("a", "queued", 0, 1, 0, "", ""))
 	if !start(t, rdb, a) {
@@ -108,10 +109,9 @@ func TestLifecycleRedis(t *testing.T) {
 	if err := jobstate.Cancel(ctx, rdb, tenant, "a"); !errors.As(err, &conflict) || conflict.State != "in_flight" {
 		t.Errorf("Cancel(in-flight a) = %v, want a ConflictError naming in_flight", err)
 	}
-	a.LastError = "drainer: downstream answered 500"
 	next := a.Envelope
 	next.Attempt++
-	if err := c.Defer(ctx, a, time.Hour, next); err != nil {
+	if err := c.Defer(ctx, a, queue.Retry{Delay: time.Hour, Next: next, LastError: "drainer: downstream answered 500"}); err != nil {
 		t.Fatal(err)
 	}
 	check("a deferred", rec("a", "retrying", 1, 1, -1, "drainer: downstream answered 500", ""))
@@ -128,7 +128,7 @@ func TestLifecycleRedis(t *testing.T) {
 	if !start(t, rdb, b) {
 		t.Fatal("Start(b) = false")
 	}
-	if err := c.Finish(ctx, b, nil); err != nil {
+	if err := c.Finish(ctx, b, queue.Outcome{}); err != nil {
 		t.Fatal(err)
 	}
 	check("b done", rec("b", "done", 1, 2, -1, "", ""), rec("d", "queued", 0, 4, 1, "", ""))
@@ -137,8 +137,7 @@ func TestLifecycleRedis(t *testing.T) {
 	if cj.Envelope.ID != "c" || !cj.Cancelled {
 		t.Fatalf("claimed %s cancelled=%v, want c cancelled", cj.Envelope.ID, cj.Cancelled)
 	}
-	cj.Dropped = jobstate.Cancelled
-	if err := c.Finish(ctx, cj, nil); err != nil {
+	if err := c.Finish(ctx, cj, queue.Outcome{Dropped: jobstate.Cancelled}); err != nil {
 		t.Fatal(err)
 	}
 	check("c dropped: the dispatched sequence passes it", rec("c", "cancelled", 0, 3, -1, "", ""), rec("d", "queued", 0, 4, 0, "", ""))
@@ -151,8 +150,7 @@ func TestLifecycleRedis(t *testing.T) {
 		t.Error("Start(d cancelled after its claim) = true, want false")
 	}
 	check("d not started", rec("d", "cancelled", 0, 4, -1, "", ""), rec("e", "queued", 0, 5, 1, "", ""))
-	d.Dropped = jobstate.Cancelled
-	if err := c.Finish(ctx, d, nil); err != nil {
+	if err := c.Finish(ctx, d, queue.Outcome{Dropped: jobstate.Cancelled}); err != nil {
 		t.Fatal(err)
 	}
 	check("d dropped", rec("d", "cancelled", 0, 4, -1, "", ""), rec("e", "queued", 0, 5, 0, "", ""))
@@ -161,7 +159,7 @@ func TestLifecycleRedis(t *testing.T) {
 	if !start(t, rdb, e) {
 		t.Fatal("Start(e) = false")
 	}
-	if err := c.Finish(ctx, e, &queue.DeadLetter{Reason: "rejected", Error: "422 Unprocessable Entity", Attempts: 1}); err != nil {
+	if err := c.Finish(ctx, e, queue.Outcome{Dead: &queue.DeadLetter{Reason: "rejected", Error: "422 Unprocessable Entity", Attempts: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	check("e dead", rec("e", "dead", 1, 5, -1, "422 Unprocessable Entity", "rejected"))
@@ -355,7 +353,7 @@ func TestCluster(t *testing.T) {
 	ctx := context.Background()
 	tenant := testenv.Name(t, "jsc")
 	enqueue(t, rdb, tenant, "x", "y")
-	c := queue.NewRedisConsumer(rdb, queue.RedisConsumerConfig{Lease: time.Minute})
+	c := mustRedisConsumer(redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: time.Minute}))
 	x := claim(t, c, tenant)
 	if !start(t, rdb, x) {
 		t.Fatal("Start(x) = false")
@@ -363,7 +361,7 @@ func TestCluster(t *testing.T) {
 	if err := jobstate.Cancel(ctx, rdb, tenant, "y"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Finish(ctx, x, nil); err != nil {
+	if err := c.Finish(ctx, x, queue.Outcome{}); err != nil {
 		t.Fatal(err)
 	}
 	if s := get(t, rdb, tenant, "x").State; s != "done" {

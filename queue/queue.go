@@ -1,5 +1,10 @@
-// Package queue holds sluice's queue backends (Kafka and Redis lists) behind
-// one interface, and the versioned job envelope they carry.
+// Package queue is the contract between sluice's services and its queue
+// backends: the versioned job envelope, the Producer (ingest) and Consumer
+// (drainer) interfaces, the claimed job and its outcomes, and the errors
+// every backend returns. The backends live in their own packages
+// (queue/redisq: one Redis list per tenant; queue/kafkaq: one Kafka topic),
+// queue/backend builds the configured one, and queue/queuetest is the
+// conformance suite both run.
 //
 // A Producer's Enqueue returns nil only when every job it was given is durable
 // on the backend: acknowledged by all in-sync Kafka replicas, or written to
@@ -9,69 +14,32 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 )
 
-// EnvelopeVersion is the version written in every envelope's "v" field.
-const EnvelopeVersion = 1
-
-// Envelope is one job as it travels from ingest to a drainer. It is encoded as
-// JSON; readers reject a version they do not know.
-type Envelope struct {
-	// Version is EnvelopeVersion when written by this code.
-	Version int `json:"v"`
-	// ID is the job id: the client's id when given, otherwise generated. The
-	// sink receives it as an idempotency key.
-	ID string `json:"id"`
-	// Tenant owns the job.
-	Tenant string `json:"tenant"`
-	// Type is the job type, selecting per-type limits and targets.
-	Type string `json:"type"`
-	// Payload is the client's payload, passed to the sink unchanged.
-	Payload json.RawMessage `json:"payload,omitempty"`
-	// Cost is how many units of the tenant's limits the job uses (>= 1).
-	Cost int64 `json:"cost"`
-	// Attempt counts delivery attempts already made (0 when enqueued).
-	Attempt int `json:"attempt"`
-	// EnqueuedAt is when ingest made the job durable.
-	EnqueuedAt time.Time `json:"enqueued_at"`
-	// Deadline, when set, is the time after which the job is dropped unsent.
-	Deadline *time.Time `json:"deadline,omitempty"`
-}
-
-// ErrUnknownVersion is returned by Decode for an envelope of another version.
-var ErrUnknownVersion = errors.New("queue: unknown envelope version")
-
-// Encode returns the envelope's JSON form.
-func (e *Envelope) Encode() ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("queue: encode job %s: %w", e.ID, err)
-	}
-	return b, nil
-}
-
-// Decode parses an envelope and checks its version and required fields.
-func Decode(b []byte) (Envelope, error) {
-	var e Envelope
-	if err := json.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("queue: decode envelope: %w", err)
-	}
-	if e.Version != EnvelopeVersion {
-		return e, fmt.Errorf("%w: %d", ErrUnknownVersion, e.Version)
-	}
-	if e.ID == "" || e.Tenant == "" {
-		return e, fmt.Errorf("queue: decode envelope: missing id or tenant")
-	}
-	return e, nil
-}
-
 // ErrUnavailable wraps every error that means the backend could not be
 // reached or did not acknowledge; ingest answers it with 503 + Retry-After.
 var ErrUnavailable = errors.New("queue: backend unavailable")
+
+// ErrInvalidJob wraps every error a Producer returns for a job it refuses
+// before talking to the backend (an invalid tenant, no id, a cost below 1, a
+// job larger than the backend accepts). Nothing of that Enqueue call was
+// written. ingest answers it with a 4xx, never with a retry.
+var ErrInvalidJob = errors.New("queue: invalid job")
+
+// ErrLeaseLost is returned when a job is finished, deferred or released
+// after its lease was lost (it expired and the job went back to the queue):
+// the job will be delivered again, which at-least-once delivery allows.
+var ErrLeaseLost = errors.New("queue: lease lost")
+
+// Unavailable marks err, an error from the backend during op, as
+// ErrUnavailable while keeping err itself in the chain for errors.Is and
+// errors.As: "queue: op: backend unavailable: err".
+func Unavailable(op string, err error) error {
+	return fmt.Errorf("queue: %s: %w: %w", op, ErrUnavailable, err)
+}
 
 // Producer durably enqueues jobs.
 type Producer interface {
@@ -82,4 +50,36 @@ type Producer interface {
 	Enqueue(ctx context.Context, jobs []Envelope) error
 	// Close flushes and releases the producer.
 	Close() error
+}
+
+// Consumer is the drain side of a queue backend, organised per tenant so a
+// drainer can run one lane (its per-tenant loop) per tenant and no tenant
+// waits behind another. Every job is delivered at least once: a job stays on
+// the backend until Finish, and a drainer that dies holding jobs leaves them
+// to be delivered again (a reaper returns expired Redis leases; Kafka
+// redelivers uncommitted offsets). Implementations are safe for concurrent
+// use; queue/queuetest holds the cases every one passes.
+type Consumer interface {
+	// Tenants lists the tenants that may have jobs.
+	Tenants(ctx context.Context) ([]string, error)
+	// Claim takes the next job of tenant. When there is none it returns a
+	// nil job and how long the caller may wait before asking again (a retry
+	// falling due, or a poll interval).
+	Claim(ctx context.Context, tenant string) (*Claimed, time.Duration, error)
+	// Extend keeps jobs claimed for tenant held for another lease period. It
+	// returns the jobs whose lease was already lost.
+	Extend(ctx context.Context, tenant string, jobs []*Claimed) ([]*Claimed, error)
+	// Finish ends a job as out says (delivered, dropped unsent, or dead),
+	// writes the dead-letter record of a dead one, lowers the tenant's
+	// backlog by the job's cost and records the job's state (out.State;
+	// package jobstate). It returns ErrLeaseLost when the job's claim was
+	// lost meanwhile.
+	Finish(ctx context.Context, job *Claimed, out Outcome) error
+	// Defer holds the job aside for r.Delay and then hands it out again as
+	// r.Next (the same job, its attempt count updated), and records the
+	// job's state retrying with r.LastError. The tenant's other jobs go on
+	// meanwhile.
+	Defer(ctx context.Context, job *Claimed, r Retry) error
+	// Release hands the job out again now, unchanged (a drainer stopping).
+	Release(ctx context.Context, job *Claimed) error
 }

@@ -12,6 +12,7 @@ import (
 )
 
 func TestEnvelopeRoundTrip(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
 	deadline := at.Add(time.Hour)
 	tests := []struct {
@@ -46,6 +47,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 // TestEnvelopeFieldNames pins the JSON field names, the wire format other
 // services and stored jobs depend on.
 func TestEnvelopeFieldNames(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	e := Envelope{Version: 1, ID: "j", Tenant: "t", Type: "x", Payload: json.RawMessage(`{}`), Cost: 1, Attempt: 0, EnqueuedAt: at, Deadline: &at}
 	b, err := e.Encode()
@@ -71,6 +73,7 @@ func TestEnvelopeFieldNames(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		in      string
@@ -95,77 +98,6 @@ func TestDecodeErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.wantSub) {
 				t.Errorf("Decode(%s) = %q, want it to contain %q", tt.in, err, tt.wantSub)
-			}
-		})
-	}
-}
-
-func TestPrepareJobs(t *testing.T) {
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	earlier := now.Add(-time.Minute)
-	jobs := []Envelope{
-		{ID: "a1", Tenant: "a", Cost: 2},
-		{ID: "b1", Tenant: "b", Cost: 1, EnqueuedAt: earlier},
-		{ID: "a2", Tenant: "a", Cost: 3, Version: EnvelopeVersion},
-	}
-	batches, err := prepareJobs(jobs, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type summary struct {
-		Tenant string
-		Cost   int64
-		IDs    []string
-		Times  []time.Time
-	}
-	var got []summary
-	for _, b := range batches {
-		s := summary{Tenant: b.tenant, Cost: b.cost}
-		for i, e := range b.jobs {
-			s.IDs = append(s.IDs, e.ID)
-			d, err := Decode(b.values[i])
-			if err != nil {
-				t.Fatalf("encoded job %s does not decode: %v", e.ID, err)
-			}
-			s.Times = append(s.Times, d.EnqueuedAt)
-		}
-		got = append(got, s)
-	}
-	want := []summary{
-		{Tenant: "a", Cost: 5, IDs: []string{"a1", "a2"}, Times: []time.Time{now, now}},
-		{Tenant: "b", Cost: 1, IDs: []string{"b1"}, Times: []time.Time{earlier}},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("prepareJobs (-want +got):\n%s", diff)
-	}
-	if jobs[0].Version != 0 || !jobs[0].EnqueuedAt.IsZero() {
-		t.Errorf("prepareJobs modified the caller's job: %+v", jobs[0])
-	}
-}
-
-func TestPrepareJobsInvalid(t *testing.T) {
-	tests := []struct {
-		name string
-		job  Envelope
-	}{
-		{"empty tenant", Envelope{ID: "j", Cost: 1}},
-		{"tenant with a brace", Envelope{ID: "j", Tenant: "a}b", Cost: 1}},
-		{"tenant too long", Envelope{ID: "j", Tenant: strings.Repeat("t", 65), Cost: 1}},
-		{"no id", Envelope{Tenant: "t", Cost: 1}},
-		{"cost 0", Envelope{ID: "j", Tenant: "t"}},
-		{"negative cost", Envelope{ID: "j", Tenant: "t", Cost: -1}},
-		{"other version", Envelope{ID: "j", Tenant: "t", Cost: 1, Version: 7}},
-		{"payload not json", Envelope{ID: "j", Tenant: "t", Cost: 1, Payload: json.RawMessage(`{`)}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ok := Envelope{ID: "ok", Tenant: "t", Cost: 1}
-			_, err := prepareJobs([]Envelope{ok, tt.job}, time.Now())
-			if !errors.Is(err, ErrInvalidJob) {
-				t.Errorf("prepareJobs(%+v) = %v, want an error wrapping ErrInvalidJob", tt.job, err)
-			}
-			if errors.Is(err, ErrUnavailable) {
-				t.Errorf("prepareJobs(%+v) = %v, must not wrap ErrUnavailable", tt.job, err)
 			}
 		})
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 func TestParseStreams(t *testing.T) {
@@ -50,7 +50,7 @@ func TestLoadCountsThrottling(t *testing.T) {
 	}
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
-	p, err := queue.NewRedisProducer(rdb, nil)
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/boot"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/backend"
 )
 
 func main() {
@@ -73,7 +73,7 @@ func build(ctx context.Context, svc *boot.Service, rdb redis.UniversalClient, re
 		return nil, nil, false
 	}
 	merged := registry.Config()
-	consumer, runConsumer, err := newConsumer(ctx, merged, queue.ProducerDeps{Redis: rdb, Log: log, Registerer: reg})
+	consumer, runConsumer, err := newConsumer(ctx, boot.Queue(merged, rdb, log, reg))
 	if err != nil {
 		log.Error("queue consumer", "backend", cfg.Queue.Backend, "err", err)
 		return nil, nil, false
@@ -143,30 +143,13 @@ func serve(ctx context.Context, stop context.CancelFunc, svc *boot.Service, d *d
 	return code
 }
 
-// newConsumer returns the drain side of cfg.Queue.Backend and the function
-// that runs it until its context ends (for Redis lists, nothing to run).
-// deps holds Redis (the Redis queue, or the backlog counters with Kafka),
-// the logger and the metrics registry.
-func newConsumer(ctx context.Context, cfg *config.Config, deps queue.ProducerDeps) (queue.Consumer, func(context.Context) error, error) {
-	tenants := make([]string, 0, len(cfg.Tenants))
-	for t := range cfg.Tenants {
-		tenants = append(tenants, t)
-	}
-	switch cfg.Queue.Backend {
-	case "redis", "":
-		c := queue.NewRedisConsumer(deps.Redis, queue.RedisConsumerConfig{Lease: cfg.Drainer.Lease, Tenants: tenants})
-		return c, func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
-	case "kafka":
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		c, err := queue.NewKafkaConsumer(ctx, queue.KafkaConsumerConfig{Kafka: cfg.Kafka, Tenants: tenants}, deps)
-		if err != nil {
-			return nil, nil, err
-		}
-		return c, c.Run, nil
-	default:
-		return nil, nil, fmt.Errorf("queue.backend %q: want redis or kafka", cfg.Queue.Backend)
-	}
+// newConsumer returns the drain side of cfg.Backend and the function that
+// runs it until its context ends (backend.NewConsumer), giving a Kafka
+// consumer's start (the DLQ topic) 30s.
+func newConsumer(ctx context.Context, cfg backend.Config) (queue.Consumer, func(context.Context) error, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return backend.NewConsumer(ctx, cfg)
 }
 
 // ops serves /metrics, /healthz (the process is up) and /readyz (draining,

@@ -13,22 +13,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
 // kafkaSetup is one test's topics and group on the shared Kafka.
 type kafkaSetup struct {
-	cfg    config.Kafka
+	cfg    kafkaq.Settings
 	client *kafka.Client
 }
 
 func newKafkaSetup(t *testing.T, partitions int) *kafkaSetup {
 	brokers := testenv.KafkaBrokers(t)
 	k := &kafkaSetup{
-		cfg: config.Kafka{Brokers: brokers, Topic: testenv.Name(t, "jobs"), DLQTopic: testenv.Name(t, "dlq"),
+		cfg: kafkaq.Settings{Brokers: brokers, Topic: testenv.Name(t, "jobs"), DLQTopic: testenv.Name(t, "dlq"),
 			Partitions: partitions, ReplicationFactor: 1, ConsumerGroup: testenv.Name(t, "group")},
 		client: &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second},
 	}
@@ -45,7 +45,7 @@ func newKafkaSetup(t *testing.T, partitions int) *kafkaSetup {
 func (k *kafkaSetup) produce(t *testing.T, tenants []string, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := queue.NewKafkaProducer(ctx, k.cfg, queue.ProducerDeps{Redis: testenv.Redis(t), Registerer: prometheus.NewRegistry()})
+	p, err := kafkaq.NewProducer(ctx, kafkaq.ProducerConfig{Kafka: k.cfg, Redis: testenv.Redis(t), Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/internal/boot"
 	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/backend"
 )
 
 func main() {
@@ -46,7 +46,7 @@ func run() int {
 		log.Error("runtime tenants", "err", err)
 		return 2
 	}
-	producer, err := queue.New(ctx, cfg, queue.ProducerDeps{Redis: rdb, Log: log, Registerer: reg})
+	producer, err := backend.NewProducer(ctx, boot.Queue(cfg, rdb, log, reg))
 	if err != nil {
 		log.Error("queue backend", "backend", cfg.Queue.Backend, "err", err)
 		return 2

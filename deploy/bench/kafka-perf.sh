@@ -10,7 +10,7 @@
 # Both sides write RECORDS records to a fresh topic of PARTITIONS partitions
 # (replication 1, the local broker) with acks=all and the same record value size:
 #
-#   sluice   go test -bench 'BenchmarkEnqueue/kafka' -benchtime=<RECORDS>x ./queue:
+#   sluice   go test -bench 'BenchmarkEnqueue/kafka' -benchtime=<RECORDS>x ./queue/kafkaq:
 #            queue.KafkaProducer.Enqueue of one job per call (a 1 KiB payload in its
 #            JSON envelope) from many goroutines, each waiting for its ack, plus the
 #            backlog INCRBY in Redis after each ack, as ingest does per request.
@@ -80,7 +80,7 @@ trap cleanup EXIT
 
 if ! (cd "$ROOT" && SLUICE_TEST_KAFKA=$BROKER SLUICE_BENCH_PARTITIONS=$PARTITIONS \
 	SLUICE_BENCH_TENANTS=$TENANTS SLUICE_BENCH_PARALLELISM=$PARALLELISM \
-	go test -run '^$' -bench '^BenchmarkEnqueue$/^kafka$' -benchtime="${RECORDS}x" -count=1 ./queue/) >"$bench_out" 2>&1; then
+	go test -run '^$' -bench '^BenchmarkEnqueue$/^kafka$' -benchtime="${RECORDS}x" -count=1 ./queue/kafkaq/) >"$bench_out" 2>&1; then
 	cat "$bench_out" >&2
 	die "the sluice benchmark failed"
 fi

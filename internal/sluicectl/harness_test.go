@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
 	"github.com/sluicehq/sluice/tenants"
 )
 
@@ -66,7 +66,7 @@ func serve(t *testing.T, rdb *redis.Client, extra string, tenantFragments ...str
 		t.Fatalf("config.Parse: %v\n%s", err, y)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := queue.NewRedisProducer(rdb, nil)
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
+	queuebackend "github.com/sluicehq/sluice/queue/backend"
+	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
 // embedded is one drainer.Drainer run inside the harness, as a program
@@ -40,19 +42,17 @@ func (b *bench) newEmbedded(ctx context.Context, backend, topic, group string, t
 	if err := lua.LoadAll(ctx, e.rdb); err != nil {
 		return fail(err)
 	}
-	var c queue.Consumer
-	if backend == "kafka" {
-		kc, err := queue.NewKafkaConsumer(ctx, queue.KafkaConsumerConfig{
-			Kafka: config.Kafka{Brokers: b.o.kafkaBrokers, Topic: topic, DLQTopic: topic + dlqSuffix, ConsumerGroup: group,
-				Partitions: kafkaPartitions, ReplicationFactor: 1},
-			Tenants: tenants,
-		}, queue.ProducerDeps{Redis: e.rdb})
-		if err != nil {
-			return fail(err)
-		}
-		c, e.runConsumer = kc, kc.Run
-	} else {
-		c = queue.NewRedisConsumer(e.rdb, queue.RedisConsumerConfig{Tenants: tenants})
+	c, run, err := queuebackend.NewConsumer(ctx, queuebackend.Config{
+		Backend: backend,
+		Kafka: kafkaq.Settings{Brokers: b.o.kafkaBrokers, Topic: topic, DLQTopic: topic + dlqSuffix, ConsumerGroup: group,
+			Partitions: kafkaPartitions, ReplicationFactor: 1},
+		Tenants: tenants, Redis: e.rdb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if backend == queuebackend.Kafka {
+		e.runConsumer = run
 	}
 	tcfg := map[string]config.Tenant{}
 	for _, t := range tenants {

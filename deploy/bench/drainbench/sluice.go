@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/kafkaq"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // buildDrainer builds cmd/drainer once into dir and returns the binary.
@@ -119,7 +122,7 @@ func preload(ctx context.Context, p queue.Producer, tenants []string, n int) err
 // preloadRedis queues n jobs on the tenants' Redis lists with sluice's
 // producer (list and backlog counter in one script, as ingest writes them).
 func preloadRedis(ctx context.Context, rdb redis.UniversalClient, tenants []string, n int) error {
-	p, err := queue.NewRedisProducer(rdb, nil)
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		return err
 	}
@@ -136,10 +139,11 @@ const kafkaPartitions = 12
 // preloadKafka creates topic and produces n jobs to it with sluice's Kafka
 // producer (key = tenant, acks=all), backlog counters in rdb.
 func preloadKafka(ctx context.Context, rdb redis.UniversalClient, brokers []string, topic string, tenants []string, n int) error {
-	p, err := queue.NewKafkaProducer(ctx, config.Kafka{
-		Brokers: brokers, Topic: topic, Partitions: kafkaPartitions, ReplicationFactor: 1,
-		ProduceTimeout: 10 * time.Second,
-	}, queue.ProducerDeps{Redis: rdb})
+	p, err := kafkaq.NewProducer(ctx, kafkaq.ProducerConfig{
+		Kafka: kafkaq.Settings{Brokers: brokers, Topic: topic, Partitions: kafkaPartitions, ReplicationFactor: 1,
+			ProduceTimeout: 10 * time.Second},
+		Redis: rdb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,107 @@
+package queue
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/sluicehq/sluice/jobstate"
+)
+
+// Claimed is one job a drainer holds until it finishes, defers or releases
+// it. The backend that handed it out sets its fields; the drainer only reads
+// them. It belongs to one Consumer and is not safe for concurrent use.
+type Claimed struct {
+	// Envelope is the decoded job. When DecodeErr is set it holds only
+	// the tenant it was claimed for, an id (from the backend) and Cost 1.
+	Envelope Envelope
+	// Raw is the envelope as stored on the backend.
+	Raw []byte
+	// DecodeErr is set for a poison job (an envelope Decode refuses); the
+	// drainer sends it to the dead-letter queue.
+	DecodeErr error
+	// Cancelled reports that the job was cancelled (DELETE /v1/jobs/{id})
+	// while it was queued.
+	Cancelled bool
+
+	token string
+}
+
+// NewClaimed returns a claimed job whose Token is token. Backends call it;
+// token must be unique to this claim of the job.
+func NewClaimed(token string) *Claimed { return &Claimed{token: token} }
+
+// Token returns a string unique to this claim of the job (a second claim of
+// the same job after a lease expired gets another), for holding per-claim
+// state elsewhere, such as a concurrency slot. The Redis backend's lease
+// member in keys.Processing is this token.
+func (c *Claimed) Token() string { return c.token }
+
+// Outcome is how a job ends, given to Consumer.Finish. The zero Outcome is a
+// delivered job (state done).
+type Outcome struct {
+	// Dropped, when set, says why the job ends unsent: jobstate.Cancelled
+	// or jobstate.Expired, recorded as its state instead of jobstate.Done.
+	Dropped string
+	// Dead, when not nil, makes the job dead: its record goes to the
+	// dead-letter queue and its state is jobstate.Dead with Dead's reason
+	// and error. It takes precedence over Dropped.
+	Dead *DeadLetter
+}
+
+// State returns the job state Finish records for o (package jobstate), with
+// the last error and dead-letter reason that go with it: dead with the dead
+// letter's error and reason, else Dropped, else done.
+func (o Outcome) State() (state, lastError, reason string) {
+	switch {
+	case o.Dead != nil:
+		return jobstate.Dead, o.Dead.Error, o.Dead.Reason
+	case o.Dropped != "":
+		return o.Dropped, "", ""
+	}
+	return jobstate.Done, "", ""
+}
+
+// Retry is a failed delivery's next attempt, given to Consumer.Defer.
+type Retry struct {
+	// Delay is how long the job waits before it is handed out again (a
+	// negative one is zero).
+	Delay time.Duration
+	// Next is the job as it is handed out again (its attempt count
+	// updated).
+	Next Envelope
+	// LastError is the failed delivery's error, recorded with the job's
+	// state jobstate.Retrying.
+	LastError string
+}
+
+// DeadLetter is the record a dead job leaves in the dead-letter queue.
+type DeadLetter struct {
+	// Reason says why the job is dead: "rejected" (4xx or a permanent
+	// handler error), "attempts_exhausted", "poison", "cost_exceeds_capacity"
+	// (the job's cost exceeds its tenant's outflow capacity: it could never
+	// be sent).
+	Reason string `json:"reason"`
+	// Error is the last error's text.
+	Error string `json:"error,omitempty"`
+	// Status is the last HTTP status from the sink (0 when none).
+	Status int `json:"status,omitempty"`
+	// Response is the start of the last response body.
+	Response string `json:"response,omitempty"`
+	// Attempts is how many deliveries were tried.
+	Attempts int `json:"attempts"`
+	// At is when the job was declared dead.
+	At time.Time `json:"at"`
+	// Job is the envelope as it was stored.
+	Job json.RawMessage `json:"job"`
+}
+
+// WithJob returns d carrying raw, the job as it was stored: as JSON when it
+// is valid JSON, else as a JSON string.
+func (d DeadLetter) WithJob(raw []byte) DeadLetter {
+	d.Job = json.RawMessage(raw)
+	if !json.Valid(raw) {
+		b, _ := json.Marshal(string(raw))
+		d.Job = b
+	}
+	return d
+}

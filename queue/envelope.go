@@ -1,0 +1,62 @@
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// EnvelopeVersion is the version written in every envelope's "v" field.
+const EnvelopeVersion = 1
+
+// Envelope is one job as it travels from ingest to a drainer. It is encoded as
+// JSON; readers reject a version they do not know.
+type Envelope struct {
+	// Version is EnvelopeVersion when written by this code.
+	Version int `json:"v"`
+	// ID is the job id: the client's id when given, otherwise generated. The
+	// sink receives it as an idempotency key.
+	ID string `json:"id"`
+	// Tenant owns the job.
+	Tenant string `json:"tenant"`
+	// Type is the job type, selecting per-type limits and targets.
+	Type string `json:"type"`
+	// Payload is the client's payload, passed to the sink unchanged.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Cost is how many units of the tenant's limits the job uses (>= 1).
+	Cost int64 `json:"cost"`
+	// Attempt counts delivery attempts already made (0 when enqueued).
+	Attempt int `json:"attempt"`
+	// EnqueuedAt is when ingest made the job durable.
+	EnqueuedAt time.Time `json:"enqueued_at"`
+	// Deadline, when set, is the time after which the job is dropped unsent.
+	Deadline *time.Time `json:"deadline,omitempty"`
+}
+
+// ErrUnknownVersion is returned by Decode for an envelope of another version.
+var ErrUnknownVersion = errors.New("queue: unknown envelope version")
+
+// Encode returns the envelope's JSON form.
+func (e *Envelope) Encode() ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("queue: encode job %s: %w", e.ID, err)
+	}
+	return b, nil
+}
+
+// Decode parses an envelope and checks its version and required fields.
+func Decode(b []byte) (Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("queue: decode envelope: %w", err)
+	}
+	if e.Version != EnvelopeVersion {
+		return e, fmt.Errorf("%w: %d", ErrUnknownVersion, e.Version)
+	}
+	if e.ID == "" || e.Tenant == "" {
+		return e, fmt.Errorf("queue: decode envelope: missing id or tenant")
+	}
+	return e, nil
+}

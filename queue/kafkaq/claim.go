@@ -1,0 +1,122 @@
+package kafkaq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// This file holds the Kafka consumer's queue.Consumer methods that hand jobs
+// out (Claim, Extend); settle.go settles them.
+
+// Claim takes tenant's next job: a deferred retry that is due, else the
+// head of its FIFOs, round robin across partitions. When there is none it
+// waits up to ClaimWait for one to arrive (or a retry to fall due) and then
+// returns nil with a zero wait, so the caller may ask again at once. The
+// cancel marker (keys.JobState) is read from Redis; when Redis fails the
+// job is handed out as not cancelled.
+func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, time.Duration, error) {
+	deadline := time.Now().Add(c.cfg.ClaimWait)
+	for {
+		now := c.clock.Now()
+		c.mu.Lock()
+		tq := c.tenantLocked(tenant)
+		e, due := popLocked(tq, now)
+		if e != nil {
+			e.fifo.p.claimed++
+			c.mu.Unlock()
+			job := c.newClaimed(ctx, e, tenant)
+			c.mu.Lock()
+			c.claimed[job] = e
+			c.mu.Unlock()
+			return job, 0, nil
+		}
+		wake := tq.wake
+		c.mu.Unlock()
+		wait := time.Until(deadline)
+		if !due.IsZero() {
+			wait = min(wait, due.Sub(now))
+		}
+		if wait <= 0 {
+			if !due.IsZero() && !due.After(now) {
+				continue
+			}
+			return nil, 0, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, 0, nil
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// newClaimed decodes e into a claimed job of tenant. A job that does not
+// decode, or belongs to another tenant, is poison: DecodeErr is set and
+// the envelope holds the id from the message header (or the job's place in
+// the log), the tenant and cost 1. The cancel marker is read from Redis
+// (lua/job_cancelled.lua); when Redis fails, or answers something else, the
+// job is handed out as not cancelled.
+func (c *Consumer) newClaimed(ctx context.Context, e *entry, tenant string) *queue.Claimed {
+	env, derr := queue.Decode(e.raw)
+	if derr == nil && env.Tenant != tenant {
+		derr = fmt.Errorf("queue: job %s of tenant %q found in the queue of %q", env.ID, env.Tenant, tenant)
+	}
+	if derr != nil {
+		id := e.jobID
+		if id == "" {
+			id = sourceOf(c.cfg.Kafka.Topic, e.fifo.p.id, e.offset)
+		}
+		env = queue.Envelope{Version: queue.EnvelopeVersion, ID: id, Tenant: tenant, Cost: 1}
+	}
+	if env.Cost < 1 {
+		env.Cost = 1
+	}
+	job := queue.NewClaimed(env.ID + "|" + c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36))
+	job.Envelope, job.Raw, job.DecodeErr = env, e.raw, derr
+	if derr == nil && c.rdb != nil {
+		v, err := jobCancelledCall(tenant, env.ID).Run(ctx, c.rdb).Result()
+		if err == nil {
+			job.Cancelled, err = parseJobCancelled(v)
+		}
+		if err != nil && ctx.Err() == nil {
+			c.m.redisErrs.WithLabelValues("cancel_check").Inc()
+		}
+	}
+	return job
+}
+
+// Extend keeps nothing alive (Kafka holds no lease): it returns the jobs
+// whose partition this consumer no longer owns (revoked in a rebalance),
+// which the partition's new owner delivers again.
+func (c *Consumer) Extend(ctx context.Context, tenant string, jobs []*queue.Claimed) ([]*queue.Claimed, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var lost []*queue.Claimed
+	for _, j := range jobs {
+		if e, ok := c.claimed[j]; !ok || e.fifo.p.state == partRevoked {
+			lost = append(lost, j)
+		}
+	}
+	return lost, nil
+}
+
+// takeLocked removes job from the claimed set and returns its entry, or nil
+// when the job is not held (settled already, or not from this consumer).
+func (c *Consumer) takeLocked(job *queue.Claimed) *entry {
+	e, ok := c.claimed[job]
+	if !ok {
+		return nil
+	}
+	delete(c.claimed, job)
+	e.fifo.p.claimed--
+	signal(c.settled)
+	return e
+}

@@ -1,0 +1,37 @@
+package kafkaq
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/lua"
+)
+
+// TestScriptRepliesChecked: the twins' parsers refuse a reply of the wrong
+// shape or type with an error wrapping lua.ErrReply that names the script.
+func TestScriptRepliesChecked(t *testing.T) {
+	t.Parallel()
+	parsers := []struct {
+		script string
+		parse  func(any) error
+		good   any
+		bad    []any
+	}{
+		{"backlog_decr.lua", func(v any) error { _, err := parseBacklogDecr(v); return err },
+			int64(0), []any{int64(-1), "0", nil}},
+		{"job_cancelled.lua", func(v any) error { _, err := parseJobCancelled(v); return err },
+			int64(1), []any{int64(2), "1", []any{}}},
+	}
+	for _, p := range parsers {
+		if err := p.parse(p.good); err != nil {
+			t.Errorf("%s: reply %#v = %v, want nil", p.script, p.good, err)
+		}
+		for _, v := range p.bad {
+			err := p.parse(v)
+			if !errors.Is(err, lua.ErrReply) || !strings.Contains(err.Error(), p.script) {
+				t.Errorf("%s: reply %#v = %v, want an error wrapping lua.ErrReply naming the script", p.script, v, err)
+			}
+		}
+	}
+}

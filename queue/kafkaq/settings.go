@@ -1,0 +1,86 @@
+package kafkaq
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults of Settings (config/defaults.go refers to them for the kafka
+// section of the file).
+const (
+	DefaultBroker            = "127.0.0.1:9092"
+	DefaultTopic             = "sluice.jobs"
+	DefaultDLQTopic          = "sluice.dlq"
+	DefaultConsumerGroup     = "sluice-drainer"
+	DefaultPartitions        = 12
+	DefaultReplicationFactor = 1
+	DefaultBatchTimeout      = 2 * time.Millisecond
+	DefaultProduceTimeout    = 2 * time.Second
+)
+
+// Settings are the Kafka backend's cluster and topic settings, shared by its
+// Producer and Consumer. A zero field takes the default named on it.
+type Settings struct {
+	// Brokers are the bootstrap brokers (default [DefaultBroker]).
+	Brokers []string
+	// Topic holds every job, keyed by tenant (default DefaultTopic).
+	Topic string
+	// Partitions is used when a topic is created (default
+	// DefaultPartitions).
+	Partitions int
+	// ReplicationFactor is used when a topic is created (default
+	// DefaultReplicationFactor).
+	ReplicationFactor int
+	// DLQTopic receives dead jobs (default DefaultDLQTopic); it must differ
+	// from Topic.
+	DLQTopic string
+	// BatchTimeout is the longest a produce request waits for company after
+	// a shared one (default DefaultBatchTimeout); see Producer.
+	BatchTimeout time.Duration
+	// ProduceTimeout bounds one Enqueue, and one dead-letter write, until
+	// every in-sync replica has acknowledged (default DefaultProduceTimeout).
+	ProduceTimeout time.Duration
+	// ConsumerGroup is the drainers' consumer group (default
+	// DefaultConsumerGroup).
+	ConsumerGroup string
+}
+
+// withDefaults returns s with every zero field set to its default, or an
+// error for settings no default can mend.
+func (s Settings) withDefaults() (Settings, error) {
+	if len(s.Brokers) == 0 {
+		s.Brokers = []string{DefaultBroker}
+	}
+	setString(&s.Topic, DefaultTopic)
+	setString(&s.DLQTopic, DefaultDLQTopic)
+	setString(&s.ConsumerGroup, DefaultConsumerGroup)
+	if s.Partitions < 0 || s.ReplicationFactor < 0 {
+		return s, fmt.Errorf("kafkaq: partitions (%d) and replication_factor (%d) must be >= 1", s.Partitions, s.ReplicationFactor)
+	}
+	setDefault(&s.Partitions, DefaultPartitions)
+	setDefault(&s.ReplicationFactor, DefaultReplicationFactor)
+	setDefault(&s.BatchTimeout, DefaultBatchTimeout)
+	setDefault(&s.ProduceTimeout, DefaultProduceTimeout)
+	if s.DLQTopic == s.Topic {
+		return s, fmt.Errorf("kafkaq: dlq_topic %q must differ from topic", s.DLQTopic)
+	}
+	for _, b := range s.Brokers {
+		if b == "" {
+			return s, errors.New("kafkaq: a broker address is empty")
+		}
+	}
+	return s, nil
+}
+
+func setString(v *string, def string) {
+	if *v == "" {
+		*v = def
+	}
+}
+
+func setDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}

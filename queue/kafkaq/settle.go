@@ -1,0 +1,156 @@
+package kafkaq
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// This file holds the Kafka consumer's settles: Finish, Defer, Release.
+
+// Finish ends a job as out says: for a dead one it first writes the dead-letter record
+// to the DLQ topic (acks=all; when that fails the job is handed out again
+// after a second and the error wraps queue.ErrUnavailable), then lowers the
+// tenant's backlog by the job's cost (lua/backlog_decr.lua) and records its
+// state (package jobstate) in one pipelined round trip (a Redis failure is
+// logged and counted, not returned: the job is done), then marks its
+// offset finished so the watermark can pass it. It returns queue.ErrLeaseLost
+// when the job's partition was revoked meanwhile: its new owner delivers it
+// again.
+func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Outcome) error {
+	c.mu.Lock()
+	e, ok := c.claimed[job]
+	if !ok || e.fifo.p.state == partRevoked {
+		c.takeLocked(job)
+		c.mu.Unlock()
+		return fmt.Errorf("queue: finish %s: %w", job.Envelope.ID, queue.ErrLeaseLost)
+	}
+	c.mu.Unlock()
+	if out.Dead != nil {
+		if err := c.dlq.write(ctx, job, out.Dead, sourceOf(c.cfg.Kafka.Topic, e.fifo.p.id, e.offset)); err != nil {
+			c.m.errors.WithLabelValues("dlq").Inc()
+			c.retryDeadLetter(job, e)
+			return fmt.Errorf("queue: finish %s: dead letter: %w", job.Envelope.ID, err)
+		}
+	}
+	c.lowerBacklog(ctx, job, out)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.takeLocked(job) == nil || e.fifo.p.state == partRevoked {
+		return fmt.Errorf("queue: finish %s: %w", job.Envelope.ID, queue.ErrLeaseLost)
+	}
+	c.finishLocked(e)
+	return nil
+}
+
+// retryDeadLetter hands job out again after dlqRetryAfter, when its dead
+// letter could not be written (and its partition is still owned).
+func (c *Consumer) retryDeadLetter(job *queue.Claimed, e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.takeLocked(job) != nil && e.fifo.p.state == partActive {
+		e.due = c.clock.Now().Add(dlqRetryAfter)
+		heap.Push(&e.fifo.tq.deferred, e)
+		signal(e.fifo.tq.wake)
+	}
+}
+
+// finishLocked marks e's offset finished and lets it leave memory.
+func (c *Consumer) finishLocked(e *entry) {
+	p, f := e.fifo.p, e.fifo
+	p.win.finish(e.offset)
+	f.held--
+	p.held--
+	c.releasedLocked(p, f)
+}
+
+// lowerBacklog lowers the tenant's backlog counter by the job's cost
+// (lua/backlog_decr.lua) and records the job's final state (out.State;
+// package jobstate), in one pipelined round trip. It outlives ctx's cancellation
+// (the job is done either way), bounded by backlogTimeout.
+func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out queue.Outcome) {
+	if c.rdb == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backlogTimeout)
+	defer cancel()
+	t := job.Envelope.Tenant
+	state, lastErr, reason := out.State()
+	st := jobstate.Settle{Tenant: t, JobID: job.Envelope.ID, Member: job.Token(), State: state,
+		LastError: lastErr, Reason: reason, DeadLettered: out.Dead != nil}.Call()
+	cmds := lua.Exec(ctx, c.rdb, []lua.Call{backlogDecrCall(t, job.Envelope.Cost), st}, nil)
+	err := cmds[0].Err()
+	if err == nil {
+		_, err = parseBacklogDecr(cmds[0].Val())
+	}
+	if err != nil {
+		c.m.redisErrs.WithLabelValues("backlog_decr").Inc()
+		c.log.Error("kafka consumer: backlog counter not lowered; the job is finished",
+			"tenant", t, "job_id", job.Envelope.ID, "err", err)
+	}
+	if err := cmds[1].Err(); err != nil {
+		c.m.redisErrs.WithLabelValues("job_state").Inc()
+		c.log.Warn("kafka consumer: job state not recorded; the job is finished",
+			"tenant", t, "job_id", job.Envelope.ID, "state", state, "err", err)
+	}
+}
+
+// recordRetrying records the job's state retrying with lastError
+// (package jobstate), before the job waits in memory for its retry, so a
+// later delivery's in_flight is never overwritten. A failure is counted
+// and logged: the retry goes on.
+func (c *Consumer) recordRetrying(ctx context.Context, job *queue.Claimed, lastError string) {
+	if c.rdb == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backlogTimeout)
+	defer cancel()
+	st := jobstate.Settle{Tenant: job.Envelope.Tenant, JobID: job.Envelope.ID, Member: job.Token(),
+		State: jobstate.Retrying, LastError: lastError}.Call()
+	if err := st.Run(ctx, c.rdb).Err(); err != nil {
+		c.m.redisErrs.WithLabelValues("job_state").Inc()
+		c.log.Warn("kafka consumer: job state not recorded; the retry goes on",
+			"tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID, "err", err)
+	}
+}
+
+// Defer records the job's state retrying with r.LastError (package
+// jobstate), then holds the job in memory for r.Delay and hands it out
+// again as r.Next (its offset
+// stays unfinished meanwhile, so a crash delivers it again). It returns
+// queue.ErrLeaseLost when the job's partition is being let go.
+func (c *Consumer) Defer(ctx context.Context, job *queue.Claimed, r queue.Retry) error {
+	raw, err := r.Next.Encode()
+	if err != nil {
+		return fmt.Errorf("queue: defer %s: %w", job.Envelope.ID, err)
+	}
+	c.recordRetrying(ctx, job, r.LastError)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.takeLocked(job)
+	if e == nil || e.fifo.p.state != partActive {
+		return fmt.Errorf("queue: defer %s: %w", job.Envelope.ID, queue.ErrLeaseLost)
+	}
+	e.raw, e.due = raw, c.clock.Now().Add(max(r.Delay, 0))
+	heap.Push(&e.fifo.tq.deferred, e)
+	signal(e.fifo.tq.wake)
+	return nil
+}
+
+// Release puts the job back at the head of its FIFO, unchanged. It returns
+// queue.ErrLeaseLost when the job's partition is being let go.
+func (c *Consumer) Release(ctx context.Context, job *queue.Claimed) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.takeLocked(job)
+	if e == nil || e.fifo.p.state != partActive {
+		return fmt.Errorf("queue: release %s: %w", job.Envelope.ID, queue.ErrLeaseLost)
+	}
+	e.fifo.q.pushFront(e)
+	signal(e.fifo.tq.wake)
+	return nil
+}

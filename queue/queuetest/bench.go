@@ -1,0 +1,99 @@
+package queuetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// BenchEnv reads the positive integer benchmark knob name from the
+// environment, def when unset, so deploy/bench/kafka-perf.sh can run the
+// Kafka benchmark with the same partitions as the peer tool. The knobs:
+//
+//	SLUICE_BENCH_PARTITIONS   partitions of the benchmark topic (default 12)
+//	SLUICE_BENCH_PARALLELISM  goroutines per GOMAXPROCS for RunParallel
+//	                          (default 64: each call waits for its ack, so
+//	                          throughput needs many calls in flight, as many
+//	                          HTTP requests would be)
+//	SLUICE_BENCH_TENANTS      tenants the jobs are spread over (default 64)
+//	SLUICE_BENCH_BATCH_TIMEOUT  kafkaq.Settings.BatchTimeout (default 2ms, the
+//	                          configuration's default)
+func BenchEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchDuration reads a duration from the environment (default 2ms).
+func BenchDuration(b *testing.B, name string) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		v = "2ms"
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	return d
+}
+
+// BenchJobs returns one single-job call per tenant with a 1 KiB payload,
+// and the size of one encoded envelope (the Kafka message value).
+func BenchJobs(b *testing.B, tenants int) ([][]queue.Envelope, int) {
+	payload, _ := json.Marshal(strings.Repeat("x", 1024-2)) // 1024 bytes of JSON
+	calls := make([][]queue.Envelope, tenants)
+	prefix := testenv.Name(b, "bench")
+	for i := range calls {
+		calls[i] = []queue.Envelope{{ID: "job-0001", Tenant: fmt.Sprintf("%s-%d", prefix, i), Type: "email", Cost: 1, Payload: payload}}
+	}
+	e := calls[0][0]
+	e.Version = queue.EnvelopeVersion
+	v, err := e.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return calls, len(v)
+}
+
+// BenchEnqueue runs p.Enqueue of one job per op from parallel goroutines and
+// reports jobs/s and the envelope's size.
+func BenchEnqueue(b *testing.B, p queue.Producer, calls [][]queue.Envelope, valueBytes int) {
+	b.ReportAllocs()
+	b.SetParallelism(BenchEnv("SLUICE_BENCH_PARALLELISM", 64))
+	var next atomic.Int64
+	ctx := context.Background()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			jobs := calls[int(next.Add(1))%len(calls)]
+			if err := p.Enqueue(ctx, jobs); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64(valueBytes), "value_bytes")
+}
+
+// BenchSerial calls p.Enqueue(jobs) from one goroutine per op.
+func BenchSerial(b *testing.B, p queue.Producer, jobs []queue.Envelope) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	for b.Loop() {
+		if err := p.Enqueue(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

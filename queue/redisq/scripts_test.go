@@ -1,0 +1,49 @@
+package redisq
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/lua"
+)
+
+// TestScriptRepliesChecked: every twin's parser refuses a reply of the
+// wrong shape or type with an error wrapping lua.ErrReply that names its
+// script, and accepts the right one.
+func TestScriptRepliesChecked(t *testing.T) {
+	t.Parallel()
+	parsers := []struct {
+		script string
+		parse  func(any) error
+		good   any
+		bad    []any
+	}{
+		{"enqueue.lua", func(v any) error { _, _, err := parseEnqueue(v); return err },
+			[]any{int64(2), int64(5)}, []any{int64(1), []any{int64(1)}, []any{int64(1), "5"}}},
+		{"claim.lua", func(v any) error { _, err := parseClaim(v); return err },
+			[]any{"a|t", "{}", int64(0), int64(-1)},
+			[]any{nil, []any{"a", "{}", int64(0)}, []any{"a", int64(1), int64(0), int64(-1)}, []any{"a", "{}", int64(2), int64(-1)}, []any{"a", "{}", int64(0), "x"}}},
+		{"ack.lua", func(v any) error { _, err := parseHeld(lua.Ack, v); return err },
+			int64(1), []any{int64(2), "1", nil}},
+		{"release.lua", func(v any) error { _, err := parseHeld(lua.Release, v); return err },
+			int64(0), []any{int64(-1), []any{int64(1)}}},
+		{"lease_defer.lua", func(v any) error { _, err := parseDefer(v); return err },
+			int64(1700000000000), []any{int64(-5), "1"}},
+		{"lease_extend.lua", func(v any) error { _, err := parseExtend(v); return err },
+			[]any{"a|t"}, []any{int64(0), []any{int64(1)}}},
+		{"reap.lua", func(v any) error { _, err := parseReap(v); return err },
+			int64(3), []any{int64(-1), "3"}},
+	}
+	for _, p := range parsers {
+		if err := p.parse(p.good); err != nil {
+			t.Errorf("%s: reply %#v = %v, want nil", p.script, p.good, err)
+		}
+		for _, v := range p.bad {
+			err := p.parse(v)
+			if !errors.Is(err, lua.ErrReply) || !strings.Contains(err.Error(), p.script) {
+				t.Errorf("%s: reply %#v = %v, want an error wrapping lua.ErrReply naming the script", p.script, v, err)
+			}
+		}
+	}
+}
