@@ -101,7 +101,7 @@ tenants:
 	}
 	adm := limits.NewAdmitter(s.rdb)
 	prom := prometheus.NewRegistry()
-	srv, err := ingest.New(ingest.Options{Config: reg.Config(), Redis: s.rdb, Producer: producer, Admitter: adm,
+	srv, err := ingest.New(ingest.Config{Settings: reg.Config(), Redis: s.rdb, Producer: producer, Admitter: adm,
 		Registerer: prom, Gatherer: prom, Tenants: reg})
 	if err != nil {
 		t.Fatalf("ingest.New: %v", err)

@@ -53,7 +53,7 @@ tenants:
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := ingest.New(ingest.Options{Config: reg.Config(), Redis: rdb, Producer: producer, Admitter: admitter, Tenants: reg})
+	srv, err := ingest.New(ingest.Config{Settings: reg.Config(), Redis: rdb, Producer: producer, Admitter: admitter, Tenants: reg})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // tenantAnswer is an admin answer about one tenant.
@@ -266,39 +267,11 @@ func TestAdminRoutes(t *testing.T) {
 		action, code string
 		want         float64
 	}{{"put", "201", 1}, {"put", "422", 5}, {"patch", "200", 2}, {"delete", "204", 1}, {"none", "405", 2}} {
-		got := metricValue(t, h.harness, "sluice_admin_requests_total", map[string]string{"action": m.action, "code": m.code})
+		got := testenv.MetricValue(t, h.harness.reg, "sluice_admin_requests_total", map[string]string{"action": m.action, "code": m.code})
 		if got != m.want {
 			t.Errorf("sluice_admin_requests_total{action=%s,code=%s} = %v, want %v", m.action, m.code, got, m.want)
 		}
 	}
-}
-
-// metricValue is the value of the counter or gauge name with labels in h's
-// registry (0 when absent).
-func metricValue(t testing.TB, h *harness, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
 }
 
 // TestAdminTombstonesFileTenant deletes a tenant of the file: its key stops

@@ -48,7 +48,7 @@ func serveIngest(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, wr
 		t.Fatal(err)
 	}
 	adm := limits.NewAdmitter(rdb)
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm})
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,11 +209,11 @@ func TestSlowReadersAreCut(t *testing.T) {
 			_, _ = io.WriteString(c, req)
 		}()
 	}
-	waitFor(t, 10*time.Second, "every client's connection accepted", func() bool { return accepted.Load() == clients })
+	testenv.WaitFor(t, 10*time.Second, "every client's connection accepted", func() bool { return accepted.Load() == clients })
 	// Each connection's answers get stuck in full buffers; the server cuts
 	// it write_timeout after the stuck answer's handler began.
-	waitFor(t, 10*time.Second, "every connection closed by the server", func() bool { return open.Load() == 0 })
-	waitFor(t, 10*time.Second, fmt.Sprintf("goroutines back to about %d (a slack of 20)", base), func() bool {
+	testenv.WaitFor(t, 10*time.Second, "every connection closed by the server", func() bool { return open.Load() == 0 })
+	testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("goroutines back to about %d (a slack of 20)", base), func() bool {
 		return runtime.NumGoroutine() <= base+20
 	})
 	for i, c := range conns {

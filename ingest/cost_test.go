@@ -91,10 +91,10 @@ func tenantKeys(t testing.TB, rdb redis.UniversalClient, tenant string) map[stri
 func limiterOutcomes(t testing.TB, h *harness, tenant string) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{
-		"sluice_fail_open_total": metricValue(t, h, "sluice_fail_open_total", map[string]string{"tenant": tenant}),
+		"sluice_fail_open_total": testenv.MetricValue(t, h.reg, "sluice_fail_open_total", map[string]string{"tenant": tenant}),
 	}
 	for _, r := range []string{"allowed", "denied", "backlog", "fail_open", "error", "invalid"} {
-		out["decisions "+r] = metricValue(t, h, "sluice_admission_decisions_total", map[string]string{"tenant": tenant, "result": r})
+		out["decisions "+r] = testenv.MetricValue(t, h.reg, "sluice_admission_decisions_total", map[string]string{"tenant": tenant, "result": r})
 	}
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/sluicehq/sluice/limits"
 )
@@ -71,7 +70,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 		fail(p)
 		return
 	}
-	now := s.now()
+	now := s.clock.Now()
 	decode := decodeSingle
 	if batch {
 		decode = decodeBatch
@@ -118,11 +117,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 		return
 	}
 
-	enqueuedAt := now
-	if s.clock == nil {
-		enqueuedAt = time.Now()
-	}
-	envs := envelopes(ts.name, fresh, enqueuedAt.UTC())
+	envs := envelopes(ts.name, fresh, s.clock.Now().UTC())
 	if err := s.enqueue(r.Context(), snap, envs); err != nil {
 		s.releaseIDs(r.Context(), snap, ts, sub.reserved)
 		s.log.Warn("enqueue failed", "tenant", ts.name, "jobs", len(envs), "err", err)
@@ -197,7 +192,7 @@ func (s *Server) stateHeaders(ctx context.Context, w http.ResponseWriter, snap *
 	}
 	ctx, cancel := context.WithTimeout(ctx, snap.redisTimeout)
 	defer cancel()
-	d, err := s.admitter.Admit(ctx, limits.Request{Tenant: ts.name, Policies: policies, DryRun: true, Now: s.limiterNow()})
+	d, err := s.admitter.Admit(ctx, limits.Request{Tenant: ts.name, Policies: policies, DryRun: true, Now: s.scriptNow()})
 	if err != nil {
 		return
 	}

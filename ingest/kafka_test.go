@@ -132,7 +132,7 @@ func TestKafkaDown(t *testing.T) {
 	}
 
 	broker.Start()
-	waitFor(t, 60*time.Second, "202 after the broker restarted", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "202 after the broker restarted", func() bool {
 		return h.post(t, tenant, "/v1/jobs", `{"type":"t","id":"after"}`).status == http.StatusAccepted
 	})
 	jobs := topicJobs(t, broker.Brokers(), topic, 2)

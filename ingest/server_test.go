@@ -52,7 +52,7 @@ func TestShutdownDrains(t *testing.T) {
 	producer := &heldProducer{Producer: inner, entered: make(chan struct{}), release: make(chan struct{})}
 	tenant := testenv.Name(t, "drain")
 	adm := limits.NewAdmitter(rdb)
-	srv, err := ingest.New(ingest.Options{Config: testConfig(t, tenantYAML(tenant, "")), Redis: rdb, Producer: producer, Admitter: adm})
+	srv, err := ingest.New(ingest.Config{Settings: testConfig(t, tenantYAML(tenant, "")), Redis: rdb, Producer: producer, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestShutdownDrains(t *testing.T) {
 	<-producer.entered
 
 	cancel()
-	waitFor(t, 5*time.Second, "new connections refused", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "new connections refused", func() bool {
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
 			c.Close()
@@ -117,7 +117,7 @@ func TestRunListenError(t *testing.T) {
 	p, _ := queue.NewRedisProducer(rdb, nil)
 	cfg := testConfig(t)
 	cfg.Ingest.Listen = "127.0.0.1:-1"
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: limits.NewAdmitter(rdb)})
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: limits.NewAdmitter(rdb)})
 	if err != nil {
 		t.Fatal(err)
 	}

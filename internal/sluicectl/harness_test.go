@@ -82,7 +82,7 @@ func serve(t *testing.T, rdb *redis.Client, extra string, tenantFragments ...str
 		}
 		cfg = reg.Config()
 	}
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm, Tenants: reg})
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: adm, Tenants: reg})
 	if err != nil {
 		t.Fatalf("ingest.New: %v", err)
 	}
