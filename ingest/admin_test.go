@@ -44,6 +44,7 @@ func specNumber(spec map[string]any, path string) any {
 }
 
 func TestAdminAuth(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := "acme"
 	cfg := adminConfig(t, tenantYAML(tenant, "    outflow: {rate: 5}\n"))
@@ -87,6 +88,7 @@ func TestAdminAuth(t *testing.T) {
 
 // TestAdminRoutes walks every route and status of the admin API.
 func TestAdminRoutes(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	cfg := adminConfig(t, tenantYAML("acme", "    admission: {algorithm: gcra, limit: 10, burst: 5}\n    outflow: {rate: 5}\n"))
 	h := startAdminIngest(t, rdb, cfg, nil)
@@ -277,6 +279,7 @@ func TestAdminRoutes(t *testing.T) {
 // TestAdminTombstonesFileTenant deletes a tenant of the file: its key stops
 // working at once, a file reload does not bring it back, and a PUT does.
 func TestAdminTombstonesFileTenant(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	cfg := adminConfig(t, tenantYAML("acme", "    outflow: {rate: 5}\n"))
 	h := startAdminIngest(t, rdb, cfg, nil)

@@ -264,6 +264,7 @@ func (c *countedConn) Close() error {
 // are refused with 431 (net/http answers it before any handler, as
 // text/plain), and a request under ingest.max_header_bytes still passes.
 func TestHeaderLimit(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "hdr")
 	addr := serveIngest(t, boundsConfig(t, "max_header_bytes: 8192", tenantYAML(tenant, "")), rdb, nil)
@@ -292,6 +293,7 @@ func TestHeaderLimit(t *testing.T) {
 // connection is closed, and nothing is queued; before this, the answer was a
 // 400 echoing "read tcp 127.0.0.1:…: i/o timeout" after 30 s.
 func TestSlowBody(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "slow")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 300ms", tenantYAML(tenant, "")), rdb, nil)
@@ -311,6 +313,7 @@ func TestSlowBody(t *testing.T) {
 // timeout is long, so an answer that waited for the body would not come in
 // time).
 func TestContentLengthOverLimit(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "cl")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 1m", tenantYAML(tenant, "")), rdb, nil)
@@ -333,6 +336,7 @@ func TestContentLengthOverLimit(t *testing.T) {
 // closes the connection, so neither reading of the framing goes further.
 // Other transfer codings net/http refuses itself (501).
 func TestTransferEncoding(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "te")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 1m", tenantYAML(tenant, "")), rdb, nil)
@@ -361,6 +365,7 @@ func TestTransferEncoding(t *testing.T) {
 // identity is a 415 naming Content-Encoding (sluice decodes none), with
 // Accept-Encoding: identity; identity itself is fine.
 func TestContentEncoding(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "ce")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 5s", tenantYAML(tenant, "")), rdb, nil)

@@ -15,6 +15,7 @@ import (
 // written; charset=utf-8 (any case) and no charset are accepted. Before,
 // both were 202 (the first header and the bytes as they came).
 func TestContentTypeStrict(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := testenv.Name(t, "ctype")
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML(tenant, "")), nil)
@@ -58,6 +59,7 @@ func TestContentTypeStrict(t *testing.T) {
 // transfer coding the server does not implement), the connection closed,
 // and nothing is queued. ingest has no parser of its own for it.
 func TestTransferEncodingIdentity(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "teid")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 5s", tenantYAML(tenant, "")), rdb, nil)

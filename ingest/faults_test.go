@@ -50,6 +50,7 @@ func timedPost(t *testing.T, h *harness, tenant, body string) answer {
 // Redis comes back (empty, so the script must be reloaded), both recover
 // without restarting ingest. The jobs go to another Redis, which stays up.
 func TestRedisDown(t *testing.T) {
+	t.Parallel()
 	limiter := testenv.StartRedis(t)
 	rdb := limiterClient(t, limiter.Addr())
 	jobs := testenv.Redis(t)
@@ -129,6 +130,7 @@ func TestRedisDown(t *testing.T) {
 // fail-open tenant into a failing one, and that a fail-closed tenant gets a
 // 503 for it.
 func TestIdempotencyWithRedisDown(t *testing.T) {
+	t.Parallel()
 	limiter := testenv.StartRedis(t)
 	rdb := limiterClient(t, limiter.Addr())
 	jobs := testenv.Redis(t)

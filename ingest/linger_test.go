@@ -28,6 +28,7 @@ type onlyReader struct{ io.Reader }
 // client often reported "write: broken pipe" or "connection reset" instead
 // of the answer.
 func TestRefusedClientsGetTheirAnswer(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "linger")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 5s", tenantYAML(tenant, "")), rdb, nil)
@@ -109,6 +110,7 @@ func TestRefusedClientsGetTheirAnswer(t *testing.T) {
 // admin tenant path with Content-Length 100 and one byte sent got no answer
 // until the connection was cut at 10 s.
 func TestRefusalsWithBodyUnreadAnswerAtOnce(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := testenv.Name(t, "early")
 	cfg := adminConfig(t, tenantYAML(tenant, ""))

@@ -44,6 +44,7 @@ func (p *heldProducer) Close() error {
 // /readyz turns 503, new connections are refused, the in-flight request
 // still gets its 202, and Serve returns nil after closing the producer.
 func TestShutdownDrains(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	inner, err := queue.NewRedisProducer(rdb, nil)
 	if err != nil {
@@ -113,6 +114,7 @@ func TestShutdownDrains(t *testing.T) {
 
 // TestRunListenError checks that Run reports an address it cannot listen on.
 func TestRunListenError(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	p, _ := queue.NewRedisProducer(rdb, nil)
 	cfg := testConfig(t)
@@ -129,6 +131,7 @@ func TestRunListenError(t *testing.T) {
 // TestHealthAndMetrics checks /healthz, /readyz and that /metrics shows the
 // request and decision counters.
 func TestHealthAndMetrics(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "metrics")
 	h := startIngest(t, testConfig(t, tenantYAML(tenant, "    admission: {algorithm: gcra, limit: 1, period: 1h}\n")), deps{rdb: rdb})

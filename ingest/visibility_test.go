@@ -165,6 +165,7 @@ func ptr[T any](v T) *T { return &v }
 // retrying with its last error, done, dead, expired; and the 404, 405 and
 // 409 answers.
 func TestJobStatesThroughDrainer(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant, other := testenv.Name(t, "vis"), testenv.Name(t, "vis")
