@@ -175,8 +175,7 @@ func rawRequest(method, path, token, contentType, body string, extra ...string) 
 
 // TestSlowReadersAreCut (issue 7 req 5): 100 clients that send requests and
 // never read the answers hold a connection and a goroutine each only until
-// ingest.write_timeout, then the server closes them; before, they held them
-// for as long as they liked. Each asks for about 1.5 MB of answers (404s
+// ingest.write_timeout, then the server closes them. Each asks for about 1.5 MB of answers (404s
 // that repeat a 50 KB path), more than socket buffers hold.
 func TestSlowReadersAreCut(t *testing.T) {
 	rdb := testenv.Redis(t)

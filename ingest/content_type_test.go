@@ -12,8 +12,7 @@ import (
 // TestContentTypeStrict (issue 7 req 6): a request with two Content-Type
 // headers and a JSON body in a charset other than UTF-8 are 415 naming
 // Content-Type, on the job routes and the admin API alike, and nothing is
-// written; charset=utf-8 (any case) and no charset are accepted. Before,
-// both were 202 (the first header and the bytes as they came).
+// written; charset=utf-8 (any case) and no charset are accepted.
 func TestContentTypeStrict(t *testing.T) {
 	t.Parallel()
 	rdb := privateRedis(t)

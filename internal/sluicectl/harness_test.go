@@ -120,7 +120,7 @@ func run(t *testing.T, url, stdin string, env map[string]string, args ...string)
 	}
 	code := Run(ctx, args, Env{
 		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut, Getenv: getenv,
-		Now: func() time.Time { return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC) },
+		Clock: testenv.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)),
 	})
 	return result{code, out.String(), errOut.String()}
 }

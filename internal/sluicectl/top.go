@@ -106,7 +106,7 @@ func (c *cmd) topLoop(ctx context.Context, r topRun, tty bool, quit <-chan struc
 		if ctx.Err() != nil {
 			return nil
 		}
-		f.URL, f.At, f.Interval = c.g.url, c.env.Now(), r.interval
+		f.URL, f.At, f.Interval = c.g.url, c.env.Clock.Now(), r.interval
 		text := render(f)
 		if tty {
 			fmt.Fprint(out, ttyFrame(text))
