@@ -11,6 +11,7 @@ import (
 )
 
 func TestAdminTokens(t *testing.T) {
+	t.Parallel()
 	alice, bob := config.HashKey("alice-token"), config.HashKey("bob-token")
 	cfg, err := config.Parse([]byte("ingest:\n  admin_tokens:\n    Alice: " + alice + "\n    bob: " + bob + "\n"))
 	if err != nil {
@@ -23,6 +24,7 @@ func TestAdminTokens(t *testing.T) {
 }
 
 func TestAdminTokensInvalid(t *testing.T) {
+	t.Parallel()
 	hash := config.HashKey("k")
 	for _, tc := range []struct {
 		name, yaml, want string
@@ -44,6 +46,7 @@ func TestAdminTokensInvalid(t *testing.T) {
 }
 
 func TestTenantWithDefaults(t *testing.T) {
+	t.Parallel()
 	off := false
 	for _, tc := range []struct {
 		name string

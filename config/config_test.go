@@ -14,6 +14,7 @@ import (
 )
 
 func TestLoadExample(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Load("../configs/sluice.example.yaml")
 	if err != nil {
 		t.Fatalf("Load example: %v", err)
@@ -61,6 +62,7 @@ func TestLoadDefaultsOnly(t *testing.T) {
 // TestMaxJobCost: ingest.max_job_cost defaults to 1,000,000 and takes any
 // value from 1 to 1,000,000,000 (TestInvalid refuses 0 and 10^9 + 1).
 func TestMaxJobCost(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		yaml string
 		want int64
@@ -118,6 +120,7 @@ func TestConfigFileFromEnv(t *testing.T) {
 }
 
 func TestTenantNameCaseKept(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Parse([]byte(`
 tenants:
   AcMe:
@@ -134,6 +137,7 @@ tenants:
 
 // TestInvalid checks that every bad value stops the load with its key named.
 func TestInvalid(t *testing.T) {
+	t.Parallel()
 	hash := config.HashKey("k")
 	for _, tc := range []struct {
 		name, yaml, want string

@@ -40,15 +40,66 @@ const (
 	DefaultTargetTimeout = 10 * time.Second
 )
 
+// DefaultRedisTimeout is the default of redis.timeout.
+const DefaultRedisTimeout = 250 * time.Millisecond
+
+// DefaultIngest returns the ingest section a file that sets none of it
+// loads as: the one definition of each ingest default, which config.Load
+// registers (setDefaults) and Ingest.WithDefaults applies to a config built
+// by hand. It has no admin tokens.
+func DefaultIngest() Ingest {
+	return Ingest{
+		Listen:            "127.0.0.1:8080",
+		MaxBodyBytes:      1 << 20,
+		MaxBatchJobs:      1000,
+		MaxJobCost:        DefaultMaxJobCost,
+		ShutdownTimeout:   10 * time.Second,
+		RetryAfter:        time.Second,
+		ReadHeaderTimeout: 10 * time.Second,
+		BodyTimeout:       30 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// WithDefaults returns i with each numeric setting that is zero or negative
+// (never the case after config.Load, which validates) replaced by
+// DefaultIngest's. Listen and AdminTokens are left as they are: an empty
+// Listen is net.Listen's (every interface, any port), and no tokens means
+// no admin API.
+func (i Ingest) WithDefaults() Ingest {
+	d := DefaultIngest()
+	orDefault(&i.MaxBodyBytes, d.MaxBodyBytes)
+	orDefault(&i.MaxBatchJobs, d.MaxBatchJobs)
+	orDefault(&i.MaxJobCost, d.MaxJobCost)
+	orDefault(&i.ShutdownTimeout, d.ShutdownTimeout)
+	orDefault(&i.RetryAfter, d.RetryAfter)
+	orDefault(&i.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	orDefault(&i.BodyTimeout, d.BodyTimeout)
+	orDefault(&i.WriteTimeout, d.WriteTimeout)
+	orDefault(&i.IdleTimeout, d.IdleTimeout)
+	orDefault(&i.MaxHeaderBytes, d.MaxHeaderBytes)
+	return i
+}
+
+// orDefault sets *v to def when it is zero or negative.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // setDefaults registers every non-tenant key with its default, which also
 // makes each one overridable by its SLUICE_* environment variable.
 func setDefaults(v *viper.Viper) {
+	in := DefaultIngest()
 	for key, val := range map[string]any{
 		"redis.addr":               "127.0.0.1:6379",
 		"redis.cluster_addrs":      []string{},
 		"redis.password":           "",
 		"redis.db":                 0,
-		"redis.timeout":            "250ms",
+		"redis.timeout":            DefaultRedisTimeout,
 		"redis.pool_size":          10 * runtime.GOMAXPROCS(0),
 		"queue.backend":            backend.Redis,
 		"kafka.brokers":            []string{kafkaq.DefaultBroker},
@@ -59,12 +110,12 @@ func setDefaults(v *viper.Viper) {
 		"kafka.batch_timeout":      kafkaq.DefaultBatchTimeout,
 		"kafka.produce_timeout":    kafkaq.DefaultProduceTimeout,
 		"kafka.consumer_group":     kafkaq.DefaultConsumerGroup,
-		"ingest.listen":            "127.0.0.1:8080",
-		"ingest.max_body_bytes":    1 << 20,
-		"ingest.max_batch_jobs":    1000,
-		"ingest.max_job_cost":      DefaultMaxJobCost,
-		"ingest.shutdown_timeout":  "10s",
-		"ingest.retry_after":       "1s",
+		"ingest.listen":            in.Listen,
+		"ingest.max_body_bytes":    in.MaxBodyBytes,
+		"ingest.max_batch_jobs":    in.MaxBatchJobs,
+		"ingest.max_job_cost":      in.MaxJobCost,
+		"ingest.shutdown_timeout":  in.ShutdownTimeout,
+		"ingest.retry_after":       in.RetryAfter,
 		"drainer.listen":           "127.0.0.1:8081",
 		"drainer.lease":            DefaultLease.String(),
 		"drainer.max_attempts":     DefaultMaxAttempts,
@@ -73,11 +124,11 @@ func setDefaults(v *viper.Viper) {
 		"drainer.shutdown_timeout": DefaultDrainerShutdownTimeout.String(),
 
 		// The HTTP server's bounds on each client.
-		"ingest.read_header_timeout": "10s",
-		"ingest.body_timeout":        "30s",
-		"ingest.write_timeout":       "10s",
-		"ingest.idle_timeout":        "2m",
-		"ingest.max_header_bytes":    64 << 10,
+		"ingest.read_header_timeout": in.ReadHeaderTimeout,
+		"ingest.body_timeout":        in.BodyTimeout,
+		"ingest.write_timeout":       in.WriteTimeout,
+		"ingest.idle_timeout":        in.IdleTimeout,
+		"ingest.max_header_bytes":    in.MaxHeaderBytes,
 	} {
 		v.SetDefault(key, val)
 	}

@@ -21,22 +21,39 @@ import (
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Validate checks every value and returns all problems at once, each naming
-// its key, e.g. "tenants.acme.admission.limit: must be > 0 (got 0)".
+// its key, e.g. "tenants.acme.admission.limit: must be > 0 (got 0)". They
+// come in a fixed order: redis, queue and kafka, ingest, drainer, then the
+// tenants sorted by name.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if len(c.Redis.ClusterAddrs) == 0 {
-		checkAddr(bad, "redis.addr", c.Redis.Addr)
+	c.Redis.validate(bad)
+	c.validateQueue(bad)
+	c.Ingest.validate(bad)
+	c.validateAdminTokens(bad)
+	c.Drainer.validate(bad)
+	c.validateTenants(bad)
+	return errors.Join(errs...)
+}
+
+// validate checks the redis section.
+func (r Redis) validate(bad badFunc) {
+	if len(r.ClusterAddrs) == 0 {
+		checkAddr(bad, "redis.addr", r.Addr)
 	}
-	for i, a := range c.Redis.ClusterAddrs {
+	for i, a := range r.ClusterAddrs {
 		checkAddr(bad, fmt.Sprintf("redis.cluster_addrs[%d]", i), a)
 	}
-	positiveDur(bad, "redis.timeout", c.Redis.Timeout)
-	if c.Redis.PoolSize < 1 {
-		bad("redis.pool_size", "must be >= 1 (got %d)", c.Redis.PoolSize)
+	positiveDur(bad, "redis.timeout", r.Timeout)
+	if r.PoolSize < 1 {
+		bad("redis.pool_size", "must be >= 1 (got %d)", r.PoolSize)
 	}
+}
+
+// validateQueue checks the queue backend and the kafka section.
+func (c *Config) validateQueue(bad badFunc) {
 	switch c.Queue.Backend {
 	case "redis":
 	case "kafka":
@@ -66,35 +83,48 @@ func (c *Config) Validate() error {
 	if c.Kafka.ConsumerGroup == "" {
 		bad("kafka.consumer_group", "must not be empty")
 	}
-	checkAddr(bad, "ingest.listen", c.Ingest.Listen)
-	if c.Ingest.MaxBodyBytes < 1 {
-		bad("ingest.max_body_bytes", "must be >= 1 (got %d)", c.Ingest.MaxBodyBytes)
-	}
-	if c.Ingest.MaxBatchJobs < 1 || c.Ingest.MaxBatchJobs > MaxMaxBatchJobs {
-		bad("ingest.max_batch_jobs", "must be between 1 and %d (got %d)", MaxMaxBatchJobs, c.Ingest.MaxBatchJobs)
-	}
-	if c.Ingest.MaxJobCost < 1 || c.Ingest.MaxJobCost > MaxMaxJobCost {
-		bad("ingest.max_job_cost", "must be between 1 and %d (got %d)", MaxMaxJobCost, c.Ingest.MaxJobCost)
-	}
-	positiveDur(bad, "ingest.shutdown_timeout", c.Ingest.ShutdownTimeout)
-	positiveDur(bad, "ingest.retry_after", c.Ingest.RetryAfter)
-	c.Ingest.validateBounds(bad)
-	c.validateAdminTokens(bad)
-	checkAddr(bad, "drainer.listen", c.Drainer.Listen)
-	positiveDur(bad, "drainer.lease", c.Drainer.Lease)
-	if c.Drainer.MaxAttempts < 1 {
-		bad("drainer.max_attempts", "must be >= 1 (got %d)", c.Drainer.MaxAttempts)
-	}
-	positiveDur(bad, "drainer.backoff_base", c.Drainer.BackoffBase)
-	positiveDur(bad, "drainer.backoff_max", c.Drainer.BackoffMax)
-	if c.Drainer.BackoffMax < c.Drainer.BackoffBase {
-		bad("drainer.backoff_max", "must be >= drainer.backoff_base (%s < %s)", c.Drainer.BackoffMax, c.Drainer.BackoffBase)
-	}
-	positiveDur(bad, "drainer.shutdown_timeout", c.Drainer.ShutdownTimeout)
+}
 
+// validate checks the ingest section but its admin tokens
+// (Config.validateAdminTokens).
+func (i Ingest) validate(bad badFunc) {
+	checkAddr(bad, "ingest.listen", i.Listen)
+	if i.MaxBodyBytes < 1 {
+		bad("ingest.max_body_bytes", "must be >= 1 (got %d)", i.MaxBodyBytes)
+	}
+	if i.MaxBatchJobs < 1 || i.MaxBatchJobs > MaxMaxBatchJobs {
+		bad("ingest.max_batch_jobs", "must be between 1 and %d (got %d)", MaxMaxBatchJobs, i.MaxBatchJobs)
+	}
+	if i.MaxJobCost < 1 || i.MaxJobCost > MaxMaxJobCost {
+		bad("ingest.max_job_cost", "must be between 1 and %d (got %d)", MaxMaxJobCost, i.MaxJobCost)
+	}
+	positiveDur(bad, "ingest.shutdown_timeout", i.ShutdownTimeout)
+	positiveDur(bad, "ingest.retry_after", i.RetryAfter)
+	i.validateBounds(bad)
+}
+
+// validate checks the drainer section.
+func (d Drainer) validate(bad badFunc) {
+	checkAddr(bad, "drainer.listen", d.Listen)
+	positiveDur(bad, "drainer.lease", d.Lease)
+	if d.MaxAttempts < 1 {
+		bad("drainer.max_attempts", "must be >= 1 (got %d)", d.MaxAttempts)
+	}
+	positiveDur(bad, "drainer.backoff_base", d.BackoffBase)
+	positiveDur(bad, "drainer.backoff_max", d.BackoffMax)
+	if d.BackoffMax < d.BackoffBase {
+		bad("drainer.backoff_max", "must be >= drainer.backoff_base (%s < %s)", d.BackoffMax, d.BackoffBase)
+	}
+	positiveDur(bad, "drainer.shutdown_timeout", d.ShutdownTimeout)
+
+}
+
+// validateTenants checks every tenant, in sorted order (and each tenant's
+// job types too), so the problems, and the first field an admin 422 names,
+// come in the same order every time. An API key may belong to one tenant
+// only.
+func (c *Config) validateTenants(bad badFunc) {
 	keyOwner := map[string]string{}
-	// Tenants and job types in sorted order, so the problems (and the first
-	// field an admin 422 names) come in the same order every time.
 	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
 		t := c.Tenants[name]
 		p := "tenants." + name
@@ -127,7 +157,6 @@ func (c *Config) Validate() error {
 			bad(p+".on_limiter_error", "must be allow or deny (got %q)", t.OnLimiterError)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 type badFunc func(key, format string, args ...any)

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,31 +19,59 @@ import (
 // with the reason, counted in sluice_config_reloads_total{result="error"},
 // and the running config is kept.
 type Watcher struct {
+	cfg     WatcherConfig
+	log     *slog.Logger
+	reloads *prometheus.CounterVec
+}
+
+// DefaultDebounce is the default of WatcherConfig.Debounce.
+const DefaultDebounce = 100 * time.Millisecond
+
+// WatcherConfig is a Watcher's settings and dependencies. Path and Apply are
+// required.
+type WatcherConfig struct {
 	// Path is the config file.
 	Path string
 	// Apply receives every new valid config. It must swap it in atomically.
 	Apply func(*Config)
-	// Log receives reload outcomes.
-	Log *slog.Logger
-	// Debounce groups a burst of file events into one reload (default 100ms).
+	// Debounce groups a burst of file events into one reload (default
+	// DefaultDebounce, 100ms).
 	Debounce time.Duration
-
-	reloads *prometheus.CounterVec
+	// Logger receives reload outcomes. Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives sluice_config_reloads_total. Default: none
+	// registered (it still counts).
+	Registerer prometheus.Registerer
 }
 
-// NewWatcher returns a Watcher for path that registers its metric on reg.
-func NewWatcher(path string, apply func(*Config), log *slog.Logger, reg prometheus.Registerer) *Watcher {
-	w := &Watcher{Path: path, Apply: apply, Log: log, Debounce: 100 * time.Millisecond}
+// NewWatcher returns a Watcher of cfg.Path. It fails, naming the field,
+// when Path or Apply is missing, or when the metric cannot be registered.
+func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
+	switch {
+	case cfg.Path == "":
+		return nil, errors.New("config: new watcher: WatcherConfig.Path is required")
+	case cfg.Apply == nil:
+		return nil, errors.New("config: new watcher: WatcherConfig.Apply is required")
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = DefaultDebounce
+	}
+	w := &Watcher{cfg: cfg, log: cfg.Logger}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
 	w.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_config_reloads_total",
 		Help: "Config file reloads by result (ok, error).",
 	}, []string{"result"})
-	if reg != nil {
-		reg.MustRegister(w.reloads)
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(w.reloads); err != nil {
+			return nil, fmt.Errorf("config: register watcher metrics: %w", err)
+		}
 	}
 	w.reloads.WithLabelValues("ok")
 	w.reloads.WithLabelValues("error")
-	return w
+	return w, nil
 }
 
 // Run watches the file's folder (so editors' rename-and-replace and
@@ -50,13 +79,13 @@ func NewWatcher(path string, apply func(*Config), log *slog.Logger, reg promethe
 func (w *Watcher) Run(ctx context.Context) error {
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("config: watch %s: %w", w.Path, err)
+		return fmt.Errorf("config: watch %s: %w", w.cfg.Path, err)
 	}
 	defer fw.Close()
-	if err := fw.Add(filepath.Dir(w.Path)); err != nil {
-		return fmt.Errorf("config: watch %s: %w", w.Path, err)
+	if err := fw.Add(filepath.Dir(w.cfg.Path)); err != nil {
+		return fmt.Errorf("config: watch %s: %w", w.cfg.Path, err)
 	}
-	last, _ := os.ReadFile(w.Path)
+	last, _ := os.ReadFile(w.cfg.Path)
 	var timer <-chan time.Time
 	for {
 		select {
@@ -69,15 +98,15 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if ev.Has(fsnotify.Chmod) {
 				continue
 			}
-			timer = time.After(w.Debounce)
+			timer = time.After(w.cfg.Debounce)
 		case err, ok := <-fw.Errors:
 			if !ok {
 				return nil
 			}
-			w.Log.Warn("config watch error", "path", w.Path, "err", err)
+			w.log.Warn("config watch error", "path", w.cfg.Path, "err", err)
 		case <-timer:
 			timer = nil
-			cur, err := os.ReadFile(w.Path)
+			cur, err := os.ReadFile(w.cfg.Path)
 			if err == nil && bytes.Equal(cur, last) {
 				continue
 			}
@@ -89,16 +118,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 // reload loads and validates the file and applies it, or keeps the old one.
 func (w *Watcher) reload() {
-	cfg, err := Load(w.Path)
+	cfg, err := Load(w.cfg.Path)
 	if err != nil {
 		w.reloads.WithLabelValues("error").Inc()
-		w.Log.Error("config reload rejected; keeping the running config", "path", w.Path, "err", err)
+		w.log.Error("config reload rejected; keeping the running config", "path", w.cfg.Path, "err", err)
 		return
 	}
 	w.reloads.WithLabelValues("ok").Inc()
-	w.Apply(cfg)
-	w.Log.Info("config reloaded", "path", w.Path, "tenants", len(cfg.Tenants))
+	w.cfg.Apply(cfg)
+	w.log.Info("config reloaded", "path", w.cfg.Path, "tenants", len(cfg.Tenants))
 }
-
-// ReloadsMetric returns the reload counter, for tests and dashboards.
-func (w *Watcher) ReloadsMetric() *prometheus.CounterVec { return w.reloads }

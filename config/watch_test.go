@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,14 +11,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestWatcherReload writes a valid change, then a broken file, then a valid
 // one again, and checks what was applied and counted.
 func TestWatcherReload(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sluice.yaml")
 	write := func(s string) {
@@ -35,8 +37,13 @@ func TestWatcherReload(t *testing.T) {
 
 	applied := make(chan *config.Config, 4)
 	reg := prometheus.NewRegistry()
-	w := config.NewWatcher(path, func(c *config.Config) { applied <- c }, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
-	w.Debounce = 20 * time.Millisecond
+	w, err := config.NewWatcher(config.WatcherConfig{
+		Path: path, Apply: func(c *config.Config) { applied <- c }, Debounce: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -67,13 +74,9 @@ func TestWatcherReload(t *testing.T) {
 		"tenants: {a: {outflow: {rate: 7}, admission: {algorithm: gcra, limit: 2000000, period: 1s}}}\n",
 	} {
 		write(bad)
-		deadline := time.Now().Add(5 * time.Second)
-		for testutil.ToFloat64(w.ReloadsMetric().WithLabelValues("error")) != float64(i+1) {
-			if time.Now().After(deadline) {
-				t.Fatalf("bad file %q was not counted as a failed reload within 5s", bad)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testenv.WaitFor(t, 5*time.Second, fmt.Sprintf("bad file %q counted as a failed reload", bad), func() bool {
+			return testenv.MetricValue(t, reg, "sluice_config_reloads_total", map[string]string{"result": "error"}) == float64(i+1)
+		})
 		select {
 		case c := <-applied:
 			t.Fatalf("bad file %q was applied: %+v", bad, c.Tenants)
@@ -85,7 +88,7 @@ func TestWatcherReload(t *testing.T) {
 	if got := next().Tenants["a"].Outflow.Rate; got != 9 {
 		t.Fatalf("applied rate = %g, want 9", got)
 	}
-	if ok := testutil.ToFloat64(w.ReloadsMetric().WithLabelValues("ok")); ok != 2 {
+	if ok := testenv.MetricValue(t, reg, "sluice_config_reloads_total", map[string]string{"result": "ok"}); ok != 2 {
 		t.Errorf("ok reloads = %g, want 2", ok)
 	}
 	cancel()

@@ -18,6 +18,7 @@ import (
 // [0, rate]) is a 422 naming the field and the bound, through PUT and PATCH,
 // and nothing is stored; the largest accepted capacity and rate are stored.
 func TestAdminRefusesOutflowBounds(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "    outflow: {rate: 5}\n")), nil)
 	for _, c := range []struct{ name, outflow, field, detail string }{
@@ -62,6 +63,7 @@ func TestAdminRefusesOutflowBounds(t *testing.T) {
 // 422 naming admission.period or job_types.<t>.admission.period, through
 // PUT and PATCH, and nothing is stored; an absent period is still 1s.
 func TestAdminRefusesPeriodZero(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "    admission: {algorithm: gcra, limit: 10}\n")), nil)
 	for _, c := range []struct{ name, body, field, got string }{
@@ -100,6 +102,7 @@ func TestAdminRefusesPeriodZero(t *testing.T) {
 // tenant unlimited as {"outflow":{"unlimited":true}} does, and drops the
 // bucket's capacity and min_rate; the override fields are gone.
 func TestAdminPatchRateNullIsUnlimited(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "    outflow: {rate: 2, capacity: 2, min_rate: 0.2, max_backlog: 9}\n")), nil)
 	for _, patch := range []string{`{"outflow":{"rate":null}}`, `{"outflow":{"rate":3,"capacity":4,"min_rate":0.5}}`, `{"outflow":{"unlimited":true}}`} {
@@ -134,6 +137,7 @@ func TestAdminPatchRateNullIsUnlimited(t *testing.T) {
 // first field every time (config.Validate walks tenants and job types in
 // order).
 func TestAdminProblemOrderIsStable(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "")), nil)
 	body := `{"job_types":{"zeta":{"admission":{"algorithm":"gcra","limit":0}},"alpha":{"admission":{"algorithm":"gcra","limit":0}}}}`
@@ -154,6 +158,7 @@ func TestAdminProblemOrderIsStable(t *testing.T) {
 // tenant's current spec is answered 200 with that spec and version and
 // writes nothing: no version bump, no audit entry, no announcement.
 func TestAdminWriteThatChangesNothing(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	h := startAdminIngest(t, rdb, adminConfig(t,
 		tenantYAML("acme", "    outflow: {rate: 5}\n"),

@@ -42,6 +42,7 @@ func traceOf(t *testing.T, rdb *redis.Client, id string) tenantTrace {
 // stored with 200/201 and then broke their tenant are each a 422 naming the
 // field and the bound, through PUT and PATCH alike, and nothing is stored.
 func TestAdminRefusesPolicyBounds(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	cfg := adminConfig(t, tenantYAML("acme", "    admission: {algorithm: gcra, limit: 10, burst: 5}\n    outflow: {rate: 5}\n"))
 	h := startAdminIngest(t, rdb, cfg, nil)
@@ -110,6 +111,7 @@ func TestAdminRefusesPolicyBounds(t *testing.T) {
 // tenant ids; a PUT of one is a 422 naming the id and the rule, and nothing
 // is stored.
 func TestAdminRefusesReservedIDs(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "")), nil)
 	for _, c := range []struct{ path, id string }{
@@ -145,6 +147,7 @@ func TestAdminRefusesReservedIDs(t *testing.T) {
 // URL path segments: /v1/jobs/{id}); a job carrying one is a 422 naming the
 // field and the rule, and nothing is queued or counted.
 func TestJobDotIDsRefused(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := "dots"
 	h := startIngest(t, testConfig(t, tenantYAML(tenant, "")), deps{rdb: rdb})
@@ -178,6 +181,7 @@ func TestJobDotIDsRefused(t *testing.T) {
 // unlimited or of a rate switches between the two, the drainers' override
 // field following.
 func TestAdminOutflowRate(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "    outflow: {rate: 5}\n")), nil)
 	for _, c := range []struct{ name, method, id, body, field, detail string }{

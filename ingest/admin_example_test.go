@@ -19,10 +19,10 @@ import (
 	"github.com/sluicehq/sluice/tenants"
 )
 
-// The admin API: Options.Tenants is a tenants.Registry whose Run hands every
+// The admin API: Config.Tenants is a tenants.Registry whose Run hands every
 // merged config to SetConfig, as cmd/ingest wires it; an admin changes a
 // tenant's outflow rate with a merge patch.
-func ExampleOptions_tenants() {
+func ExampleConfig_tenants() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rdb := exampleRedis()
@@ -53,7 +53,7 @@ tenants:
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := ingest.New(ingest.Options{Config: reg.Config(), Redis: rdb, Producer: producer, Admitter: admitter, Tenants: reg})
+	srv, err := ingest.New(ingest.Config{Settings: reg.Config(), Redis: rdb, Producer: producer, Admitter: admitter, Tenants: reg})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -127,7 +128,7 @@ type adminIngest struct {
 
 // startAdminIngest runs an ingest Server with a Registry on rdb, as
 // cmd/ingest wires them: the registry's merged config goes to SetConfig.
-func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Config, clock ingest.Clock) *adminIngest {
+func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Config, clk clock.Clock) *adminIngest {
 	t.Helper()
 	ctx := context.Background()
 	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
@@ -155,9 +156,9 @@ func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Conf
 	if err := reg.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := ingest.New(ingest.Options{
-		Config: reg.Config(), Redis: rdb, Producer: p, Admitter: adm,
-		Registerer: promReg, Gatherer: promReg, Clock: clock, Tenants: reg,
+	s, err := ingest.New(ingest.Config{
+		Settings: reg.Config(), Redis: rdb, Producer: p, Admitter: adm,
+		Registerer: promReg, Gatherer: promReg, Clock: clk, Tenants: reg,
 	})
 	if err != nil {
 		t.Fatal(err)

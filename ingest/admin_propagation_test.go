@@ -23,6 +23,7 @@ const propagationBound = time.Second
 // registry have applied it (< 1 s); then B decides a submission under the
 // new limit.
 func TestAdminChangeReachesEveryInstance(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	clock := newFixedClock()
 	base := adminConfig(t, tenantYAML("acme", "    admission: {algorithm: fixed_window, limit: 2, period: 1m}\n    outflow: {rate: 1}\n"))
@@ -74,6 +75,7 @@ func TestAdminChangeReachesEveryInstance(t *testing.T) {
 // admin API: the shared leaky bucket uses it at its very next take, even by
 // a drainer that still passes the old configured rate.
 func TestAdminOutflowRateOnNextTake(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	ctx := context.Background()
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "    outflow: {rate: 1, capacity: 1}\n")), nil)
@@ -108,6 +110,7 @@ func TestAdminOutflowRateOnNextTake(t *testing.T) {
 // 0.5 s) so the tenant is admitted again 0.1 s later instead of after the
 // old penalty.
 func TestAdminGCRAUpgradeRescales(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	ctx := context.Background()
 	clock := newFixedClock()

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // tenantAnswer is an admin answer about one tenant.
@@ -43,6 +44,7 @@ func specNumber(spec map[string]any, path string) any {
 }
 
 func TestAdminAuth(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := "acme"
 	cfg := adminConfig(t, tenantYAML(tenant, "    outflow: {rate: 5}\n"))
@@ -86,6 +88,7 @@ func TestAdminAuth(t *testing.T) {
 
 // TestAdminRoutes walks every route and status of the admin API.
 func TestAdminRoutes(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	cfg := adminConfig(t, tenantYAML("acme", "    admission: {algorithm: gcra, limit: 10, burst: 5}\n    outflow: {rate: 5}\n"))
 	h := startAdminIngest(t, rdb, cfg, nil)
@@ -266,44 +269,17 @@ func TestAdminRoutes(t *testing.T) {
 		action, code string
 		want         float64
 	}{{"put", "201", 1}, {"put", "422", 5}, {"patch", "200", 2}, {"delete", "204", 1}, {"none", "405", 2}} {
-		got := metricValue(t, h.harness, "sluice_admin_requests_total", map[string]string{"action": m.action, "code": m.code})
+		got := testenv.MetricValue(t, h.harness.reg, "sluice_admin_requests_total", map[string]string{"action": m.action, "code": m.code})
 		if got != m.want {
 			t.Errorf("sluice_admin_requests_total{action=%s,code=%s} = %v, want %v", m.action, m.code, got, m.want)
 		}
 	}
 }
 
-// metricValue is the value of the counter or gauge name with labels in h's
-// registry (0 when absent).
-func metricValue(t testing.TB, h *harness, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
-}
-
 // TestAdminTombstonesFileTenant deletes a tenant of the file: its key stops
 // working at once, a file reload does not bring it back, and a PUT does.
 func TestAdminTombstonesFileTenant(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	cfg := adminConfig(t, tenantYAML("acme", "    outflow: {rate: 5}\n"))
 	h := startAdminIngest(t, rdb, cfg, nil)

@@ -157,7 +157,7 @@ func (s *Server) admit(ctx context.Context, snap *snapshot, ts *tenantState, c *
 		Costs:      c.costs,
 		Cost:       c.total,
 		MaxBacklog: ts.maxBacklog,
-		Now:        s.limiterNow(),
+		Now:        s.scriptNow(),
 	}
 	ctx, cancel := context.WithTimeout(ctx, snap.redisTimeout)
 	start := time.Now()
@@ -172,7 +172,7 @@ func (s *Server) admit(ctx context.Context, snap *snapshot, ts *tenantState, c *
 	if !ts.allowOnError || errors.Is(err, limits.ErrInvalidRequest) {
 		return verdict{err: err}
 	}
-	return verdict{decision: localDecision(ts, c, s.now()), failOpen: true, err: err}
+	return verdict{decision: localDecision(ts, c, s.clock.Now()), failOpen: true, err: err}
 }
 
 // localDecision decides with the tenant's in-process limiters, one per
@@ -253,14 +253,4 @@ func backlogRetryAfter(backlog int64, rate float64) int64 {
 		return maxRetryAfter
 	}
 	return max(1, int64(s))
-}
-
-// limiterNow is the now given to the limiter: the Clock's time when one was
-// set (tests), otherwise zero, so the scripts read Redis TIME and ingest
-// instances with skewed clocks agree.
-func (s *Server) limiterNow() time.Time {
-	if s.clock == nil {
-		return time.Time{}
-	}
-	return s.clock.Now()
 }

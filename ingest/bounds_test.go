@@ -48,7 +48,7 @@ func serveIngest(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, wr
 		t.Fatal(err)
 	}
 	adm := limits.NewAdmitter(rdb)
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm})
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +175,7 @@ func rawRequest(method, path, token, contentType, body string, extra ...string) 
 
 // TestSlowReadersAreCut (issue 7 req 5): 100 clients that send requests and
 // never read the answers hold a connection and a goroutine each only until
-// ingest.write_timeout, then the server closes them; before, they held them
-// for as long as they liked. Each asks for about 1.5 MB of answers (404s
+// ingest.write_timeout, then the server closes them. Each asks for about 1.5 MB of answers (404s
 // that repeat a 50 KB path), more than socket buffers hold.
 func TestSlowReadersAreCut(t *testing.T) {
 	rdb := testenv.Redis(t)
@@ -209,11 +208,11 @@ func TestSlowReadersAreCut(t *testing.T) {
 			_, _ = io.WriteString(c, req)
 		}()
 	}
-	waitFor(t, 10*time.Second, "every client's connection accepted", func() bool { return accepted.Load() == clients })
+	testenv.WaitFor(t, 10*time.Second, "every client's connection accepted", func() bool { return accepted.Load() == clients })
 	// Each connection's answers get stuck in full buffers; the server cuts
 	// it write_timeout after the stuck answer's handler began.
-	waitFor(t, 10*time.Second, "every connection closed by the server", func() bool { return open.Load() == 0 })
-	waitFor(t, 10*time.Second, fmt.Sprintf("goroutines back to about %d (a slack of 20)", base), func() bool {
+	testenv.WaitFor(t, 10*time.Second, "every connection closed by the server", func() bool { return open.Load() == 0 })
+	testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("goroutines back to about %d (a slack of 20)", base), func() bool {
 		return runtime.NumGoroutine() <= base+20
 	})
 	for i, c := range conns {
@@ -264,6 +263,7 @@ func (c *countedConn) Close() error {
 // are refused with 431 (net/http answers it before any handler, as
 // text/plain), and a request under ingest.max_header_bytes still passes.
 func TestHeaderLimit(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "hdr")
 	addr := serveIngest(t, boundsConfig(t, "max_header_bytes: 8192", tenantYAML(tenant, "")), rdb, nil)
@@ -292,6 +292,7 @@ func TestHeaderLimit(t *testing.T) {
 // connection is closed, and nothing is queued; before this, the answer was a
 // 400 echoing "read tcp 127.0.0.1:…: i/o timeout" after 30 s.
 func TestSlowBody(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "slow")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 300ms", tenantYAML(tenant, "")), rdb, nil)
@@ -311,6 +312,7 @@ func TestSlowBody(t *testing.T) {
 // timeout is long, so an answer that waited for the body would not come in
 // time).
 func TestContentLengthOverLimit(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "cl")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 1m", tenantYAML(tenant, "")), rdb, nil)
@@ -333,6 +335,7 @@ func TestContentLengthOverLimit(t *testing.T) {
 // closes the connection, so neither reading of the framing goes further.
 // Other transfer codings net/http refuses itself (501).
 func TestTransferEncoding(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "te")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 1m", tenantYAML(tenant, "")), rdb, nil)
@@ -361,6 +364,7 @@ func TestTransferEncoding(t *testing.T) {
 // identity is a 415 naming Content-Encoding (sluice decodes none), with
 // Accept-Encoding: identity; identity itself is fine.
 func TestContentEncoding(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "ce")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 5s", tenantYAML(tenant, "")), rdb, nil)

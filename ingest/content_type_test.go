@@ -12,9 +12,9 @@ import (
 // TestContentTypeStrict (issue 7 req 6): a request with two Content-Type
 // headers and a JSON body in a charset other than UTF-8 are 415 naming
 // Content-Type, on the job routes and the admin API alike, and nothing is
-// written; charset=utf-8 (any case) and no charset are accepted. Before,
-// both were 202 (the first header and the bytes as they came).
+// written; charset=utf-8 (any case) and no charset are accepted.
 func TestContentTypeStrict(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	tenant := testenv.Name(t, "ctype")
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML(tenant, "")), nil)
@@ -58,6 +58,7 @@ func TestContentTypeStrict(t *testing.T) {
 // transfer coding the server does not implement), the connection closed,
 // and nothing is queued. ingest has no parser of its own for it.
 func TestTransferEncodingIdentity(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "teid")
 	addr := serveIngest(t, boundsConfig(t, "body_timeout: 5s", tenantYAML(tenant, "")), rdb, nil)

@@ -17,6 +17,7 @@ import (
 // cost: the least of ingest.max_job_cost, each policy's Capacity and, when
 // the outflow is shaped, ⌊the outflow bucket's capacity⌋.
 func TestJobCostBound(t *testing.T) {
+	t.Parallel()
 	gcra := &limits.Policy{Name: "tenant", Algorithm: limits.AlgGCRA, Limit: 10, Period: time.Second, Burst: 20}
 	window := &limits.Policy{Name: "type.enc", Algorithm: limits.AlgFixedWindow, Limit: 7, Period: time.Minute, Burst: 99}
 	cases := []struct {
@@ -54,6 +55,7 @@ func TestJobCostBound(t *testing.T) {
 // sums that are exact and within limits.MaxCost, and it refuses at the
 // first job that breaks a bound.
 func TestChargeOfNeverWraps(t *testing.T) {
+	t.Parallel()
 	p := limits.Policy{Name: "tenant", Algorithm: limits.AlgFixedWindow, Limit: 100, Period: time.Minute}
 	ts := newTenantState("acme", config.Tenant{}, nil, config.MaxMaxJobCost)
 	ts.tenantPolicy = &p // as newTenantState would set it, with the bound left at max_job_cost
@@ -97,6 +99,7 @@ func TestChargeOfNeverWraps(t *testing.T) {
 // TestBacklogRetryAfter: ⌈backlog ÷ rate⌉, at least 1, capped at
 // maxRetryAfter whatever the numbers.
 func TestBacklogRetryAfter(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		backlog int64
 		rate    float64
@@ -120,6 +123,7 @@ func TestBacklogRetryAfter(t *testing.T) {
 
 // TestCeilSeconds: rounding up never overflows.
 func TestCeilSeconds(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		d    time.Duration
 		want int64
@@ -143,6 +147,7 @@ func TestCeilSeconds(t *testing.T) {
 // non-finite or beyond int64 give an answer that encodes as JSON, with
 // counts clamped, never wrapped.
 func TestComputeStatsStoredNumbers(t *testing.T) {
+	t.Parallel()
 	// now_us, backlog, override_rate, override_capacity, water_micro, ts_us,
 	// eff, eff_ts_us, eff_inc, in_flight, dlq_list_length, dlq_count,
 	// units_in_window

@@ -91,10 +91,10 @@ func tenantKeys(t testing.TB, rdb redis.UniversalClient, tenant string) map[stri
 func limiterOutcomes(t testing.TB, h *harness, tenant string) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{
-		"sluice_fail_open_total": metricValue(t, h, "sluice_fail_open_total", map[string]string{"tenant": tenant}),
+		"sluice_fail_open_total": testenv.MetricValue(t, h.reg, "sluice_fail_open_total", map[string]string{"tenant": tenant}),
 	}
 	for _, r := range []string{"allowed", "denied", "backlog", "fail_open", "error", "invalid"} {
-		out["decisions "+r] = metricValue(t, h, "sluice_admission_decisions_total", map[string]string{"tenant": tenant, "result": r})
+		out["decisions "+r] = testenv.MetricValue(t, h.reg, "sluice_admission_decisions_total", map[string]string{"tenant": tenant, "result": r})
 	}
 	return out
 }
@@ -107,6 +107,7 @@ func limiterOutcomes(t testing.TB, h *harness, tenant string) map[string]float64
 // (queue, backlog counter, admission state) are byte for byte what they
 // were, and no fail-open or limiter error was counted.
 func TestCostOverflowReprosRefused(t *testing.T) {
+	t.Parallel()
 	check := testenv.Redis(t)
 	rdb := testenv.Redis(t)
 	var log commandLog
@@ -203,6 +204,7 @@ func TestCostOverflowReprosRefused(t *testing.T) {
 // batch's sums (a policy's capacity, max_backlog). Every case has its own
 // tenant; a refused one leaves it without a queued job or backlog.
 func TestJobCostBounds(t *testing.T) {
+	t.Parallel()
 	check := testenv.Redis(t)
 	type tcase struct {
 		name, tenant, conf string
@@ -304,6 +306,7 @@ func TestJobCostBounds(t *testing.T) {
 // closed: never decided in process, never counted as fail-open, nothing
 // queued.
 func TestInvalidAdmissionNeverFailsOpen(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	open, closed := testenv.Name(t, "open"), testenv.Name(t, "closed")
 	cfg := testConfig(t,

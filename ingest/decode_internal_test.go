@@ -13,6 +13,7 @@ import (
 // reached the decoder (which names both socket addresses) is answered 400
 // without its text, and kept for the log.
 func TestDecodeProblemHidesConnectionErrors(t *testing.T) {
+	t.Parallel()
 	err := fmt.Errorf("wrapped: %w", &net.OpError{Op: "read", Net: "tcp",
 		Source: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 18080},
 		Addr:   &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 53062}, Err: os.ErrDeadlineExceeded})

@@ -14,6 +14,7 @@ import (
 // TestErrorAnswers checks every client error: its status, that the body is
 // problem+json naming the field at fault, and the headers that go with it.
 func TestErrorAnswers(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "err")
 	cfg := testConfig(t, tenantYAML(tenant, "    admission: {algorithm: fixed_window, limit: 100, period: 1s}\n"))
@@ -126,6 +127,7 @@ func nilIfEmpty(s string) any {
 // header answer alike apart from the detail, so nothing tells a tenant that
 // exists from one that does not.
 func TestUnauthenticatedAnswersAreAlike(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "auth")
 	h := startIngest(t, testConfig(t, tenantYAML(tenant, "")), deps{rdb: rdb})

@@ -57,8 +57,8 @@ tenants:
 		log.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	srv, err := ingest.New(ingest.Options{
-		Config: cfg, Redis: rdb, Producer: producer, Admitter: admitter,
+	srv, err := ingest.New(ingest.Config{
+		Settings: cfg, Redis: rdb, Producer: producer, Admitter: admitter,
 		Registerer: reg, Gatherer: reg,
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ func ExampleServer_Run() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: producer, Admitter: admitter})
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: producer, Admitter: admitter})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -50,6 +50,7 @@ func timedPost(t *testing.T, h *harness, tenant, body string) answer {
 // Redis comes back (empty, so the script must be reloaded), both recover
 // without restarting ingest. The jobs go to another Redis, which stays up.
 func TestRedisDown(t *testing.T) {
+	t.Parallel()
 	limiter := testenv.StartRedis(t)
 	rdb := limiterClient(t, limiter.Addr())
 	jobs := testenv.Redis(t)
@@ -88,7 +89,7 @@ func TestRedisDown(t *testing.T) {
 	if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "2" || a.json(t)["backend"] != "redis" {
 		t.Fatalf("closed tenant, Redis down: status %d, Retry-After %q, body %s; want 503, 2, backend redis", a.status, a.header.Get("Retry-After"), a.body)
 	}
-	if got := counterValue(t, h, "sluice_fail_open_total", map[string]string{"tenant": open}); got != 4 {
+	if got := testenv.MetricValue(t, h.reg, "sluice_fail_open_total", map[string]string{"tenant": open}); got != 4 {
 		t.Errorf("sluice_fail_open_total{tenant=%s} = %v, want 4", open, got)
 	}
 	ready := h.request(t, http.MethodGet, "/readyz", "", "", "")
@@ -100,7 +101,7 @@ func TestRedisDown(t *testing.T) {
 	}
 
 	limiter.Start() // empty: no script, no limit state
-	waitFor(t, 10*time.Second, "closed tenant accepted again after Redis restart", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "closed tenant accepted again after Redis restart", func() bool {
 		return h.post(t, closed, "/v1/jobs", `{"type":"t"}`).status == 202
 	})
 	if a := h.post(t, open, "/v1/jobs", `{"type":"t"}`); a.status != 202 {
@@ -117,7 +118,7 @@ func TestRedisDown(t *testing.T) {
 		t.Errorf("open tenant, Redis frozen, local bound spent: status %d, want 429: %s", a.status, a.body)
 	}
 	limiter.Resume()
-	waitFor(t, 10*time.Second, "closed tenant accepted again after Redis resumed", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "closed tenant accepted again after Redis resumed", func() bool {
 		return h.post(t, closed, "/v1/jobs", `{"type":"t"}`).status == 202
 	})
 	if ready := h.request(t, http.MethodGet, "/readyz", "", "", ""); ready.status != 200 {
@@ -129,6 +130,7 @@ func TestRedisDown(t *testing.T) {
 // fail-open tenant into a failing one, and that a fail-closed tenant gets a
 // 503 for it.
 func TestIdempotencyWithRedisDown(t *testing.T) {
+	t.Parallel()
 	limiter := testenv.StartRedis(t)
 	rdb := limiterClient(t, limiter.Addr())
 	jobs := testenv.Redis(t)
@@ -148,41 +150,4 @@ func TestIdempotencyWithRedisDown(t *testing.T) {
 	if a := timedPost(t, h, closed, `{"type":"t","id":"x1"}`); a.status != 503 || a.header.Get("Retry-After") == "" {
 		t.Errorf("closed tenant with an id, Redis down: %d %s, want 503 + Retry-After", a.status, a.body)
 	}
-}
-
-// waitFor polls cond every 50ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// counterValue returns the value of the counter series name{labels} in the
-// harness's registry, 0 when absent.
-func counterValue(t *testing.T, h *harness, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
-					continue series
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
 }

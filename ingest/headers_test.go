@@ -12,6 +12,7 @@ import (
 )
 
 func TestPolicyItem(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		p    limits.Policy
@@ -35,6 +36,7 @@ func TestPolicyItem(t *testing.T) {
 }
 
 func TestStateHeaders(t *testing.T) {
+	t.Parallel()
 	tenant := limits.Result{Policy: "tenant", Allowed: true, Limit: 10, Remaining: 3, ResetAfter: 700 * time.Millisecond}
 	encode := limits.Result{Policy: "type.encode", Allowed: true, Limit: 2, Remaining: 1, ResetAfter: 30 * time.Second}
 	tests := []struct {
@@ -98,6 +100,7 @@ func TestStateHeaders(t *testing.T) {
 }
 
 func TestRetryAfterSeconds(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   time.Duration
 		want int64
@@ -117,6 +120,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 }
 
 func TestNewJobIDSortsByTime(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var ids []string
 	seen := map[string]bool{}

@@ -8,41 +8,26 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/ingest"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/redisq"
 )
 
-// fixedClock is a Clock that only moves when told to.
-type fixedClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFixedClock() *fixedClock {
-	return &fixedClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fixedClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fixedClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newFixedClock returns a clock that only moves when told to, at a fixed
+// instant in 2030.
+func newFixedClock() *testenv.Clock {
+	return testenv.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // apiKey is the test API key of tenant.
@@ -79,7 +64,7 @@ type harness struct {
 type deps struct {
 	rdb      redis.UniversalClient // admission and idempotency
 	producer queue.Producer
-	clock    ingest.Clock
+	clock    clock.Clock
 }
 
 func startIngest(t testing.TB, cfg *config.Config, d deps) *harness {
@@ -96,8 +81,8 @@ func startIngest(t testing.TB, cfg *config.Config, d deps) *harness {
 	}
 	adm := limits.NewAdmitter(d.rdb)
 	reg := prometheus.NewRegistry()
-	srv, err := ingest.New(ingest.Options{
-		Config: cfg, Redis: d.rdb, Producer: d.producer, Admitter: adm,
+	srv, err := ingest.New(ingest.Config{
+		Settings: cfg, Redis: d.rdb, Producer: d.producer, Admitter: adm,
 		Registerer: reg, Gatherer: reg, Clock: d.clock,
 	})
 	if err != nil {

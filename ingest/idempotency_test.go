@@ -18,6 +18,7 @@ import (
 // the first, is marked replayed, and nothing more is queued. The stored
 // answer lives 24 hours.
 func TestIdempotentRepeat(t *testing.T) {
+	t.Parallel()
 	for name, rdb := range map[string]redis.UniversalClient{"standalone": testenv.Redis(t), "cluster": testenv.Cluster(t)} {
 		t.Run(name, func(t *testing.T) {
 			tenant := testenv.Name(t, "idem")
@@ -70,6 +71,7 @@ func TestIdempotentRepeat(t *testing.T) {
 // TestRefusalReleasesTheID checks that an id whose request was refused can
 // be used again at once, and is not remembered.
 func TestRefusalReleasesTheID(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	clock := newFixedClock()
 	tenant := testenv.Name(t, "release")
@@ -99,6 +101,7 @@ func TestRefusalReleasesTheID(t *testing.T) {
 // one job is queued; every other answer is the same 202 or a 409 with
 // Retry-After: 1 naming the id.
 func TestConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "dup")
 	cfg := testConfig(t, tenantYAML(tenant, "    admission: {algorithm: gcra, limit: 1000, period: 1s}\n"))

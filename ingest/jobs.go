@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/sluicehq/sluice/limits"
 )
@@ -46,62 +45,90 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 		writeProblem(w, p)
 		return
 	}
-	// policies are the request's policies as far as they are known: the
-	// tenant's until the jobs are decoded, then every policy they use.
-	var policies []limits.Policy
-	fail := func(p *problem) {
-		s.logBodyError(r, ts.name, p)
-		p.Tenant = ts.name
-		// No limit state for a client whose connection failed (p.err: it is
-		// gone), nor when Redis is what failed.
-		if p.Backend != "redis" && p.err == nil {
-			s.stateHeaders(r.Context(), w, snap, ts, policies)
-		}
-		writeProblem(w, p)
-	}
+	q := &request{w: w, r: r, snap: snap, ts: ts, batch: batch}
 	if ts.tenantPolicy != nil {
-		policies = []limits.Policy{*ts.tenantPolicy}
+		q.policies = []limits.Policy{*ts.tenantPolicy}
 		setPolicyHeader(w.Header(), ts, []string{ts.tenantPolicy.Name})
 	}
-	if p := checkContentType(r); p != nil {
-		fail(p)
+	jobs, all, ok := s.read(q)
+	if !ok {
 		return
 	}
-	if p := checkBodyHeaders(w, r, snap.maxBody); p != nil {
-		fail(p)
-		return
-	}
-	now := s.now()
-	decode := decodeSingle
-	if batch {
-		decode = decodeBatch
-	}
-	jobs, p := decode(w, r, snap, now)
-	armWrite(w, snap, 0)
-	if p != nil {
-		fail(p)
-		return
-	}
-	all, p := chargeOf(ts, jobs)
-	policies = all.policies
-	setPolicyHeader(w.Header(), ts, all.names())
-	if p != nil {
-		fail(p)
-		return
-	}
-
 	sub, p := s.reserveIDs(r.Context(), snap, ts, jobs)
 	if p != nil {
-		fail(p)
+		s.fail(q, p)
 		return
 	}
 	if len(sub.fresh) == 0 {
 		s.metrics.replays.WithLabelValues(ts.name).Inc()
 		w.Header().Set("Idempotent-Replayed", "true")
-		s.stateHeaders(r.Context(), w, snap, ts, policies)
+		s.stateHeaders(r.Context(), w, snap, ts, q.policies)
 		s.answer(w, batch, sub.answers)
 		return
 	}
+	s.admitAndEnqueue(q, jobs, all, sub)
+}
+
+// request is one submission on its way through submit's steps.
+type request struct {
+	w     http.ResponseWriter
+	r     *http.Request
+	snap  *snapshot
+	ts    *tenantState
+	batch bool
+	// policies are the request's policies as far as they are known: the
+	// tenant's until the jobs are decoded, then every policy they use.
+	policies []limits.Policy
+}
+
+// fail answers q with p, and with the limit state of q's policies unless
+// the client's connection failed (p.err: it is gone) or Redis is what failed.
+func (s *Server) fail(q *request, p *problem) {
+	s.logBodyError(q.r, q.ts.name, p)
+	p.Tenant = q.ts.name
+	if p.Backend != "redis" && p.err == nil {
+		s.stateHeaders(q.r.Context(), q.w, q.snap, q.ts, q.policies)
+	}
+	writeProblem(q.w, p)
+}
+
+// read runs the steps that need no Redis (content type, body headers,
+// decode and validate, cost check) and returns the jobs and their charge;
+// ok is false when it answered.
+func (s *Server) read(q *request) (jobs []job, all charge, ok bool) {
+	if p := checkContentType(q.r); p != nil {
+		s.fail(q, p)
+		return nil, charge{}, false
+	}
+	if p := checkBodyHeaders(q.w, q.r, q.snap.maxBody); p != nil {
+		s.fail(q, p)
+		return nil, charge{}, false
+	}
+	decode := decodeSingle
+	if q.batch {
+		decode = decodeBatch
+	}
+	jobs, p := decode(q.w, q.r, q.snap, s.clock.Now())
+	armWrite(q.w, q.snap, 0)
+	if p != nil {
+		s.fail(q, p)
+		return nil, charge{}, false
+	}
+	all, p = chargeOf(q.ts, jobs)
+	q.policies = all.policies
+	setPolicyHeader(q.w.Header(), q.ts, all.names())
+	if p != nil {
+		s.fail(q, p)
+		return nil, charge{}, false
+	}
+	return jobs, all, true
+}
+
+// admitAndEnqueue runs the fresh jobs of sub (those not replayed) through
+// admission and enqueue, releasing sub's reservation when either refuses,
+// then stores and writes the answers.
+func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submission) {
+	ctx, ts := q.r.Context(), q.ts
 	fresh := make([]job, len(sub.fresh))
 	for i, k := range sub.fresh {
 		fresh[i] = jobs[k]
@@ -112,33 +139,28 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	if len(fresh) < len(jobs) {
 		c, _ = chargeOf(ts, fresh)
 	}
-	if p := s.admitAndHeaders(r.Context(), w, snap, ts, &c); p != nil {
-		s.releaseIDs(r.Context(), snap, ts, sub.reserved)
-		fail(p)
+	if p := s.admitAndHeaders(ctx, q.w, q.snap, ts, &c); p != nil {
+		s.releaseIDs(ctx, q.snap, ts, sub.reserved)
+		s.fail(q, p)
 		return
 	}
-
-	enqueuedAt := now
-	if s.clock == nil {
-		enqueuedAt = time.Now()
-	}
-	envs := envelopes(ts.name, fresh, enqueuedAt.UTC())
-	if err := s.enqueue(r.Context(), snap, envs); err != nil {
-		s.releaseIDs(r.Context(), snap, ts, sub.reserved)
+	envs := envelopes(ts.name, fresh, s.clock.Now().UTC())
+	if err := s.enqueue(ctx, q.snap, envs); err != nil {
+		s.releaseIDs(ctx, q.snap, ts, sub.reserved)
 		s.log.Warn("enqueue failed", "tenant", ts.name, "jobs", len(envs), "err", err)
-		fail(enqueueProblem(snap, ts.name, err))
+		s.fail(q, enqueueProblem(q.snap, ts.name, err))
 		return
 	}
 	for i, k := range sub.fresh {
 		b, err := json.Marshal(jobAnswer{JobID: envs[i].ID, Tenant: ts.name, EnqueuedAt: envs[i].EnqueuedAt})
 		if err != nil {
-			fail(newProblem(http.StatusInternalServerError, "", "encode answer"))
+			s.fail(q, newProblem(http.StatusInternalServerError, "", "encode answer"))
 			return
 		}
 		sub.answers[k] = b
 	}
-	s.storeAnswers(r.Context(), snap, ts, sub)
-	s.answer(w, batch, sub.answers)
+	s.storeAnswers(ctx, q.snap, ts, sub)
+	s.answer(q.w, q.batch, sub.answers)
 }
 
 // admitAndHeaders runs admission, sets the limit-state headers, counts the
@@ -197,7 +219,7 @@ func (s *Server) stateHeaders(ctx context.Context, w http.ResponseWriter, snap *
 	}
 	ctx, cancel := context.WithTimeout(ctx, snap.redisTimeout)
 	defer cancel()
-	d, err := s.admitter.Admit(ctx, limits.Request{Tenant: ts.name, Policies: policies, DryRun: true, Now: s.limiterNow()})
+	d, err := s.admitter.Admit(ctx, limits.Request{Tenant: ts.name, Policies: policies, DryRun: true, Now: s.scriptNow()})
 	if err != nil {
 		return
 	}

@@ -82,6 +82,7 @@ func topicJobs(t *testing.T, brokers []string, topic string, want int) map[strin
 // TestKafkaAccepted submits to the shared broker and reads the job back: the
 // 202 came after the job was on the topic.
 func TestKafkaAccepted(t *testing.T) {
+	t.Parallel()
 	brokers := testenv.KafkaBrokers(t)
 	producer, topic := kafkaProducer(t, brokers)
 	tenant := testenv.Name(t, "kafka")
@@ -103,6 +104,7 @@ func TestKafkaAccepted(t *testing.T) {
 // get 503 + Retry-After naming kafka and none of them reaches the topic; once
 // the broker is back, submissions get 202 again, without restarting ingest.
 func TestKafkaDown(t *testing.T) {
+	t.Parallel()
 	broker := testenv.StartKafka(t)
 	producer, topic := kafkaProducer(t, broker.Brokers())
 	tenant := testenv.Name(t, "kdown")
@@ -133,7 +135,7 @@ func TestKafkaDown(t *testing.T) {
 	}
 
 	broker.Start()
-	waitFor(t, 60*time.Second, "202 after the broker restarted", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "202 after the broker restarted", func() bool {
 		return h.post(t, tenant, "/v1/jobs", `{"type":"t","id":"after"}`).status == http.StatusAccepted
 	})
 	jobs := topicJobs(t, broker.Brokers(), topic, 2)

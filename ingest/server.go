@@ -10,7 +10,7 @@
 //	GET  /healthz        200 while the process runs
 //	GET  /readyz         200 when Redis and the queue backend answer
 //	GET  /metrics        Prometheus metrics (when a Gatherer is given)
-//	/admin/v1/tenants…   the admin API (admin.go), with Options.Tenants and
+//	/admin/v1/tenants…   the admin API (admin.go), with Config.Tenants and
 //	                     ingest.admin_tokens
 //	GET    /v1/jobs/{id}            a job's state, queue position and ETA
 //	DELETE /v1/jobs/{id}            cancel a waiting job
@@ -28,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,23 +38,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/tenants"
 )
 
-// Clock gives the current time. Tests set one to run the limiter at fixed
-// instants.
-type Clock interface {
-	Now() time.Time
-}
-
-// Options are a Server's dependencies. Config, Redis, Producer and Admitter
-// are required.
-type Options struct {
-	// Config is the initial configuration (tenants, keys, limits, ingest
-	// settings); SetConfig replaces it later.
-	Config *config.Config
+// Config is a Server's settings and dependencies. Settings, Redis, Producer
+// and Admitter are required; every other field has a usable zero value.
+type Config struct {
+	// Settings is the initial configuration (tenants, keys, limits, the
+	// ingest section); SetConfig replaces it later. A zero ingest setting
+	// (a config.Config built by hand) means its default, as in a loaded
+	// file (config/defaults.go).
+	Settings *config.Config
 	// Redis holds the idempotency keys and answers /readyz's PING. It
 	// should bound every command by cfg.Redis.Timeout (cmd/ingest sets
 	// its Read/Write/DialTimeout), so a dead Redis fails fast.
@@ -65,22 +61,25 @@ type Options struct {
 	Producer queue.Producer
 	// Admitter decides admission (*limits.Admitter, already loaded).
 	Admitter Admitter
-	// Logger receives request errors that are not the client's fault.
-	// Default: discard.
-	Logger *slog.Logger
-	// Registerer receives the metrics. Default: none registered.
-	Registerer prometheus.Registerer
-	// Gatherer, when set, is served on GET /metrics. Default: Registerer,
-	// when it is also a Gatherer (a *prometheus.Registry is).
-	Gatherer prometheus.Gatherer
-	// Clock, when set, is the time of deadlines, enqueued_at and of the
-	// limiter (passed as limits.Request.Now). Default: time.Now, and the
-	// limiter reads Redis TIME.
-	Clock Clock
 	// Tenants, when set, serves the admin API (/admin/v1/tenants, see
 	// admin.go) for the admins of ingest.admin_tokens. Its Run should call
 	// SetConfig with every merged config. Default: no admin API (404).
 	Tenants *tenants.Registry
+	// Logger receives request errors that are not the client's fault.
+	// Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics. Default: none registered (they
+	// still count).
+	Registerer prometheus.Registerer
+	// Gatherer, when set, is served on GET /metrics. Default: Registerer,
+	// when it is also a Gatherer (a *prometheus.Registry is); none.
+	Gatherer prometheus.Gatherer
+	// Clock is the time of day of deadlines, enqueued_at, the fail-open
+	// limiters and admin audit entries. Default: clock.Real. When set, it
+	// is also the instant given to the scripts (limits.Request.Now,
+	// limits.RescaleGCRA); when nil they get zero and read Redis TIME, the
+	// clock every instance shares.
+	Clock clock.Clock
 }
 
 // Server is the ingest HTTP service. It is safe for concurrent use; the
@@ -90,57 +89,61 @@ type Server struct {
 	producer queue.Producer
 	admitter Admitter
 	log      *slog.Logger
-	clock    Clock
-	metrics  *metrics
-	gatherer prometheus.Gatherer
-	handler  http.Handler
-	registry *tenants.Registry
-	admin    *adminMetrics
-	admins   atomic.Pointer[adminIndex]
+	clock    clock.Clock
+	// scriptClock is Config.Clock: nil (Redis TIME) unless a test set one.
+	scriptClock clock.Clock
+	metrics     *metrics
+	gatherer    prometheus.Gatherer
+	handler     http.Handler
+	registry    *tenants.Registry
+	admin       *adminMetrics
+	admins      atomic.Pointer[adminIndex]
 
 	snap     atomic.Pointer[snapshot]
 	draining atomic.Bool
 }
 
-// New returns a Server. It fails when a required option is missing or the
-// metrics cannot be registered (registered twice on one Registerer).
-func New(opts Options) (*Server, error) {
+// New returns a Server. It fails, naming the field, when a required one is
+// missing, or when the metrics cannot be registered (registered twice on
+// one Registerer).
+func New(cfg Config) (*Server, error) {
 	switch {
-	case opts.Config == nil:
-		return nil, errors.New("ingest: new: Options.Config is required")
-	case opts.Redis == nil:
-		return nil, errors.New("ingest: new: Options.Redis is required")
-	case opts.Producer == nil:
-		return nil, errors.New("ingest: new: Options.Producer is required")
-	case opts.Admitter == nil:
-		return nil, errors.New("ingest: new: Options.Admitter is required")
+	case cfg.Settings == nil:
+		return nil, errors.New("ingest: new: Config.Settings is required")
+	case cfg.Redis == nil:
+		return nil, errors.New("ingest: new: Config.Redis is required")
+	case cfg.Producer == nil:
+		return nil, errors.New("ingest: new: Config.Producer is required")
+	case cfg.Admitter == nil:
+		return nil, errors.New("ingest: new: Config.Admitter is required")
 	}
-	m, err := newMetrics(opts.Registerer)
+	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	am, err := newAdminMetrics(opts.Registerer)
+	am, err := newAdminMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
-		rdb:      opts.Redis,
-		producer: opts.Producer,
-		admitter: opts.Admitter,
-		log:      opts.Logger,
-		clock:    opts.Clock,
-		metrics:  m,
-		gatherer: opts.Gatherer,
-		registry: opts.Tenants,
-		admin:    am,
+		rdb:         cfg.Redis,
+		producer:    cfg.Producer,
+		admitter:    cfg.Admitter,
+		log:         cfg.Logger,
+		clock:       clock.Or(cfg.Clock),
+		scriptClock: cfg.Clock,
+		metrics:     m,
+		gatherer:    cfg.Gatherer,
+		registry:    cfg.Tenants,
+		admin:       am,
 	}
 	if s.log == nil {
-		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		s.log = slog.Default()
 	}
 	if s.gatherer == nil {
-		s.gatherer, _ = opts.Registerer.(prometheus.Gatherer)
+		s.gatherer, _ = cfg.Registerer.(prometheus.Gatherer)
 	}
-	s.SetConfig(opts.Config)
+	s.SetConfig(cfg.Settings)
 	s.handler = s.routes()
 	return s, nil
 }
@@ -172,16 +175,14 @@ func (s *Server) routes() http.Handler {
 	route("/v1/jobs:batch", "jobs_batch", s.post(s.handleBatch))
 	route("GET /healthz", "healthz", s.handleHealthz)
 	route("GET /readyz", "readyz", s.handleReadyz)
-	route("/admin/", "admin", s.handleAdmin)
+	s.adminRoutes(route)
 	route("/v1/jobs/{id}", "job", s.handleJobState)
 	route("/v1/tenants/{id}/stats", "stats", s.handleStats)
 	if s.gatherer != nil {
 		mux.Handle("GET /metrics", s.metrics.instrument("metrics", s.armed(
 			promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}).ServeHTTP)))
 	}
-	route("/", "other", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, newProblem(http.StatusNotFound, "", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
-	})
+	route("/", "other", noRoute)
 	return mux
 }
 
@@ -281,10 +282,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return serveErr
 }
 
-// now is the Clock's time, or time.Now.
-func (s *Server) now() time.Time {
-	if s.clock == nil {
-		return time.Now()
+// scriptNow is the instant given to a script: zero (the script reads Redis
+// TIME, so instances with skewed clocks agree) unless Config.Clock was set.
+func (s *Server) scriptNow() time.Time {
+	if s.scriptClock == nil {
+		return time.Time{}
 	}
-	return s.clock.Now()
+	return s.scriptClock.Now()
 }

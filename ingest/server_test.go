@@ -45,6 +45,7 @@ func (p *heldProducer) Close() error {
 // /readyz turns 503, new connections are refused, the in-flight request
 // still gets its 202, and Serve returns nil after closing the producer.
 func TestShutdownDrains(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	inner, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
@@ -53,7 +54,7 @@ func TestShutdownDrains(t *testing.T) {
 	producer := &heldProducer{Producer: inner, entered: make(chan struct{}), release: make(chan struct{})}
 	tenant := testenv.Name(t, "drain")
 	adm := limits.NewAdmitter(rdb)
-	srv, err := ingest.New(ingest.Options{Config: testConfig(t, tenantYAML(tenant, "")), Redis: rdb, Producer: producer, Admitter: adm})
+	srv, err := ingest.New(ingest.Config{Settings: testConfig(t, tenantYAML(tenant, "")), Redis: rdb, Producer: producer, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestShutdownDrains(t *testing.T) {
 	<-producer.entered
 
 	cancel()
-	waitFor(t, 5*time.Second, "new connections refused", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "new connections refused", func() bool {
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
 			c.Close()
@@ -114,11 +115,12 @@ func TestShutdownDrains(t *testing.T) {
 
 // TestRunListenError checks that Run reports an address it cannot listen on.
 func TestRunListenError(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	p, _ := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	cfg := testConfig(t)
 	cfg.Ingest.Listen = "127.0.0.1:-1"
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: limits.NewAdmitter(rdb)})
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: limits.NewAdmitter(rdb)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +132,7 @@ func TestRunListenError(t *testing.T) {
 // TestHealthAndMetrics checks /healthz, /readyz and that /metrics shows the
 // request and decision counters.
 func TestHealthAndMetrics(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "metrics")
 	h := startIngest(t, testConfig(t, tenantYAML(tenant, "    admission: {algorithm: gcra, limit: 1, period: 1h}\n")), deps{rdb: rdb})

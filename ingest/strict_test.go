@@ -17,6 +17,7 @@ import (
 // an empty id is not "no id". Each refusal names the field and leaves
 // nothing in Redis: no queued job, no backlog, no idempotency key.
 func TestStrictJobJSON(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "strict")
 	h := startIngest(t, testConfig(t, tenantYAML(tenant, "    outflow: {rate: 5, max_backlog: 100}\n")), deps{rdb: rdb})
@@ -69,6 +70,7 @@ func TestStrictJobJSON(t *testing.T) {
 // a content coding, 413 unread, 411 for Transfer-Encoding, 408 for a slow
 // body).
 func TestStrictAdminJSON(t *testing.T) {
+	t.Parallel()
 	rdb := privateRedis(t)
 	base := adminConfig(t)
 	base.Ingest.BodyTimeout = 300 * time.Millisecond

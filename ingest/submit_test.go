@@ -29,6 +29,7 @@ func limitHeaders(a answer) map[string]string {
 // 500ms, τ = 1.5s) at a fixed instant and checks every header of three 202s
 // and the 429 that follows, and that the 202s' jobs are on the Redis list.
 func TestGCRAHeadersExact(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	clock := newFixedClock()
 	tenant := testenv.Name(t, "gcra")
@@ -130,6 +131,7 @@ func TestGCRAHeadersExact(t *testing.T) {
 // TestTypePolicies checks that a job of a configured type passes the
 // tenant's and the type's policy and that the headers list both.
 func TestTypePolicies(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	clock := newFixedClock()
 	tenant := testenv.Name(t, "types")
@@ -180,6 +182,7 @@ func TestTypePolicies(t *testing.T) {
 // tenant policy is charged the whole batch and each type's policy only its
 // own jobs.
 func TestMixedBatchChargesTypesTheirOwnJobs(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "mixed")
 	cfg := testConfig(t, tenantYAML(tenant, `    admission: {algorithm: fixed_window, limit: 10, period: 1m}
@@ -206,6 +209,7 @@ func TestMixedBatchChargesTypesTheirOwnJobs(t *testing.T) {
 // TestBatchCostsN checks that a batch is admitted as one request whose cost
 // is the sum of its jobs' costs, and is refused or queued whole.
 func TestBatchCostsN(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	clock := newFixedClock()
 	tenant := testenv.Name(t, "batch")
@@ -261,6 +265,7 @@ func TestBatchCostsN(t *testing.T) {
 // 429's Retry-After = ⌈backlog ÷ outflow rate⌉, and the fallback for a tenant
 // without an outflow rate (ingest.retry_after).
 func TestBacklogGate(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	slow, unlimited := testenv.Name(t, "slow"), testenv.Name(t, "unl")
 	cfg := testConfig(t,
@@ -308,6 +313,7 @@ func TestBacklogGate(t *testing.T) {
 // old tenant's key stops working, the new one's starts, and a changed limit
 // applies at once.
 func TestSetConfigSwapsTenants(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	clock := newFixedClock()
 	oldT, newT := testenv.Name(t, "old"), testenv.Name(t, "new")
@@ -331,6 +337,7 @@ func TestSetConfigSwapsTenants(t *testing.T) {
 // nothing (a 422, a 415, a 413, an idempotent replay) still carry RateLimit
 // and X-RateLimit-*, read by a dry run that spends nothing.
 func TestEveryAuthenticatedAnswerCarriesState(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "state")
 	cfg := testConfig(t, tenantYAML(tenant, "    admission: {algorithm: fixed_window, limit: 10, period: 1m}\n"))

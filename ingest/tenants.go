@@ -13,23 +13,6 @@ import (
 	"github.com/sluicehq/sluice/limits"
 )
 
-// Fallbacks for settings a config built without config.Load may leave at
-// zero; config.Load applies the same defaults, so they only matter in tests
-// and embedders that fill config.Config by hand.
-const (
-	fallbackMaxBody      = 1 << 20
-	fallbackMaxBatch     = 1000
-	fallbackShutdown     = 10 * time.Second
-	fallbackRetryAfter   = time.Second
-	fallbackRedisTimeout = 250 * time.Millisecond
-
-	fallbackReadHeaderTimeout = 10 * time.Second
-	fallbackBodyTimeout       = 30 * time.Second
-	fallbackWriteTimeout      = 10 * time.Second
-	fallbackIdleTimeout       = 2 * time.Minute
-	fallbackMaxHeaderBytes    = 64 << 10
-)
-
 // snapshot is everything a request needs from the configuration, computed
 // once per SetConfig so that the request path does map lookups only. A
 // snapshot is never modified after it is published.
@@ -104,25 +87,29 @@ type tenantState struct {
 // snapshot being replaced: its fail-open limiters are kept for policies that
 // did not change, so a reload does not hand every tenant a fresh burst.
 func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
+	in := cfg.Ingest.WithDefaults() // a config built by hand may leave zeros
 	s := &snapshot{
 		byKey:        map[[sha256.Size]byte]*tenantState{},
 		tenants:      map[string]*tenantState{},
-		maxBody:      orDefault(cfg.Ingest.MaxBodyBytes, fallbackMaxBody),
-		maxBatch:     int(orDefault(int64(cfg.Ingest.MaxBatchJobs), fallbackMaxBatch)),
-		retryAfter:   orDefault(cfg.Ingest.RetryAfter, fallbackRetryAfter),
-		redisTimeout: orDefault(cfg.Redis.Timeout, fallbackRedisTimeout),
-		shutdown:     orDefault(cfg.Ingest.ShutdownTimeout, fallbackShutdown),
+		maxBody:      in.MaxBodyBytes,
+		maxBatch:     in.MaxBatchJobs,
+		retryAfter:   in.RetryAfter,
+		redisTimeout: cfg.Redis.Timeout,
+		shutdown:     in.ShutdownTimeout,
 
-		bodyTimeout:       orDefault(cfg.Ingest.BodyTimeout, fallbackBodyTimeout),
-		writeTimeout:      orDefault(cfg.Ingest.WriteTimeout, fallbackWriteTimeout),
-		readHeaderTimeout: orDefault(cfg.Ingest.ReadHeaderTimeout, fallbackReadHeaderTimeout),
-		idleTimeout:       orDefault(cfg.Ingest.IdleTimeout, fallbackIdleTimeout),
-		maxHeaderBytes:    int(orDefault(int64(cfg.Ingest.MaxHeaderBytes), fallbackMaxHeaderBytes)),
+		bodyTimeout:       in.BodyTimeout,
+		writeTimeout:      in.WriteTimeout,
+		readHeaderTimeout: in.ReadHeaderTimeout,
+		idleTimeout:       in.IdleTimeout,
+		maxHeaderBytes:    in.MaxHeaderBytes,
 
 		backend:      cfg.Queue.Backend,
 		listen:       cfg.Ingest.Listen,
 		kafkaBrokers: cfg.Kafka.Brokers,
 		kafkaTopic:   cfg.Kafka.Topic,
+	}
+	if s.redisTimeout <= 0 {
+		s.redisTimeout = config.DefaultRedisTimeout
 	}
 	if s.backend == "" {
 		s.backend = "redis"
@@ -132,7 +119,7 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		if old != nil {
 			prev = old.tenants[name]
 		}
-		ts := newTenantState(name, t, prev, cfg.Ingest.MaxJobCost)
+		ts := newTenantState(name, t, prev, in.MaxJobCost)
 		s.tenants[name] = ts
 		for _, p := range ts.allPolicies() {
 			if err := p.Validate(); err != nil {
@@ -294,11 +281,4 @@ func policyItem(p limits.Policy) string {
 		s += ";sluice-burst=" + strconv.FormatInt(c, 10)
 	}
 	return s
-}
-
-func orDefault[T int64 | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }

@@ -43,7 +43,7 @@ tenants:
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: producer, Admitter: admitter, Registerer: prometheus.NewRegistry()})
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: producer, Admitter: admitter, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		log.Fatal(err)
 	}

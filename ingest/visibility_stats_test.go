@@ -210,13 +210,13 @@ func TestStatsMeasuredRateAcrossDrainers(t *testing.T) {
 	}
 	_, stop1 := runDrainerStop(t, rdb, cfg)
 	_, stop2 := runDrainerStop(t, rdb, cfg)
-	waitFor(t, 3*time.Second, "the first delivery", func() bool { n, _, _ := sink.stats(); return n > 0 })
+	testenv.WaitFor(t, 3*time.Second, "the first delivery", func() bool { n, _, _ := sink.stats(); return n > 0 })
 	time.Sleep(2500 * time.Millisecond)
 	stop1()
 	stop2()
 	n, first, last := sink.stats()
 	stopped := redisNow(t, rdb).Unix()
-	waitFor(t, 2*time.Second, "the next second", func() bool { return redisNow(t, rdb).Unix() > stopped })
+	testenv.WaitFor(t, 2*time.Second, "the next second", func() bool { return redisNow(t, rdb).Unix() > stopped })
 
 	st := h.stats(t, apiKey(tenant), tenant)
 	span := last.Sub(first)

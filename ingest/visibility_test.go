@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -43,11 +44,9 @@ func visConfig(t testing.TB, body string, tenants ...string) *config.Config {
 	return cfg
 }
 
-// pastClock is a Clock an hour behind, so a job's deadline a minute after
+// pastClock is a clock an hour behind, so a job's deadline a minute after
 // its "now" has passed already for the drainer.
-type pastClock struct{}
-
-func (pastClock) Now() time.Time { return time.Now().Add(-time.Hour) }
+var pastClock = clock.Func(func() time.Time { return time.Now().Add(-time.Hour) })
 
 // runDrainer runs a Redis-backend drainer for cfg's tenants until the test
 // ends and returns its metrics registry.
@@ -166,6 +165,7 @@ func ptr[T any](v T) *T { return &v }
 // retrying with its last error, done, dead, expired; and the 404, 405 and
 // 409 answers.
 func TestJobStatesThroughDrainer(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant, other := testenv.Name(t, "vis"), testenv.Name(t, "vis")
@@ -173,7 +173,7 @@ func TestJobStatesThroughDrainer(t *testing.T) {
 	// 50 jobs/s; adaptive off, so the 503 leaves the rate alone.
 	cfg := visConfig(t, fmt.Sprintf("    outflow: {rate: 50, capacity: 1, adaptive: false}\n    target: {url: %q, timeout: 5s}\n", sink.srv.URL), tenant, other)
 	h := startIngest(t, cfg, deps{rdb: rdb})
-	past := startIngest(t, cfg, deps{rdb: rdb, clock: pastClock{}})
+	past := startIngest(t, cfg, deps{rdb: rdb, clock: pastClock})
 	key := apiKey(tenant)
 
 	ids := []string{"slow", "flaky", "busy", "bad", "gone", "ok"}
@@ -182,7 +182,7 @@ func TestJobStatesThroughDrainer(t *testing.T) {
 			t.Fatalf("submit %s = %d %s", id, a.status, a.body)
 		}
 	}
-	deadline := pastClock{}.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+	deadline := pastClock.Now().Add(time.Minute).UTC().Format(time.RFC3339)
 	if a := past.post(t, tenant, "/v1/jobs", fmt.Sprintf(`{"type":"mail","id":"late","deadline":%q}`, deadline)); a.status != http.StatusAccepted {
 		t.Fatalf("submit late = %d %s", a.status, a.body)
 	}
@@ -247,7 +247,7 @@ func TestJobStatesThroughDrainer(t *testing.T) {
 	waitJob := func(id, state string) jobView {
 		t.Helper()
 		var v jobView
-		waitFor(t, 5*time.Second, id+" "+state, func() bool { v = h.job(t, key, id, ""); return v.State == state })
+		testenv.WaitFor(t, 5*time.Second, id+" "+state, func() bool { v = h.job(t, key, id, ""); return v.State == state })
 		return v
 	}
 	slow := waitJob("slow", "in_flight")
@@ -278,14 +278,14 @@ func TestJobStatesThroughDrainer(t *testing.T) {
 	}
 	close(sink.release)
 	waitJob("slow", "done")
-	waitFor(t, 3*time.Second, "backlog 0", func() bool { n, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int(); return n == 0 })
+	testenv.WaitFor(t, 3*time.Second, "backlog 0", func() bool { n, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int(); return n == 0 })
 	for _, id := range []string{"gone", "late"} {
 		if n := sink.count(id); n != 0 {
 			t.Errorf("%s delivered %d times, want never", id, n)
 		}
 	}
 	for _, reason := range []string{"cancelled", "expired"} {
-		if n := registryCounter(t, reg, "sluice_dropped_total", map[string]string{"tenant": tenant, "reason": reason}); n != 1 {
+		if n := testenv.MetricValue(t, reg, "sluice_dropped_total", map[string]string{"tenant": tenant, "reason": reason}); n != 1 {
 			t.Errorf("sluice_dropped_total{reason=%s} = %v, want 1", reason, n)
 		}
 	}
@@ -293,28 +293,4 @@ func TestJobStatesThroughDrainer(t *testing.T) {
 	if st.Backlog != 0 || st.InFlight != 0 || st.DLQ != 1 || st.ETASeconds == nil || *st.ETASeconds != 0 {
 		t.Errorf("stats after the drain = %+v, want backlog 0, in_flight 0, dlq 1, eta 0", st)
 	}
-}
-
-// registryCounter returns one series of a gathered counter (0 when absent).
-func registryCounter(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			if cmp.Equal(labels, got) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }

@@ -55,7 +55,7 @@ func TestLoadCountsThrottling(t *testing.T) {
 		t.Fatal(err)
 	}
 	adm := limits.NewAdmitter(rdb)
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm})
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}

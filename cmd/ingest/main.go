@@ -51,8 +51,8 @@ func run() int {
 		log.Error("queue backend", "backend", cfg.Queue.Backend, "err", err)
 		return 2
 	}
-	srv, err := ingest.New(ingest.Options{
-		Config: registry.Config(), Redis: rdb, Producer: producer, Admitter: admitter,
+	srv, err := ingest.New(ingest.Config{
+		Settings: registry.Config(), Redis: rdb, Producer: producer, Admitter: admitter,
 		Logger: log, Registerer: reg, Gatherer: reg, Tenants: registry,
 	})
 	if err != nil {

@@ -83,7 +83,11 @@ func WatchConfig(ctx context.Context, flagPath string, registry *tenants.Registr
 	if path == "" {
 		return
 	}
-	w := config.NewWatcher(path, registry.SetBase, log, reg)
+	w, err := config.NewWatcher(config.WatcherConfig{Path: path, Apply: registry.SetBase, Logger: log, Registerer: reg})
+	if err != nil {
+		log.Error("config watcher not started; changes are not applied", "err", err)
+		return
+	}
 	go func() {
 		if err := w.Run(ctx); err != nil {
 			log.Error("config watcher stopped; changes are no longer applied", "err", err)

@@ -82,7 +82,7 @@ func serve(t *testing.T, rdb *redis.Client, extra string, tenantFragments ...str
 		}
 		cfg = reg.Config()
 	}
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm, Tenants: reg})
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: adm, Tenants: reg})
 	if err != nil {
 		t.Fatalf("ingest.New: %v", err)
 	}
@@ -120,7 +120,7 @@ func run(t *testing.T, url, stdin string, env map[string]string, args ...string)
 	}
 	code := Run(ctx, args, Env{
 		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut, Getenv: getenv,
-		Now: func() time.Time { return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC) },
+		Clock: testenv.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)),
 	})
 	return result{code, out.String(), errOut.String()}
 }

@@ -28,9 +28,9 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/clock"
 )
 
 // Env is what a run of sluicectl reads and writes.
@@ -41,8 +41,9 @@ type Env struct {
 	// Getenv reads SLUICE_URL, SLUICE_KEY and SLUICE_ADMIN_TOKEN
 	// (default: none set).
 	Getenv func(string) string
-	// Now is the clock shown by top (default time.Now).
-	Now func() time.Time
+	// Clock is the time of top's frames and of submit's --deadline
+	// (default clock.Real).
+	Clock clock.Clock
 	// HTTP, when set, is the HTTP client of every request (default: one
 	// with a 30 s timeout).
 	HTTP *http.Client
@@ -116,9 +117,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if env.Getenv == nil {
 		env.Getenv = func(string) string { return "" }
 	}
-	if env.Now == nil {
-		env.Now = time.Now
-	}
+	env.Clock = clock.Or(env.Clock)
 	c := &cmd{env: env}
 	fs := flag.NewFlagSet("sluicectl", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)

@@ -56,7 +56,7 @@ func (c *cmd) submit(ctx context.Context, args []string) error {
 			jobs[i].ID = fmt.Sprintf("%s-%d", *id, i+1)
 		}
 		if *deadline > 0 {
-			d := time.Now().Add(*deadline)
+			d := c.env.Clock.Now().Add(*deadline)
 			jobs[i].Deadline = &d
 		}
 	}

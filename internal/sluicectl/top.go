@@ -79,23 +79,41 @@ func (c *cmd) top(ctx context.Context, args []string) error {
 		fmt.Fprint(out, "\x1b[?1049h\x1b[?25l")
 		defer fmt.Fprint(out, "\x1b[?25h\x1b[?1049l")
 	}
-	tick := time.NewTicker(*interval)
+	return c.topLoop(ctx, topRun{view: view, admin: admin, names: names, interval: *interval, timeout: timeout, frames: *frames}, tty, quit)
+}
+
+// topRun is what top's loop shows: the tenants names (all, through admin,
+// when empty), refreshed every interval, each frame's requests bounded by
+// timeout, until frames frames (0: no bound).
+type topRun struct {
+	view              *client.Client
+	admin             *client.Admin
+	names             []string
+	interval, timeout time.Duration
+	frames            int
+}
+
+// topLoop draws r's frames on c's stdout (redrawing the screen when tty)
+// until r.frames, ctx is done, or quit is closed.
+func (c *cmd) topLoop(ctx context.Context, r topRun, tty bool, quit <-chan struct{}) error {
+	out := c.env.Stdout
+	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
 	for n := 1; ; n++ {
-		fctx, cancel := context.WithTimeout(ctx, timeout)
-		f := fetchFrame(fctx, view, admin, names)
+		fctx, cancel := context.WithTimeout(ctx, r.timeout)
+		f := fetchFrame(fctx, r.view, r.admin, r.names)
 		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
-		f.URL, f.At, f.Interval = c.g.url, c.env.Now(), *interval
+		f.URL, f.At, f.Interval = c.g.url, c.env.Clock.Now(), r.interval
 		text := render(f)
 		if tty {
 			fmt.Fprint(out, ttyFrame(text))
 		} else {
 			fmt.Fprintln(out, text)
 		}
-		if *frames > 0 && n >= *frames {
+		if r.frames > 0 && n >= r.frames {
 			return nil
 		}
 		select {
