@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/queue/backend"
 	"github.com/sluicehq/sluice/queue/kafkaq"
+	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // DefaultMaxJobCost is the default of ingest.max_job_cost.
@@ -26,8 +27,9 @@ const MaxMaxBatchJobs = 100_000
 // a config.Drainer or config.Target it is given, drainer.New and its sink
 // (package drainer applies these constants; they are defined nowhere else).
 const (
-	// DefaultLease is drainer.lease.
-	DefaultLease = 30 * time.Second
+	// DefaultLease is drainer.lease: the Redis backend's lease
+	// (redisq.DefaultLease) and a delivery's in-flight lease.
+	DefaultLease = redisq.DefaultLease
 	// DefaultMaxAttempts is drainer.max_attempts.
 	DefaultMaxAttempts = 10
 	// DefaultBackoffBase is drainer.backoff_base.
