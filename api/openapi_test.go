@@ -99,7 +99,10 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := limits.NewAdmitter(s.rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: s.rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	prom := prometheus.NewRegistry()
 	srv, err := ingest.New(ingest.Options{Config: reg.Config(), Redis: s.rdb, Producer: producer, Admitter: adm,
 		Registerer: prom, Gatherer: prom, Tenants: reg})

@@ -48,7 +48,10 @@ tenants:
 	if err := reg.Sync(ctx); err != nil {
 		log.Fatal(err)
 	}
-	admitter := limits.NewAdmitter(rdb)
+	admitter, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		log.Fatal(err)
+	}
 	producer, err := queue.NewRedisProducer(rdb, nil)
 	if err != nil {
 		log.Fatal(err)

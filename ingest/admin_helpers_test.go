@@ -134,7 +134,10 @@ func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := limits.NewAdmitter(rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	promReg := prometheus.NewRegistry()
 	var srv *ingest.Server
 	var mu sync.Mutex

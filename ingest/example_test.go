@@ -49,7 +49,10 @@ tenants:
 	if err != nil {
 		log.Fatal(err)
 	}
-	admitter := limits.NewAdmitter(rdb)
+	admitter, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		log.Fatal(err)
+	}
 	producer, err := queue.NewRedisProducer(rdb, nil)
 	if err != nil {
 		log.Fatal(err)
@@ -96,7 +99,10 @@ func ExampleServer_Run() {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout})
 	defer rdb.Close()
-	admitter := limits.NewAdmitter(rdb)
+	admitter, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		log.Fatal(err)
+	}
 	producer, err := queue.New(ctx, cfg, queue.ProducerDeps{Redis: rdb})
 	if err != nil {
 		log.Fatal(err)

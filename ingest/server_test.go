@@ -51,7 +51,10 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	producer := &heldProducer{Producer: inner, entered: make(chan struct{}), release: make(chan struct{})}
 	tenant := testenv.Name(t, "drain")
-	adm := limits.NewAdmitter(rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := ingest.New(ingest.Options{Config: testConfig(t, tenantYAML(tenant, "")), Redis: rdb, Producer: producer, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +120,11 @@ func TestRunListenError(t *testing.T) {
 	p, _ := queue.NewRedisProducer(rdb, nil)
 	cfg := testConfig(t)
 	cfg.Ingest.Listen = "127.0.0.1:-1"
-	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: limits.NewAdmitter(rdb)})
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ingest.New(ingest.Options{Config: cfg, Redis: rdb, Producer: p, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}

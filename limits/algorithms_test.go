@@ -79,7 +79,7 @@ var admTables = []struct {
 func TestAlgorithmsAtFixedInstants(t *testing.T) {
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
-		a := admNew(t, rdb, mode.opts...)
+		a := admNew(t, rdb, mode.cfg)
 		for _, c := range admTables {
 			t.Run(mode.name+"/"+string(c.p.Algorithm), func(t *testing.T) {
 				tenant := admTenant(t, rdb)

@@ -54,7 +54,7 @@ func TestEveryScriptOnCluster(t *testing.T) {
 		all[i] = p
 	}
 	for _, mode := range admModes {
-		a := admNew(t, rdb, mode.opts...)
+		a := admNew(t, rdb, mode.cfg)
 		for _, tenant := range tenants {
 			if err := rdb.Set(ctx, keys.Backlog(tenant), 1, keys.BacklogTTL).Err(); err != nil {
 				t.Fatal(err)

@@ -56,7 +56,7 @@ func admFlood(t *testing.T, a *Admitter, tenant string, p Policy, n int, now tim
 func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
-		a := admNew(t, rdb, append(mode.opts, WithPipelines(4))...)
+		a := admNew(t, rdb, AdmitterConfig{Unbatched: mode.cfg.Unbatched, Pipelines: 4})
 		for _, alg := range Algorithms {
 			t.Run(mode.name+"/"+string(alg), func(t *testing.T) {
 				p := Policy{Name: "tenant", Algorithm: alg, Limit: 100, Period: time.Hour, Burst: 100}
@@ -108,7 +108,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	var trips, cmds atomic.Int64
 	rdb.AddHook(admCountHook{&trips, &cmds})
-	a := admNew(t, rdb, WithPipelines(1))
+	a := admNew(t, rdb, AdmitterConfig{Pipelines: 1})
 	trips.Store(0)
 	cmds.Store(0)
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 100, Period: time.Hour}

@@ -2,12 +2,13 @@
 // to several rate-limit policies and the tenant's backlog gate at once, in
 // one atomic Redis script (lua.Admit) per decision.
 //
-// Five algorithms are offered, one Go type each, each stating its formula:
-// FixedWindow, SlidingWindow, GCRA, TokenBucket and SlidingLog. All of them
-// satisfy Limiter and run through an Admitter, which also decides composite
-// Requests (a tenant policy plus a job-type policy plus the backlog gate) all
-// or nothing: when anything refuses, no state is advanced. Local is an
-// in-process limiter for when Redis cannot be reached.
+// Five algorithms are offered, one file each, whose Algorithm constant
+// states its formula: AlgFixedWindow, AlgSlidingWindow, AlgGCRA,
+// AlgTokenBucket and AlgSlidingLog (Algorithms lists them). An Admitter
+// decides a Request of one policy or of several (a tenant policy plus a
+// job-type policy plus the backlog gate) all or nothing: when anything
+// refuses, no state is advanced. Local is an in-process limiter for when
+// Redis cannot be reached.
 //
 // Time is integer microseconds. Redis TIME is the clock unless a Request
 // carries Now (tests, replays). Every key carries the tenant's hash tag
@@ -26,16 +27,9 @@ import (
 // configuration, in keys and in the admission script.
 type Algorithm string
 
-// The algorithms.
-const (
-	AlgFixedWindow   Algorithm = "fixed_window"
-	AlgSlidingWindow Algorithm = "sliding_window"
-	AlgGCRA          Algorithm = "gcra"
-	AlgTokenBucket   Algorithm = "token_bucket"
-	AlgSlidingLog    Algorithm = "sliding_log"
-)
-
-// Algorithms lists every algorithm, in a stable order. It is the one list:
+// Algorithms lists every algorithm (each defined, with its formula, in its
+// own file: fixed_window.go, sliding_window.go, gcra.go, token_bucket.go,
+// sliding_log.go), in a stable order. It is the one list:
 // configuration, the admin API and error messages take it from here.
 var Algorithms = []Algorithm{AlgFixedWindow, AlgSlidingWindow, AlgGCRA, AlgTokenBucket, AlgSlidingLog}
 

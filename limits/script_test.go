@@ -25,7 +25,7 @@ func TestNoScriptRecovery(t *testing.T) {
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 1000, Period: time.Second}
 	for _, mode := range admModes {
 		t.Run(mode.name, func(t *testing.T) {
-			a := admNew(t, rdb, mode.opts...)
+			a := admNew(t, rdb, mode.cfg)
 			tenant := admTenant(t, rdb)
 			decide := func(when string) {
 				t.Helper()
@@ -64,7 +64,7 @@ func TestNoScriptInPipeline(t *testing.T) {
 		{"cluster", cluster, func(t *testing.T) []string { return admSpreadTenants(t, cluster) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a := NewAdmitter(c.rdb)
+			a := admNew(t, c.rdb)
 			a.script = lua.New("admit.lua", lua.Admit().Src()+"\n-- "+testenv.Name(t, "variant")+"\n")
 			tenants := []string{admTenant(t, c.rdb), admTenant(t, c.rdb), admTenant(t, c.rdb)}
 			if c.tenants != nil {
@@ -86,7 +86,7 @@ func TestNoScriptInPipeline(t *testing.T) {
 					t.Errorf("call %d: %v", i, cl.err)
 					continue
 				}
-				if d, err := decode("admit.lua", Request{Policies: []Policy{p}}, cl.reply); err != nil || !d.Allowed {
+				if d, err := decode(lua.Admit(), Request{Policies: []Policy{p}}, cl.reply); err != nil || !d.Allowed {
 					t.Errorf("call %d: %+v, %v; want admitted", i, d, err)
 				}
 			}
@@ -119,8 +119,8 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 		reply any
 		want  string
 	}{
-		{"not an array", "OK", "string, want array"},
-		{"nil", nil, "<nil>, want array"},
+		{"not an array", "OK", "string, want an array"},
+		{"nil", nil, "<nil>, want an array"},
 		{"short", ok[:7], "7 elements, want 8"},
 		{"string element", with(5, "2"), "element 6 is string"},
 		{"float element", with(2, 1.5), "element 3 is float64"},
@@ -129,20 +129,20 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := decode("admit.lua", req, c.reply)
-			if !errors.Is(err, ErrReply) || !strings.Contains(err.Error(), "admit.lua") || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("decode(%v) error = %v, want ErrReply naming admit.lua and %q", c.reply, err, c.want)
+			_, err := decode(lua.Admit(), req, c.reply)
+			if !errors.Is(err, lua.ErrReply) || !strings.Contains(err.Error(), "admit.lua") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("decode(%v) error = %v, want lua.ErrReply naming admit.lua and %q", c.reply, err, c.want)
 			}
 		})
 	}
-	if _, err := decode("admit.lua", req, ok); err != nil {
+	if _, err := decode(lua.Admit(), req, ok); err != nil {
 		t.Errorf("decode of a valid reply: %v", err)
 	}
 }
 
 // TestSplitReplyCutsTheFlatReply: a call's flat reply is cut into each
 // decision's integers or its own error, and one that is short, too long or
-// not an array is refused whole with ErrReply.
+// not an array is refused whole with lua.ErrReply.
 func TestSplitReplyCutsTheFlatReply(t *testing.T) {
 	one := &encoded{pols: []polRef{{}}} // 3 + 5 integers
 	none := &encoded{}                  // 3 integers
@@ -157,7 +157,7 @@ func TestSplitReplyCutsTheFlatReply(t *testing.T) {
 	// As go-redis hands it over: an error element is a value of an error type.
 	reply := append(append(append([]any{}, ints(8)...), ints(3)...), errors.New("ERR admit: bad policy 1"))
 	out := make([]answer, 3)
-	if err := splitReply(reply, ds, out); err != nil {
+	if err := splitReply(lua.Admit(), reply, ds, out); err != nil {
 		t.Fatalf("splitReply: %v", err)
 	}
 	if r, _ := out[0].reply.([]any); len(r) != 8 || out[0].err != nil {
@@ -178,8 +178,8 @@ func TestSplitReplyCutsTheFlatReply(t *testing.T) {
 		{"short", reply[:9], "short at decision 2"},
 		{"left over", append(append([]any{}, reply...), int64(1)), "1 left over"},
 	} {
-		if err := splitReply(c.reply, ds, out); !errors.Is(err, ErrReply) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: error = %v, want ErrReply with %q", c.name, err, c.want)
+		if err := splitReply(lua.Admit(), c.reply, ds, out); !errors.Is(err, lua.ErrReply) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error = %v, want lua.ErrReply with %q", c.name, err, c.want)
 		}
 	}
 }
@@ -188,7 +188,7 @@ func TestSplitReplyCutsTheFlatReply(t *testing.T) {
 // with an error naming what is wrong that wraps ErrInvalidRequest (a caller
 // never fails open on it).
 func TestAdmitRejectsBadRequests(t *testing.T) {
-	a := NewAdmitter(testenv.Redis(t))
+	a := admNew(t, testenv.Redis(t))
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 10, Period: time.Second}
 	cases := []struct {
 		name string

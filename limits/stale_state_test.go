@@ -26,7 +26,7 @@ func TestStaleStateOfAnotherPolicyNeverWedges(t *testing.T) {
 	nowUS := now.UnixMicro()
 	for _, mode := range admModes {
 		t.Run(mode.name, func(t *testing.T) {
-			a := admNew(t, rdb, mode.opts...)
+			a := admNew(t, rdb, mode.cfg)
 			t.Run("gcra TAT 36 days ahead", func(t *testing.T) {
 				tenant := admTenant(t, rdb)
 				p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 10, Period: time.Second, Burst: 1}

@@ -57,7 +57,7 @@ func TestAllOrNothing(t *testing.T) {
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
 		t.Run(mode.name, func(t *testing.T) {
-			a := admNew(t, rdb, mode.opts...)
+			a := admNew(t, rdb, mode.cfg)
 			tenant := admTenant(t, rdb)
 			tp := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 10, Period: 10 * time.Second}
 			typ := Policy{Name: "type.encode", Algorithm: AlgFixedWindow, Limit: 2, Period: time.Minute}
@@ -94,7 +94,7 @@ func TestPerPolicyCosts(t *testing.T) {
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
 		t.Run(mode.name, func(t *testing.T) {
-			a := admNew(t, rdb, mode.opts...)
+			a := admNew(t, rdb, mode.cfg)
 			tenant := admTenant(t, rdb)
 			tp := Policy{Name: "tenant", Algorithm: AlgFixedWindow, Limit: 10, Period: time.Minute}
 			typ := Policy{Name: "type.encode", Algorithm: AlgFixedWindow, Limit: 2, Period: time.Minute}
@@ -260,27 +260,5 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 	}
 	if n := len(admKeys(t, rdb, tenant)); n < 2*len(admPolicies) {
 		t.Fatalf("only %d keys written, want at least %d", n, 2*len(admPolicies))
-	}
-}
-
-// TestScriptFor: a request whose policies share one algorithm runs that
-// algorithm's one-module script; a mixed one runs the composite.
-func TestScriptFor(t *testing.T) {
-	a := NewAdmitter(nil)
-	g := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 1, Period: time.Second}
-	f := Policy{Name: "type.x", Algorithm: AlgFixedWindow, Limit: 1, Period: time.Second}
-	for _, c := range []struct {
-		name string
-		req  Request
-		want string
-	}{
-		{"none", Request{}, "admit.lua"},
-		{"one gcra", Request{Policies: []Policy{g}}, "admit.lua(gcra.lua)"},
-		{"two fixed windows", Request{Policies: []Policy{f, {Name: "t", Algorithm: AlgFixedWindow, Limit: 2, Period: time.Second}}}, "admit.lua(fixed_window.lua)"},
-		{"mixed", Request{Policies: []Policy{g, f}}, "admit.lua"},
-	} {
-		if got := a.scriptFor(c.req).Name(); got != c.want {
-			t.Errorf("%s: script %s, want %s", c.name, got, c.want)
-		}
 	}
 }

@@ -101,7 +101,10 @@ func FuzzSpecPatch(f *testing.F) {
 	}
 
 	rdb := testenv.Redis(f)
-	adm := limits.NewAdmitter(rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		f.Fatal(err)
+	}
 	base, err := config.Parse(nil)
 	if err != nil {
 		f.Fatal(err)

@@ -70,7 +70,10 @@ func serve(t *testing.T, rdb *redis.Client, extra string, tenantFragments ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := limits.NewAdmitter(rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var reg *tenants.Registry
 	if len(cfg.Ingest.AdminTokens) > 0 {
 		store := tenants.NewStore(rdb)
