@@ -87,8 +87,7 @@ tenants:
 		t.Fatalf("config: %v\n%s", err, y)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	store := tenants.NewStore(s.rdb)
-	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: s.rdb, Base: cfg})
+	reg, err := tenants.NewRegistry(tenants.RegistryConfig{Redis: s.rdb, Base: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

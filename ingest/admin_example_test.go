@@ -40,8 +40,7 @@ tenants:
 	if err != nil {
 		log.Fatal(err)
 	}
-	store := tenants.NewStore(rdb)
-	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg})
+	reg, err := tenants.NewRegistry(tenants.RegistryConfig{Redis: rdb, Base: cfg})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 // TestNewAdmitterNeedsRedis: a missing Redis is an error naming the field;
 // the rest of the zero config is usable.
 func TestNewAdmitterNeedsRedis(t *testing.T) {
+	t.Parallel()
 	if _, err := NewAdmitter(AdmitterConfig{}); err == nil || !strings.Contains(err.Error(), "Redis") {
 		t.Errorf("NewAdmitter(zero config) error = %v, want one naming Redis", err)
 	}
@@ -21,6 +22,7 @@ func TestNewAdmitterNeedsRedis(t *testing.T) {
 // TestAlgorithmsHaveModules: Algorithms, the one list of algorithms, and
 // the admission script's modules (lua.AdmitModules) name the same ones.
 func TestAlgorithmsHaveModules(t *testing.T) {
+	t.Parallel()
 	if len(Algorithms) != len(lua.AdmitModules) {
 		t.Fatalf("%d algorithms, %d admission modules (%v)", len(Algorithms), len(lua.AdmitModules), lua.AdmitModules)
 	}
@@ -34,6 +36,7 @@ func TestAlgorithmsHaveModules(t *testing.T) {
 // TestScriptFor: a request whose policies share one algorithm runs that
 // algorithm's one-module script; a mixed one runs the composite.
 func TestScriptFor(t *testing.T) {
+	t.Parallel()
 	// A client that is never contacted: scriptFor makes no call.
 	a := admNew(t, redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
 	g := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 1, Period: time.Second}

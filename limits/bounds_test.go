@@ -109,6 +109,7 @@ func boundCases() []boundCase {
 // refuses names its field (and, where a single call can show it, the script
 // called with it anyway errs or answers outside its contract).
 func TestPolicyBoundsAgainstScript(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	adm := admNew(t, rdb)

@@ -45,6 +45,7 @@ func admSpreadTenants(t *testing.T, rdb *redis.ClusterClient) []string {
 // and not, without CROSSSLOT or any other error. admTenant's cleanup checks
 // the keys' TTLs on every master.
 func TestEveryScriptOnCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := testenv.Cluster(t)
 	tenants := admSpreadTenants(t, rdb)

@@ -54,6 +54,7 @@ func admFlood(t *testing.T, a *Admitter, tenant string, p Policy, n int, now tim
 // is empty. Its error shows when the previous window is not: see
 // TestSlidingWindowErrorUnderBoundaryBurst.
 func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
 		a := admNew(t, rdb, AdmitterConfig{Unbatched: mode.cfg.Unbatched, Pipelines: 4})
@@ -75,6 +76,7 @@ func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 // window of 60 s, 1.5 × the limit ((1 + f) × limit at fraction f; always
 // < 2 ×). A sliding log or GCRA would admit 0 here.
 func TestSlidingWindowErrorUnderBoundaryBurst(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
 	tenant := admTenant(t, rdb)
@@ -104,6 +106,7 @@ func TestSlidingWindowErrorUnderBoundaryBurst(t *testing.T) {
 // carries one EVALSHA in the script's "many" layout, however many tenants
 // its decisions are for.
 func TestBatcherSharesRoundTrips(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { rdb.Close() })
 	var trips, cmds atomic.Int64
@@ -133,6 +136,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 // one slot, batches of many tenants' decisions (on every master) group them
 // by tenant and still admit exactly each tenant's limit.
 func TestBatcherOnCluster(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Cluster(t)
 	a := admNew(t, rdb)
 	tenants := admSpreadTenants(t, rdb)

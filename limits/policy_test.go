@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseAlgorithm(t *testing.T) {
+	t.Parallel()
 	for _, a := range Algorithms {
 		got, err := ParseAlgorithm(string(a))
 		if err != nil || got != a {
@@ -24,6 +25,7 @@ func TestParseAlgorithm(t *testing.T) {
 }
 
 func TestPolicyValidate(t *testing.T) {
+	t.Parallel()
 	ok := Policy{Name: "type.encode", Algorithm: AlgGCRA, Limit: 10, Period: time.Second}
 	with := func(f func(*Policy)) Policy { p := ok; f(&p); return p }
 	cases := []struct {
@@ -60,6 +62,7 @@ func TestPolicyValidate(t *testing.T) {
 }
 
 func TestPolicyCapacity(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		p    Policy
 		want int64
@@ -79,6 +82,7 @@ func TestPolicyCapacity(t *testing.T) {
 // TestLocalAtFixedInstants: the in-process GCRA, 2 per second (T = 500ms),
 // burst 4 (τ = 2s).
 func TestLocalAtFixedInstants(t *testing.T) {
+	t.Parallel()
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 2, Period: time.Second, Burst: 4}
 	l := NewLocal(p)
 	t0 := time.Unix(1000, 0)
@@ -107,6 +111,7 @@ func TestLocalAtFixedInstants(t *testing.T) {
 // TestLocalConcurrent: 1,000 concurrent callers at one instant take exactly
 // the burst.
 func TestLocalConcurrent(t *testing.T) {
+	t.Parallel()
 	l := NewLocal(Policy{Name: "tenant", Algorithm: AlgFixedWindow, Limit: 100, Period: time.Minute})
 	now := time.Unix(1000, 0)
 	var (
@@ -132,6 +137,7 @@ func TestLocalConcurrent(t *testing.T) {
 // TestLocalMatchesRedisGCRA runs the Redis GCRA table of admTables through
 // Local: the in-process fallback gives the same answers.
 func TestLocalMatchesRedisGCRA(t *testing.T) {
+	t.Parallel()
 	for _, c := range admTables {
 		if c.p.Algorithm != AlgGCRA {
 			continue

@@ -23,6 +23,7 @@ func gcraPolicy(limit int64, period time.Duration, burst int64) Policy {
 // TestRescaleGCRAFormula sets a TAT, rescales it at a fixed instant and
 // checks TAT' = now + ⌈(TAT − now) × T_new / T_old⌉ and its PX TTL.
 func TestRescaleGCRAFormula(t *testing.T) {
+	t.Parallel()
 	now := admAt(10)
 	for _, tc := range []struct {
 		name     string
@@ -98,6 +99,7 @@ func TestRescaleGCRAFormula(t *testing.T) {
 // (0.1 s), its debt converted; not rescaled, the old TAT (further ahead than
 // the new τ) is forgotten instead of costing 4.6 s.
 func TestRescaleGCRAUpgradedTenant(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
 	oldP, newP := gcraPolicy(1, time.Second, 5), gcraPolicy(10, time.Second, 5)
@@ -148,6 +150,7 @@ func TestRescaleGCRAUpgradedTenant(t *testing.T) {
 }
 
 func TestRescaleGCRARefusesBadInput(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	g := gcraPolicy(1, time.Second, 1)
@@ -170,6 +173,7 @@ func TestRescaleGCRARefusesBadInput(t *testing.T) {
 // element by element; a wrong shape is an error wrapping lua.ErrReply that
 // names the script, never a Rescaled.
 func TestRescaleReplyRejectsMalformed(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		reply any

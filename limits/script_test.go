@@ -18,6 +18,7 @@ import (
 // FLUSH, then a restart) and checks that the next decisions succeed, batched
 // or not: NOSCRIPT is answered by loading the script again.
 func TestNoScriptRecovery(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -54,6 +55,7 @@ func TestNoScriptRecovery(t *testing.T) {
 // succeed after one reload. Nothing shared is flushed, since other packages'
 // tests use these servers.
 func TestNoScriptInPipeline(t *testing.T) {
+	t.Parallel()
 	cluster := testenv.Cluster(t)
 	for _, c := range []struct {
 		name    string
@@ -107,6 +109,7 @@ func TestNoScriptInPipeline(t *testing.T) {
 // a wrong shape is an error naming the script and the element, never a
 // panic.
 func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
+	t.Parallel()
 	req := Request{Tenant: "acme", Policies: []Policy{{Name: "tenant"}}}
 	ok := []any{int64(1), int64(0), int64(0), int64(1), int64(3), int64(2), int64(0), int64(1000)}
 	with := func(i int, v any) []any {
@@ -144,6 +147,7 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 // decision's integers or its own error, and one that is short, too long or
 // not an array is refused whole with lua.ErrReply.
 func TestSplitReplyCutsTheFlatReply(t *testing.T) {
+	t.Parallel()
 	one := &encoded{pols: []polRef{{}}} // 3 + 5 integers
 	none := &encoded{}                  // 3 integers
 	ints := func(n int) []any {
@@ -188,6 +192,7 @@ func TestSplitReplyCutsTheFlatReply(t *testing.T) {
 // with an error naming what is wrong that wraps ErrInvalidRequest (a caller
 // never fails open on it).
 func TestAdmitRejectsBadRequests(t *testing.T) {
+	t.Parallel()
 	a := admNew(t, testenv.Redis(t))
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 10, Period: time.Second}
 	cases := []struct {
@@ -221,6 +226,7 @@ func TestAdmitRejectsBadRequests(t *testing.T) {
 // callers must get an error when their ctx ends or the client times out,
 // never hang, and decisions must succeed again after SIGCONT.
 func TestPausedRedisReturnsErrors(t *testing.T) {
+	t.Parallel()
 	srv := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })

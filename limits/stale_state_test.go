@@ -20,6 +20,7 @@ import (
 // another policy's and is forgotten, as a new tenant's would be: the tenant
 // is admitted, and from then on limited by the current policy alone.
 func TestStaleStateOfAnotherPolicyNeverWedges(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	now := admAt(0)
