@@ -148,16 +148,6 @@ func ExampleNewLocal() {
 	// +100ms allowed=true remaining=0 retry_after=0s
 }
 
-func ExampleParseAlgorithm() {
-	a, err := limits.ParseAlgorithm("sliding_window")
-	fmt.Println(a, err)
-	_, err = limits.ParseAlgorithm("leaky")
-	fmt.Println(err)
-	// Output:
-	// sliding_window <nil>
-	// limits: unknown algorithm "leaky" (want one of fixed_window, sliding_window, gcra, token_bucket, sliding_log)
-}
-
 func ExamplePolicy_Validate() {
 	p := limits.Policy{Name: "type.encode", Algorithm: limits.AlgGCRA, Limit: 0, Period: time.Second}
 	fmt.Println(p.Validate())

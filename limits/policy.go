@@ -43,15 +43,14 @@ func AlgorithmNames() string {
 	return strings.Join(names, ", ")
 }
 
-// ParseAlgorithm returns the algorithm named s, or an error listing the
-// valid names.
-func ParseAlgorithm(s string) (Algorithm, error) {
-	for _, a := range Algorithms {
-		if string(a) == s {
-			return a, nil
+// known reports whether a is one of Algorithms.
+func (a Algorithm) known() bool {
+	for _, k := range Algorithms {
+		if k == a {
+			return true
 		}
 	}
-	return "", fmt.Errorf("limits: unknown algorithm %q (want one of %s)", s, AlgorithmNames())
+	return false
 }
 
 // Never is the RetryAfter of a refusal that no amount of waiting cures: the
@@ -154,7 +153,7 @@ func (p Policy) Validate() error {
 	if !keys.ValidID(p.Name) {
 		return bad("name", "must be %s (got %q)", keys.IDRule, p.Name)
 	}
-	if _, err := ParseAlgorithm(string(p.Algorithm)); err != nil {
+	if !p.Algorithm.known() {
 		return bad("algorithm", "unknown algorithm %q (want one of %s)", p.Algorithm, AlgorithmNames())
 	}
 	us := p.Period.Microseconds()

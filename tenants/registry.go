@@ -147,9 +147,6 @@ func (r *Registry) Base() *config.Config {
 // Store returns the registry's Store.
 func (r *Registry) Store() *Store { return r.store }
 
-// Version returns the global change counter as last read.
-func (r *Registry) Version() int64 { return r.version.Load() }
-
 // SetBase replaces the configuration file's config (a reload by
 // config.Watcher) and re-merges the runtime records onto it, so a file
 // reload keeps every admin change.
