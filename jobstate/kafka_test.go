@@ -31,7 +31,11 @@ func TestKafkaEnqueueAfterStart(t *testing.T) {
 		{ID: "reused", Type: "mail", EnqueuedAt: t0},
 		{ID: "plain", Type: "sms", EnqueuedAt: t0},
 	}).Run(ctx, rdb)
-	if n, err := res.Int64(); err != nil || n != 3 {
+	v, err := res.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := jobstate.EnqueueReply(v); err != nil || n != 3 {
 		t.Fatalf("EnqueueCall = %v, %v; want 3 (the last seq)", n, err)
 	}
 	want := []jobstate.Record{
@@ -73,7 +77,11 @@ func TestSettleKafka(t *testing.T) {
 	}
 	for _, tt := range tests {
 		tt.s.Tenant, tt.s.Member = tenant, tt.s.JobID+"|1"
-		if err := tt.s.Call().Run(ctx, rdb).Err(); err != nil {
+		v, err := tt.s.Call().Run(ctx, rdb).Result()
+		if err == nil {
+			err = jobstate.SettleReply(v)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		r := get(t, rdb, tenant, tt.s.JobID)

@@ -15,9 +15,9 @@ import (
 // Admitter decides Requests with the admission script (lua.Admit(), or the
 // one-module script of lua.AdmitFor), on a standalone Redis, a Redis Cluster
 // or a Ring: one EVALSHA per lone decision, and concurrent decisions share
-// round trips and script calls (AdmitterConfig.Unbatched). It is safe for concurrent
-// use and needs no shutdown: batches run on short-lived goroutines that end
-// when the work does.
+// round trips and script calls unless AdmitterConfig.Unbatched. It is safe
+// for concurrent use and needs no shutdown: batches run on short-lived
+// goroutines that end when the work does.
 type Admitter struct {
 	rdb    redis.UniversalClient
 	script *lua.Script // every module: requests mixing algorithms
