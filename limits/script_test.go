@@ -224,9 +224,9 @@ func TestAdmitRejectsBadRequests(t *testing.T) {
 
 // TestPausedRedisReturnsErrors pauses a private Redis (SIGSTOP): batched
 // callers must get an error when their ctx ends or the client times out,
-// never hang, and decisions must succeed again after SIGCONT.
+// never hang, and decisions must succeed again after SIGCONT. Serial (no
+// t.Parallel): it bounds how long callers take to give up.
 func TestPausedRedisReturnsErrors(t *testing.T) {
-	t.Parallel()
 	srv := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
