@@ -84,8 +84,7 @@ tenants:
 		t.Fatalf("config: %v\n%s", err, y)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	store := tenants.NewStore(s.rdb)
-	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: s.rdb, Base: cfg})
+	reg, err := tenants.NewRegistry(tenants.RegistryConfig{Redis: s.rdb, Base: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,10 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := limits.NewAdmitter(s.rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: s.rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	prom := prometheus.NewRegistry()
 	srv, err := ingest.New(ingest.Config{Settings: reg.Config(), Redis: s.rdb, Producer: producer, Admitter: adm,
 		Registerer: prom, Gatherer: prom, Tenants: reg})

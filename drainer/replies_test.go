@@ -27,8 +27,8 @@ func TestStartReplyNeverDropsOnAnUnexpectedReply(t *testing.T) {
 		{errors.New("boom"), true, false},
 	}
 	for _, tc := range tests {
-		deliver, ok := jobstate.StartReply(tc.reply)
-		if deliver != tc.deliver || ok != tc.ok {
+		deliver, err := jobstate.StartReply(tc.reply)
+		if ok := err == nil; deliver != tc.deliver || ok != tc.ok {
 			t.Errorf("StartReply(%#v) = deliver %v, ok %v; want deliver %v, ok %v", tc.reply, deliver, ok, tc.deliver, tc.ok)
 		}
 	}

@@ -3,7 +3,6 @@ package drainer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -45,10 +44,10 @@ func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) bool {
 		d.log.Warn("drainer: record delivery start", "tenant", env.Tenant, "job_id", env.ID, "err", err)
 		return true
 	}
-	deliver, ok := jobstate.StartReply(v)
-	if !ok {
+	deliver, err := jobstate.StartReply(v)
+	if err != nil {
 		d.m.errors.WithLabelValues("job_state").Inc()
-		d.log.Warn("drainer: record delivery start: unexpected reply; delivering", "tenant", env.Tenant, "job_id", env.ID, "reply", fmt.Sprintf("%T %v", v, v))
+		d.log.Warn("drainer: record delivery start: unexpected reply; delivering", "tenant", env.Tenant, "job_id", env.ID, "err", err)
 	}
 	return deliver
 }

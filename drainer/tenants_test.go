@@ -33,8 +33,7 @@ func TestDrainerFollowsRuntimeTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := tenants.NewStore(rdb)
-	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: base})
+	reg, err := tenants.NewRegistry(tenants.RegistryConfig{Redis: rdb, Base: base})
 	if err != nil {
 		t.Fatal(err)
 	}

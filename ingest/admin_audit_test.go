@@ -53,7 +53,10 @@ func TestAdminAuditPages(t *testing.T) {
 	n := keys.AuditMaxBytes/tenants.AuditEntryMaxBytes + 10
 	// The changes are written before the server starts, so its registry
 	// syncs once instead of reloading a 64 KiB spec after each of them.
-	store := tenants.NewStore(rdb)
+	store, err := tenants.NewStore(tenants.StoreConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		c := tenants.Change{Tenant: "acme", Expect: int64(i), Op: tenants.OpPut, Spec: specs[(i+1)%2], Old: &specs[i%2],
 			Who: "alice", Action: tenants.ActionUpdate, At: time.Now()}

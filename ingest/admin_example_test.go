@@ -40,15 +40,17 @@ tenants:
 	if err != nil {
 		log.Fatal(err)
 	}
-	store := tenants.NewStore(rdb)
-	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg})
+	reg, err := tenants.NewRegistry(tenants.RegistryConfig{Redis: rdb, Base: cfg})
 	if err != nil {
 		log.Fatal(err)
 	}
 	if err := reg.Sync(ctx); err != nil {
 		log.Fatal(err)
 	}
-	admitter := limits.NewAdmitter(rdb)
+	admitter, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		log.Fatal(err)
+	}
 	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		log.Fatal(err)

@@ -95,8 +95,7 @@ func (w *watched) waitFor(t testing.TB, d time.Duration, what string, ok func(*c
 func runRegistry(t testing.TB, rdb redis.UniversalClient, base *config.Config, reg prometheus.Registerer, apply func(*config.Config)) (*tenants.Registry, *watched) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	store := tenants.NewStore(rdb)
-	r, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: base, Registerer: reg})
+	r, err := tenants.NewRegistry(tenants.RegistryConfig{Redis: rdb, Base: base, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +134,10 @@ func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := limits.NewAdmitter(rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	promReg := prometheus.NewRegistry()
 	var srv *ingest.Server
 	var mu sync.Mutex
@@ -148,8 +150,7 @@ func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Conf
 	}
 	// The registry first (its metrics on the same Prometheus registry), then
 	// the server on the registry's config, then the registry's Run.
-	store := tenants.NewStore(rdb)
-	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: base, Registerer: promReg})
+	reg, err := tenants.NewRegistry(tenants.RegistryConfig{Redis: rdb, Base: base, Registerer: promReg})
 	if err != nil {
 		t.Fatal(err)
 	}

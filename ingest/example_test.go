@@ -51,7 +51,10 @@ tenants:
 	if err != nil {
 		log.Fatal(err)
 	}
-	admitter := limits.NewAdmitter(rdb)
+	admitter, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		log.Fatal(err)
+	}
 	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		log.Fatal(err)
@@ -98,7 +101,10 @@ func ExampleServer_Run() {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout})
 	defer rdb.Close()
-	admitter := limits.NewAdmitter(rdb)
+	admitter, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		log.Fatal(err)
+	}
 	producer, err := backend.NewProducer(ctx, boot.Queue(cfg, rdb, nil, nil))
 	if err != nil {
 		log.Fatal(err)

@@ -79,7 +79,10 @@ func startIngest(t testing.TB, cfg *config.Config, d deps) *harness {
 		}
 		d.producer = p
 	}
-	adm := limits.NewAdmitter(d.rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: d.rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	srv, err := ingest.New(ingest.Config{
 		Settings: cfg, Redis: d.rdb, Producer: d.producer, Admitter: adm,

@@ -53,7 +53,10 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	producer := &heldProducer{Producer: inner, entered: make(chan struct{}), release: make(chan struct{})}
 	tenant := testenv.Name(t, "drain")
-	adm := limits.NewAdmitter(rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := ingest.New(ingest.Config{Settings: testConfig(t, tenantYAML(tenant, "")), Redis: rdb, Producer: producer, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +123,11 @@ func TestRunListenError(t *testing.T) {
 	p, _ := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	cfg := testConfig(t)
 	cfg.Ingest.Listen = "127.0.0.1:-1"
-	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: limits.NewAdmitter(rdb)})
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,10 @@ tenants:
 	if err != nil {
 		log.Fatal(err)
 	}
-	admitter := limits.NewAdmitter(rdb)
+	admitter, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		log.Fatal(err)
+	}
 	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		log.Fatal(err)

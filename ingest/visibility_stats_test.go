@@ -104,7 +104,11 @@ func TestTenantStats(t *testing.T) {
 			// deadline has passed.
 			for i, at := range []time.Time{time.Now().Add(-30 * time.Second), time.Now().Add(-time.Hour)} {
 				d := jobstate.Dispatch{Tenant: tenant, JobID: fmt.Sprint(i), Member: fmt.Sprintf("%d|x", i), Attempt: 1, Cost: 1, Lease: time.Minute, Now: at}
-				if _, err := jobstate.Start(ctx, rdb, d); err != nil {
+				v, err := d.Call().Run(ctx, rdb).Result()
+				if err == nil {
+					_, err = jobstate.StartReply(v)
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -1,11 +1,7 @@
 package jobstate
 
 import (
-	"context"
-	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
@@ -21,7 +17,7 @@ type QueuedJob struct {
 // EnqueueCall is the call of job_state_enqueue.lua that records jobs, all
 // of tenant and in their queue's order, as queued, each with the next seq
 // (Kafka backend, after the broker's ack; the Redis backend records them in
-// enqueue.lua).
+// enqueue.lua). EnqueueReply reads its reply.
 func EnqueueCall(tenant string, jobs []QueuedJob) lua.Call {
 	ks := make([]string, 0, 2+len(jobs))
 	ks = append(ks, keys.JobSeq(tenant), keys.JobsDispatched(tenant))
@@ -51,7 +47,8 @@ type Settle struct {
 	DeadLettered bool
 }
 
-// Call is the call of job_state_settle.lua that records s.
+// Call is the call of job_state_settle.lua that records s; SettleReply
+// reads its reply.
 func (s Settle) Call() lua.Call {
 	dlq := 0
 	if s.DeadLettered {
@@ -84,7 +81,11 @@ type Dispatch struct {
 	Now time.Time
 }
 
-// Call is the call of job_state_dispatch.lua for d.
+// Call is the call of job_state_dispatch.lua that records d in one round
+// trip: the job is in flight, its seq has left the queue, the delivery
+// counts as in flight and its cost in the tenant's outflow. StartReply
+// reads its reply; the drainer runs it through a lua.Group, so concurrent
+// starts share round trips.
 func (d Dispatch) Call() lua.Call {
 	var now int64
 	if !d.Now.IsZero() {
@@ -98,34 +99,49 @@ func (d Dispatch) Call() lua.Call {
 	}
 }
 
-// Start records d in one round trip: the job is in flight, its seq has
-// left the queue, the delivery counts as in flight and its cost in the
-// tenant's outflow. It returns false, writing nothing, when the job was
-// cancelled after it was claimed (the script's answer 0): the caller must
-// drop it unsent. On a Redis error, or a reply other than 0 or 1, it
-// returns true with the error: the job's record is stale, but a delivery
-// is never held back, nor a job dropped, for it.
-func Start(ctx context.Context, rdb redis.Scripter, d Dispatch) (bool, error) {
-	v, err := d.Call().Run(ctx, rdb).Result()
-	if err != nil {
-		return true, fmt.Errorf("jobstate: start %s of %s: %w", d.JobID, d.Tenant, err)
+// StartReply reads job_state_dispatch.lua's reply to a Dispatch's Call: 1
+// delivers, 0 drops (the job was cancelled after its claim). Any other reply
+// is an error wrapping lua.ErrReply, and deliver is then true: only the
+// script's explicit 0 drops a job, so a stale record never holds a
+// delivery back nor drops a job.
+func StartReply(v any) (deliver bool, err error) {
+	s := lua.JobStateDispatch
+	switch n, err := s.Int(v, "the reply"); {
+	case err != nil:
+		return true, err
+	case n == 1:
+		return true, nil
+	case n == 0:
+		return false, nil
+	default:
+		return true, s.ReplyError("%d, want 0 or 1", n)
 	}
-	deliver, ok := StartReply(v)
-	if !ok {
-		return true, fmt.Errorf("jobstate: start %s of %s: job_state_dispatch.lua answered %v, want 0 or 1", d.JobID, d.Tenant, v)
-	}
-	return deliver, nil
 }
 
-// StartReply reads job_state_dispatch.lua's reply: 1 delivers, 0 drops (the
-// job was cancelled after its claim). Any other reply is unexpected (ok
-// false) and delivers: only the script's explicit 0 drops a job.
-func StartReply(v any) (deliver, ok bool) {
-	switch n, isInt := v.(int64); {
-	case isInt && n == 1:
-		return true, true
-	case isInt && n == 0:
-		return false, true
+// EnqueueReply reads job_state_enqueue.lua's reply to an EnqueueCall: the
+// seq of the last job recorded, >= 1. Any other reply is an error wrapping
+// lua.ErrReply (the jobs are queued either way; only their records are in
+// doubt).
+func EnqueueReply(v any) (lastSeq int64, err error) {
+	s := lua.JobStateEnqueue
+	n, err := s.Int(v, "the reply")
+	if err != nil {
+		return 0, err
 	}
-	return true, false
+	if n < 1 {
+		return 0, s.ReplyError("seq %d, want >= 1", n)
+	}
+	return n, nil
+}
+
+// SettleReply reads job_state_settle.lua's reply to a Settle's Call: 1.
+// Any other reply is an error wrapping lua.ErrReply (the job is finished
+// either way; only its record is in doubt).
+func SettleReply(v any) error {
+	s := lua.JobStateSettle
+	n, err := s.Int(v, "the reply")
+	if err == nil && n != 1 {
+		err = s.ReplyError("%d, want 1", n)
+	}
+	return err
 }

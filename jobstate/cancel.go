@@ -27,20 +27,38 @@ func (e *ConflictError) Error() string {
 // (lua/job_state_cancel.lua), by Redis TIME. The drainer then drops the job
 // when it reaches the head of its lane, without spending an outflow slot,
 // and counts it; a drainer that claimed it just before still checks again
-// when the delivery would start (Start). It returns ErrNotFound for a job
+// when the delivery would start (StartReply). It returns ErrNotFound for a job
 // with no recorded state and a *ConflictError for any other state.
 func Cancel(ctx context.Context, rdb redis.Scripter, tenant, id string) error {
-	res, err := lua.JobStateCancel.Run(ctx, rdb, []string{keys.JobState(tenant, id)}, keys.JobStateTTL.Milliseconds()).Slice()
+	v, err := cancelCall(tenant, id).Run(ctx, rdb).Result()
 	if err != nil {
 		return fmt.Errorf("jobstate: cancel %s of %s: %w", id, tenant, err)
 	}
-	if len(res) != 2 {
-		return fmt.Errorf("jobstate: cancel %s of %s: reply has %d values, want 2", id, tenant, len(res))
+	return cancelReply(tenant, id, v)
+}
+
+// cancelCall is the call of job_state_cancel.lua for tenant's job id.
+func cancelCall(tenant, id string) lua.Call {
+	return lua.Call{Script: lua.JobStateCancel, Keys: []string{keys.JobState(tenant, id)}, Args: []any{keys.JobStateTTL.Milliseconds()}}
+}
+
+// cancelReply reads job_state_cancel.lua's reply {code, state} for
+// tenant's job id: nil when cancelled (1), a *ConflictError (0), ErrNotFound
+// (-1). Any other shape is an error wrapping lua.ErrReply.
+func cancelReply(tenant, id string, v any) error {
+	s := lua.JobStateCancel
+	bad := func(err error) error { return fmt.Errorf("jobstate: cancel %s of %s: %w", id, tenant, err) }
+	arr, err := s.Array(v, 2, 2)
+	if err != nil {
+		return bad(err)
 	}
-	code, ok1 := res[0].(int64)
-	state, ok2 := res[1].(string)
-	if !ok1 || !ok2 {
-		return fmt.Errorf("jobstate: cancel %s of %s: reply types %T %T", id, tenant, res[0], res[1])
+	code, err := s.Int(arr[0], "code")
+	if err != nil {
+		return bad(err)
+	}
+	state, err := s.String(arr[1], "state")
+	if err != nil {
+		return bad(err)
 	}
 	switch code {
 	case 1:
@@ -50,6 +68,6 @@ func Cancel(ctx context.Context, rdb redis.Scripter, tenant, id string) error {
 	case -1:
 		return ErrNotFound
 	default:
-		return fmt.Errorf("jobstate: cancel %s of %s: job_state_cancel.lua answered code %d, want 1, 0 or -1", id, tenant, code)
+		return bad(s.ReplyError("code %d, want 1, 0 or -1", code))
 	}
 }

@@ -86,9 +86,10 @@ func ExampleCancel() {
 	// refused: cancelled
 }
 
-// ExampleStart is what a drainer records when a delivery starts: the job
-// goes in flight, unless it was cancelled after its claim.
-func ExampleStart() {
+// A Dispatch's Call is what a drainer records when a delivery starts: the
+// job goes in flight, unless it was cancelled after its claim (StartReply
+// false).
+func ExampleDispatch_Call() {
 	ctx := context.Background()
 	rdb := exampleRedis()
 	defer rdb.Close()
@@ -103,10 +104,14 @@ func ExampleStart() {
 	if err != nil || job == nil {
 		log.Fatal(job, err)
 	}
-	ok, err := jobstate.Start(ctx, rdb, jobstate.Dispatch{
+	v, err := jobstate.Dispatch{
 		Tenant: "example-start", JobID: job.Envelope.ID, Member: job.Token(),
 		Attempt: job.Envelope.Attempt + 1, Cost: job.Envelope.Cost, Lease: time.Minute,
-	})
+	}.Call().Run(ctx, rdb).Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ok, err := jobstate.StartReply(v)
 	if err != nil {
 		log.Fatal(err)
 	}

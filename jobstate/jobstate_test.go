@@ -59,9 +59,19 @@ func claim(t testing.TB, c *redisq.Consumer, tenant string) *queue.Claimed {
 	return j
 }
 
+// startRun records d's start as the drainer does (Dispatch.Call, then
+// StartReply), in its own round trip.
+func startRun(ctx context.Context, rdb redis.Scripter, d jobstate.Dispatch) (bool, error) {
+	v, err := d.Call().Run(ctx, rdb).Result()
+	if err != nil {
+		return true, err
+	}
+	return jobstate.StartReply(v)
+}
+
 func start(t testing.TB, rdb redis.UniversalClient, j *queue.Claimed) bool {
 	t.Helper()
-	ok, err := jobstate.Start(context.Background(), rdb, jobstate.Dispatch{
+	ok, err := startRun(context.Background(), rdb, jobstate.Dispatch{
 		Tenant: j.Envelope.Tenant, JobID: j.Envelope.ID, Member: j.Token(), Attempt: j.Envelope.Attempt + 1,
 		Cost: j.Envelope.Cost, Lease: time.Minute,
 	})
@@ -75,6 +85,7 @@ func start(t testing.TB, rdb redis.UniversalClient, j *queue.Claimed) bool {
 // the producer, the consumer's scripts, Start and Cancel, checking each
 // record and the queue positions.
 func TestLifecycleRedis(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "js")
@@ -178,6 +189,7 @@ func TestLifecycleRedis(t *testing.T) {
 }
 
 func TestNotFoundAndOlderMarker(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "js")
@@ -198,7 +210,7 @@ func TestNotFoundAndOlderMarker(t *testing.T) {
 	if err := jobstate.Cancel(ctx, rdb, tenant, "old"); !errors.As(err, &conflict) || conflict.State != "cancelled" {
 		t.Errorf("Cancel(string marker) = %v, want a ConflictError naming cancelled", err)
 	}
-	ok, err := jobstate.Start(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "old", Member: "old|x", Attempt: 1, Cost: 1, Lease: time.Second})
+	ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "old", Member: "old|x", Attempt: 1, Cost: 1, Lease: time.Second})
 	if err != nil || ok {
 		t.Errorf("Start(string marker) = %v, %v; want false, nil", ok, err)
 	}
@@ -208,91 +220,17 @@ func TestNotFoundAndOlderMarker(t *testing.T) {
 	}
 }
 
-// TestKafkaEnqueueAfterStart: on the Kafka backend a drainer may start a
-// job before the producer's post-ack pipeline records it; the record keeps
-// in_flight and gains type, enqueued_at and seq. A reused id of an older,
-// finished job is replaced.
-func TestKafkaEnqueueAfterStart(t *testing.T) {
-	rdb := testenv.Redis(t)
-	ctx := context.Background()
-	tenant := testenv.Name(t, "js")
-	ok, err := jobstate.Start(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "early", Member: "early|1", Attempt: 1, Cost: 1, Lease: time.Minute})
-	if err != nil || !ok {
-		t.Fatalf("Start = %v, %v", ok, err)
-	}
-	rdb.HSet(ctx, keys.JobState(tenant, "reused"), "state", "done", "enqueued_at", 5, "last_error", "old")
-	res := jobstate.EnqueueCall(tenant, []jobstate.QueuedJob{
-		{ID: "early", Type: "mail", EnqueuedAt: t0},
-		{ID: "reused", Type: "mail", EnqueuedAt: t0},
-		{ID: "plain", Type: "sms", EnqueuedAt: t0},
-	}).Run(ctx, rdb)
-	if n, err := res.Int64(); err != nil || n != 3 {
-		t.Fatalf("EnqueueCall = %v, %v; want 3 (the last seq)", n, err)
-	}
-	want := []jobstate.Record{
-		{JobID: "early", Tenant: tenant, Type: "mail", State: "in_flight", Attempt: 1, EnqueuedAt: t0, Seq: 1, Ahead: -1},
-		{JobID: "reused", Tenant: tenant, Type: "mail", State: "queued", EnqueuedAt: t0, Seq: 2, Ahead: 1},
-		{JobID: "plain", Tenant: tenant, Type: "sms", State: "queued", EnqueuedAt: t0, Seq: 3, Ahead: 2},
-	}
-	for _, w := range want {
-		if diff := cmp.Diff(w, get(t, rdb, tenant, w.JobID), ignoreTimes); diff != "" {
-			t.Errorf("record of %s (-want +got):\n%s", w.JobID, diff)
-		}
-	}
-}
-
-// TestSettleKafka records the Kafka backend's settlements: done, dead with
-// the DLQ counter, retrying, expired.
-func TestSettleKafka(t *testing.T) {
-	rdb := testenv.Redis(t)
-	ctx := context.Background()
-	tenant := testenv.Name(t, "js")
-	ids := []string{"ok", "dead", "retry", "late"}
-	var qj []jobstate.QueuedJob
-	for _, id := range ids {
-		qj = append(qj, jobstate.QueuedJob{ID: id, Type: "t", EnqueuedAt: t0})
-	}
-	if err := jobstate.EnqueueCall(tenant, qj).Run(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		s     jobstate.Settle
-		state string
-		err   string
-	}{
-		{jobstate.Settle{JobID: "ok", State: jobstate.Done}, "done", ""},
-		{jobstate.Settle{JobID: "dead", State: jobstate.Dead, LastError: "410 Gone", Reason: "rejected", DeadLettered: true}, "dead", "410 Gone"},
-		{jobstate.Settle{JobID: "retry", State: jobstate.Retrying, LastError: "timeout"}, "retrying", "timeout"},
-		{jobstate.Settle{JobID: "late", State: jobstate.Expired}, "expired", ""},
-	}
-	for _, tt := range tests {
-		tt.s.Tenant, tt.s.Member = tenant, tt.s.JobID+"|1"
-		if err := tt.s.Call().Run(ctx, rdb).Err(); err != nil {
-			t.Fatal(err)
-		}
-		r := get(t, rdb, tenant, tt.s.JobID)
-		if r.State != tt.state || r.LastError != tt.err || r.Reason != tt.s.Reason {
-			t.Errorf("after %+v: state %q last_error %q reason %q, want %q %q %q", tt.s, r.State, r.LastError, r.Reason, tt.state, tt.err, tt.s.Reason)
-		}
-	}
-	if n, _ := rdb.Get(ctx, keys.DLQCount(tenant)).Int(); n != 1 {
-		t.Errorf("DLQ counter = %d, want 1", n)
-	}
-	if got, _ := rdb.Get(ctx, keys.JobsDispatched(tenant)).Int64(); got != 4 {
-		t.Errorf("dispatched sequence = %d, want 4 (the expired job, seq 4, left the queue)", got)
-	}
-}
-
 // TestStartOutflowAndDeliveries: Start adds the cost to the second of its
 // instant, keeps a delivery in flight until its deadline, drops deliveries
 // whose deadline passed, and trims outflow seconds older than OutflowTTL.
 func TestStartOutflowAndDeliveries(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "js")
 	base := time.UnixMilli(1_800_000_000_000)
 	for i := range 70 {
-		_, err := jobstate.Start(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: fmt.Sprint(i), Member: fmt.Sprintf("%d|x", i),
+		_, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: fmt.Sprint(i), Member: fmt.Sprintf("%d|x", i),
 			Attempt: 1, Cost: 2, Lease: 1500 * time.Millisecond, Now: base.Add(time.Duration(i) * time.Second)})
 		if err != nil {
 			t.Fatal(err)
@@ -333,6 +271,7 @@ func TestStartOutflowAndDeliveries(t *testing.T) {
 }
 
 func TestOwners(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	a, b, c := testenv.Name(t, "js"), testenv.Name(t, "js"), testenv.Name(t, "js")
 	enqueue(t, rdb, a, "shared", "only-a")
@@ -349,6 +288,7 @@ func TestOwners(t *testing.T) {
 // TestCluster runs enqueue, Get, Start, Cancel and settle on the 3-master
 // Redis Cluster: every key of a tenant shares its hash tag.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Cluster(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "jsc")
@@ -369,34 +309,5 @@ func TestCluster(t *testing.T) {
 	}
 	if s := get(t, rdb, tenant, "y").State; s != "cancelled" {
 		t.Errorf("y = %s, want cancelled", s)
-	}
-}
-
-func BenchmarkStart(b *testing.B) {
-	rdb := testenv.Redis(b)
-	ctx := context.Background()
-	tenant := testenv.Name(b, "jsb")
-	b.Cleanup(func() {
-		rdb.Del(context.Background(), keys.JobsDispatched(tenant), keys.Delivering(tenant), keys.Outflow(tenant))
-	})
-	d := jobstate.Dispatch{Tenant: tenant, JobID: "j", Member: "j|1", Attempt: 1, Cost: 1, Lease: time.Minute}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := jobstate.Start(ctx, rdb, d); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkGet(b *testing.B) {
-	rdb := testenv.Redis(b)
-	ctx := context.Background()
-	tenant := testenv.Name(b, "jsb")
-	enqueue(b, rdb, tenant, "j")
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := jobstate.Get(ctx, rdb, tenant, "j"); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

@@ -35,7 +35,11 @@ func ExampleNewAdmitter() {
 	defer rdb.Close()
 	ctx := context.Background()
 
-	a := limits.NewAdmitter(rdb)
+	a, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	tenant := admitExampleTenant()
 	p := limits.Policy{Name: "tenant", Algorithm: limits.AlgGCRA, Limit: 1, Period: time.Second, Burst: 5}
 	for _, s := range []float64{10, 11, 12, 12, 12, 12, 12.1, 12.1} {
@@ -66,7 +70,11 @@ func ExampleAdmitter_Admit() {
 	rdb := admitExampleRedis()
 	defer rdb.Close()
 	ctx := context.Background()
-	a := limits.NewAdmitter(rdb)
+	a, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	tenant := admitExampleTenant()
 	rdb.Set(ctx, keys.Backlog(tenant), 3, keys.BacklogTTL) // normally kept by the queue
 	req := limits.Request{
@@ -93,61 +101,36 @@ func ExampleAdmitter_Admit() {
 	// allowed=false violated="type.encode" backlog=3 tenant_remaining=98 type_remaining=0
 }
 
-// admitExampleThree asks a limiter of "2 per hour" three times.
-func admitExampleThree(l limits.Limiter) {
-	tenant := admitExampleTenant()
-	for range 3 {
-		r, err := l.AllowN(context.Background(), tenant, 1)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		fmt.Print(r.Allowed, " ")
-	}
-	fmt.Println()
-}
-
-func admitExampleAdmitter() (*limits.Admitter, func()) {
+// Each algorithm enforcing "2 per hour" on its own: the third request in a
+// row is refused, whatever the algorithm.
+func Example_algorithms() {
 	rdb := admitExampleRedis()
-	a := limits.NewAdmitter(rdb)
-	return a, func() { rdb.Close() }
-}
-
-var admitExamplePolicy = limits.Policy{Name: "tenant", Limit: 2, Period: time.Hour}
-
-func ExampleNewFixedWindow() {
-	a, done := admitExampleAdmitter()
-	defer done()
-	admitExampleThree(limits.NewFixedWindow(a, admitExamplePolicy))
-	// Output: true true false
-}
-
-func ExampleNewSlidingWindow() {
-	a, done := admitExampleAdmitter()
-	defer done()
-	admitExampleThree(limits.NewSlidingWindow(a, admitExamplePolicy))
-	// Output: true true false
-}
-
-func ExampleNewGCRA() {
-	a, done := admitExampleAdmitter()
-	defer done()
-	admitExampleThree(limits.NewGCRA(a, admitExamplePolicy))
-	// Output: true true false
-}
-
-func ExampleNewTokenBucket() {
-	a, done := admitExampleAdmitter()
-	defer done()
-	admitExampleThree(limits.NewTokenBucket(a, admitExamplePolicy))
-	// Output: true true false
-}
-
-func ExampleNewSlidingLog() {
-	a, done := admitExampleAdmitter()
-	defer done()
-	admitExampleThree(limits.NewSlidingLog(a, admitExamplePolicy))
-	// Output: true true false
+	defer rdb.Close()
+	a, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, alg := range limits.Algorithms {
+		p := limits.Policy{Name: "tenant", Algorithm: alg, Limit: 2, Period: time.Hour}
+		tenant := admitExampleTenant()
+		fmt.Printf("%-14s", alg)
+		for range 3 {
+			d, err := a.Admit(context.Background(), limits.Request{Tenant: tenant, Policies: []limits.Policy{p}})
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
+			fmt.Print(" ", d.Allowed)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// fixed_window   true true false
+	// sliding_window true true false
+	// gcra           true true false
+	// token_bucket   true true false
+	// sliding_log    true true false
 }
 
 // Local needs no Redis: ingest's rough bound while Redis is down.
@@ -163,16 +146,6 @@ func ExampleNewLocal() {
 	// +0s allowed=true remaining=0 retry_after=0s
 	// +0s allowed=false remaining=0 retry_after=100ms
 	// +100ms allowed=true remaining=0 retry_after=0s
-}
-
-func ExampleParseAlgorithm() {
-	a, err := limits.ParseAlgorithm("sliding_window")
-	fmt.Println(a, err)
-	_, err = limits.ParseAlgorithm("leaky")
-	fmt.Println(err)
-	// Output:
-	// sliding_window <nil>
-	// limits: unknown algorithm "leaky" (want one of fixed_window, sliding_window, gcra, token_bucket, sliding_log)
 }
 
 func ExamplePolicy_Validate() {

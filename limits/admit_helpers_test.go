@@ -25,16 +25,25 @@ func admAt(sec float64) time.Time {
 // admModes are the Admitter configurations every behaviour test runs with.
 var admModes = []struct {
 	name string
-	opts []Option
+	cfg  AdmitterConfig
 }{
-	{"batched", nil},
-	{"unbatched", []Option{WithBatching(false)}},
+	{"batched", AdmitterConfig{}},
+	{"unbatched", AdmitterConfig{Unbatched: true}},
 }
 
-// admNew returns a loaded Admitter on rdb.
-func admNew(t testing.TB, rdb redis.UniversalClient, opts ...Option) *Admitter {
+// admNew returns an Admitter on rdb, configured by cfg (at most one; none:
+// the defaults).
+func admNew(t testing.TB, rdb redis.UniversalClient, cfg ...AdmitterConfig) *Admitter {
 	t.Helper()
-	a := NewAdmitter(rdb, opts...)
+	var c AdmitterConfig
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	c.Redis = rdb
+	a, err := NewAdmitter(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return a
 }
 

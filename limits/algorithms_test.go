@@ -77,9 +77,10 @@ var admTables = []struct {
 
 // TestAlgorithmsAtFixedInstants runs admTables against the real Redis.
 func TestAlgorithmsAtFixedInstants(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
-		a := admNew(t, rdb, mode.opts...)
+		a := admNew(t, rdb, mode.cfg)
 		for _, c := range admTables {
 			t.Run(mode.name+"/"+string(c.p.Algorithm), func(t *testing.T) {
 				tenant := admTenant(t, rdb)
@@ -99,6 +100,7 @@ func TestAlgorithmsAtFixedInstants(t *testing.T) {
 // TestGCRAReferenceTimeline reproduces reference 000 §7.2 and §7.5: T = 1 s,
 // τ = 5 s (Limit 1 per 1 s, Burst 5).
 func TestGCRAReferenceTimeline(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
@@ -140,6 +142,7 @@ func TestGCRAReferenceTimeline(t *testing.T) {
 // TestSlidingWindowReferenceExamples reproduces reference 000 §4.1: 100 per
 // minute, previous window 80.
 func TestSlidingWindowReferenceExamples(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
@@ -191,6 +194,7 @@ func TestSlidingWindowReferenceExamples(t *testing.T) {
 // weakness (reference 000 §2.3): Limit units just before a boundary and Limit
 // more just after it, 2 × Limit within 2 ms.
 func TestFixedWindowBoundaryAdmitsTwiceTheLimit(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
 	tenant := admTenant(t, rdb)

@@ -116,15 +116,14 @@ func (b *batcher) pipeline(ctx context.Context, batch []*call) {
 			all = append(all, c.enc)
 		}
 		encs[i] = all[len(all)-len(g):]
-		keyList, args := callArgs(encs[i])
-		calls[i] = lua.Call{Script: g[0].script, Keys: keyList, Args: args}
+		calls[i] = admitCall(g[0].script, encs[i])
 	}
 	cmds := lua.Exec(ctx, b.a.rdb, calls, nil)
 	answers := make([]answer, len(batch))
 	for i, g := range groups {
 		reply, err := cmds[i].Result()
 		if err == nil {
-			err = splitReply(reply, encs[i], answers[:len(g)])
+			err = splitReply(g[0].script, reply, encs[i], answers[:len(g)])
 		}
 		for j, c := range g {
 			c.reply, c.err = nil, err

@@ -81,9 +81,9 @@ func benchPolicy(alg Algorithm) Policy {
 // default), plus GCRA unbatched.
 func BenchmarkAdmit(b *testing.B) {
 	rdb := benchClient(b)
-	run := func(name string, p Policy, opts ...Option) {
+	run := func(name string, p Policy, cfg AdmitterConfig) {
 		b.Run(name, func(b *testing.B) {
-			a := admNew(b, rdb, opts...)
+			a := admNew(b, rdb, cfg)
 			req := []Policy{p}
 			benchParallel(b, benchTenants(b), func(ctx context.Context, tenant string) error {
 				d, err := a.Admit(ctx, Request{Tenant: tenant, Policies: req})
@@ -95,9 +95,9 @@ func BenchmarkAdmit(b *testing.B) {
 		})
 	}
 	for _, alg := range Algorithms {
-		run(string(alg), benchPolicy(alg))
+		run(string(alg), benchPolicy(alg), AdmitterConfig{})
 	}
-	run("gcra_unbatched", benchPolicy(AlgGCRA), WithBatching(false))
+	run("gcra_unbatched", benchPolicy(AlgGCRA), AdmitterConfig{Unbatched: true})
 }
 
 // BenchmarkRedisRate is redis_rate's GCRA under the same load as
@@ -210,7 +210,7 @@ func BenchmarkAdmitSerial(b *testing.B) {
 	rdb := benchClient(b)
 	for _, mode := range admModes {
 		b.Run(mode.name, func(b *testing.B) {
-			a := admNew(b, rdb, mode.opts...)
+			a := admNew(b, rdb, mode.cfg)
 			tenant := testenv.Name(b, "bench")
 			req := Request{Tenant: tenant, Policies: []Policy{benchPolicy(AlgGCRA)}}
 			ctx := context.Background()

@@ -109,6 +109,7 @@ func boundCases() []boundCase {
 // refuses names its field (and, where a single call can show it, the script
 // called with it anyway errs or answers outside its contract).
 func TestPolicyBoundsAgainstScript(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	adm := admNew(t, rdb)
@@ -197,17 +198,16 @@ func rawAdmit(ctx context.Context, rdb redis.UniversalClient, tenant string, p P
 		cost: 1,
 		pols: []polRef{{def: &encodedPolicy{args: [4]any{string(p.Algorithm), p.Limit, p.Period.Microseconds(), p.burst()}}, cost: 1}},
 	}
-	keyList, args := callArgs([]*encoded{e})
-	reply, err := lua.Admit().Run(ctx, rdb, keyList, args...).Result()
+	reply, err := admitCall(lua.Admit(), []*encoded{e}).Run(ctx, rdb).Result()
 	if err != nil {
 		return Decision{}, err
 	}
 	var out [1]answer
-	if err := splitReply(reply, []*encoded{e}, out[:]); err != nil {
+	if err := splitReply(lua.Admit(), reply, []*encoded{e}, out[:]); err != nil {
 		return Decision{}, err
 	}
 	if out[0].err != nil {
 		return Decision{}, out[0].err
 	}
-	return decode("admit", Request{Tenant: tenant, Policies: []Policy{p}}, out[0].reply)
+	return decode(lua.Admit(), Request{Tenant: tenant, Policies: []Policy{p}}, out[0].reply)
 }

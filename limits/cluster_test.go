@@ -45,6 +45,7 @@ func admSpreadTenants(t *testing.T, rdb *redis.ClusterClient) []string {
 // and not, without CROSSSLOT or any other error. admTenant's cleanup checks
 // the keys' TTLs on every master.
 func TestEveryScriptOnCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := testenv.Cluster(t)
 	tenants := admSpreadTenants(t, rdb)
@@ -54,7 +55,7 @@ func TestEveryScriptOnCluster(t *testing.T) {
 		all[i] = p
 	}
 	for _, mode := range admModes {
-		a := admNew(t, rdb, mode.opts...)
+		a := admNew(t, rdb, mode.cfg)
 		for _, tenant := range tenants {
 			if err := rdb.Set(ctx, keys.Backlog(tenant), 1, keys.BacklogTTL).Err(); err != nil {
 				t.Fatal(err)

@@ -54,9 +54,10 @@ func admFlood(t *testing.T, a *Admitter, tenant string, p Policy, n int, now tim
 // is empty. Its error shows when the previous window is not: see
 // TestSlidingWindowErrorUnderBoundaryBurst.
 func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
-		a := admNew(t, rdb, append(mode.opts, WithPipelines(4))...)
+		a := admNew(t, rdb, AdmitterConfig{Unbatched: mode.cfg.Unbatched, Pipelines: 4})
 		for _, alg := range Algorithms {
 			t.Run(mode.name+"/"+string(alg), func(t *testing.T) {
 				p := Policy{Name: "tenant", Algorithm: alg, Limit: 100, Period: time.Hour, Burst: 100}
@@ -75,6 +76,7 @@ func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 // window of 60 s, 1.5 × the limit ((1 + f) × limit at fraction f; always
 // < 2 ×). A sliding log or GCRA would admit 0 here.
 func TestSlidingWindowErrorUnderBoundaryBurst(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
 	tenant := admTenant(t, rdb)
@@ -102,13 +104,14 @@ func TestSlidingWindowErrorUnderBoundaryBurst(t *testing.T) {
 // together: with one pipeline in flight, 1,000 concurrent requests need far
 // fewer than 1,000 round trips, and on a standalone Redis each round trip
 // carries one EVALSHA in the script's "many" layout, however many tenants
-// its decisions are for.
+// its decisions are for. Serial (no t.Parallel): its bound on round trips
+// assumes its 1,000 callers get the CPU together.
 func TestBatcherSharesRoundTrips(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { rdb.Close() })
 	var trips, cmds atomic.Int64
 	rdb.AddHook(admCountHook{&trips, &cmds})
-	a := admNew(t, rdb, WithPipelines(1))
+	a := admNew(t, rdb, AdmitterConfig{Pipelines: 1})
 	trips.Store(0)
 	cmds.Store(0)
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 100, Period: time.Hour}
@@ -133,6 +136,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 // one slot, batches of many tenants' decisions (on every master) group them
 // by tenant and still admit exactly each tenant's limit.
 func TestBatcherOnCluster(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Cluster(t)
 	a := admNew(t, rdb)
 	tenants := admSpreadTenants(t, rdb)

@@ -10,6 +10,7 @@ import (
 // TestAddCost walks AddCost's bounds from both sides: sums up to MaxCost
 // pass, one more or any negative or wrapped operand is refused.
 func TestAddCost(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		a, b int64
 		sum  int64
@@ -38,6 +39,7 @@ func TestAddCost(t *testing.T) {
 
 // TestMicros: the script's µs become a Duration without wrapping.
 func TestMicros(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		us   int64
 		want time.Duration

@@ -1,8 +1,6 @@
 package limits
 
-import "context"
-
-// GCRA is the Generic Cell Rate Algorithm: one String key (keys.Admission)
+// AlgGCRA is the Generic Cell Rate Algorithm: one String key (keys.Admission)
 // holds TAT, the theoretical arrival time in unix µs. With the emission
 // interval T = ⌈Period / Limit⌉ µs and the burst tolerance τ = Burst × T, a
 // request of n units at now
@@ -18,19 +16,4 @@ import "context"
 // 12.1 s is refused without a write.
 //
 // T is rounded up to whole µs, so the rate errs low by under 1 µs per unit.
-//
-// It is safe for concurrent use.
-type GCRA struct{ s single }
-
-// NewGCRA returns the GCRA limiter of policy p (its Algorithm is set to
-// AlgGCRA) on a. p should pass Validate; AllowN reports an invalid one.
-func NewGCRA(a *Admitter, p Policy) *GCRA { return &GCRA{s: newSingle(a, p, AlgGCRA)} }
-
-// AllowN asks whether n units (0 means 1) of tenant may pass now, by Redis
-// TIME, and takes them when they may. A refusal changes no state.
-func (l *GCRA) AllowN(ctx context.Context, tenant string, n int64) (Result, error) {
-	return l.s.AllowN(ctx, tenant, n)
-}
-
-// Policy returns the enforced policy.
-func (l *GCRA) Policy() Policy { return l.s.p }
+const AlgGCRA Algorithm = "gcra"

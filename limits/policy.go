@@ -2,12 +2,13 @@
 // to several rate-limit policies and the tenant's backlog gate at once, in
 // one atomic Redis script (lua.Admit) per decision.
 //
-// Five algorithms are offered, one Go type each, each stating its formula:
-// FixedWindow, SlidingWindow, GCRA, TokenBucket and SlidingLog. All of them
-// satisfy Limiter and run through an Admitter, which also decides composite
-// Requests (a tenant policy plus a job-type policy plus the backlog gate) all
-// or nothing: when anything refuses, no state is advanced. Local is an
-// in-process limiter for when Redis cannot be reached.
+// Five algorithms are offered, one file each, whose Algorithm constant
+// states its formula: AlgFixedWindow, AlgSlidingWindow, AlgGCRA,
+// AlgTokenBucket and AlgSlidingLog (Algorithms lists them). An Admitter
+// decides a Request of one policy or of several (a tenant policy plus a
+// job-type policy plus the backlog gate) all or nothing: when anything
+// refuses, no state is advanced. Local is an in-process limiter for when
+// Redis cannot be reached.
 //
 // Time is integer microseconds. Redis TIME is the clock unless a Request
 // carries Now (tests, replays). Every key carries the tenant's hash tag
@@ -26,16 +27,9 @@ import (
 // configuration, in keys and in the admission script.
 type Algorithm string
 
-// The algorithms.
-const (
-	AlgFixedWindow   Algorithm = "fixed_window"
-	AlgSlidingWindow Algorithm = "sliding_window"
-	AlgGCRA          Algorithm = "gcra"
-	AlgTokenBucket   Algorithm = "token_bucket"
-	AlgSlidingLog    Algorithm = "sliding_log"
-)
-
-// Algorithms lists every algorithm, in a stable order. It is the one list:
+// Algorithms lists every algorithm (each defined, with its formula, in its
+// own file: fixed_window.go, sliding_window.go, gcra.go, token_bucket.go,
+// sliding_log.go), in a stable order. It is the one list:
 // configuration, the admin API and error messages take it from here.
 var Algorithms = []Algorithm{AlgFixedWindow, AlgSlidingWindow, AlgGCRA, AlgTokenBucket, AlgSlidingLog}
 
@@ -49,15 +43,14 @@ func AlgorithmNames() string {
 	return strings.Join(names, ", ")
 }
 
-// ParseAlgorithm returns the algorithm named s, or an error listing the
-// valid names.
-func ParseAlgorithm(s string) (Algorithm, error) {
-	for _, a := range Algorithms {
-		if string(a) == s {
-			return a, nil
+// known reports whether a is one of Algorithms.
+func (a Algorithm) known() bool {
+	for _, k := range Algorithms {
+		if k == a {
+			return true
 		}
 	}
-	return "", fmt.Errorf("limits: unknown algorithm %q (want one of %s)", s, AlgorithmNames())
+	return false
 }
 
 // Never is the RetryAfter of a refusal that no amount of waiting cures: the
@@ -160,7 +153,7 @@ func (p Policy) Validate() error {
 	if !keys.ValidID(p.Name) {
 		return bad("name", "must be %s (got %q)", keys.IDRule, p.Name)
 	}
-	if _, err := ParseAlgorithm(string(p.Algorithm)); err != nil {
+	if !p.Algorithm.known() {
 		return bad("algorithm", "unknown algorithm %q (want one of %s)", p.Algorithm, AlgorithmNames())
 	}
 	us := p.Period.Microseconds()

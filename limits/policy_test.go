@@ -9,21 +9,22 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestParseAlgorithm(t *testing.T) {
+func TestAlgorithmKnown(t *testing.T) {
+	t.Parallel()
 	for _, a := range Algorithms {
-		got, err := ParseAlgorithm(string(a))
-		if err != nil || got != a {
-			t.Errorf("ParseAlgorithm(%q) = %q, %v; want %q", a, got, err, a)
+		if !a.known() {
+			t.Errorf("%q not known", a)
 		}
 	}
-	for _, s := range []string{"", "GCRA", "leaky_bucket", "token-bucket"} {
-		if _, err := ParseAlgorithm(s); err == nil || !strings.Contains(err.Error(), "unknown algorithm") {
-			t.Errorf("ParseAlgorithm(%q) error = %v, want unknown algorithm", s, err)
+	for _, s := range []Algorithm{"", "GCRA", "leaky_bucket", "token-bucket"} {
+		if s.known() {
+			t.Errorf("%q known, want unknown", s)
 		}
 	}
 }
 
 func TestPolicyValidate(t *testing.T) {
+	t.Parallel()
 	ok := Policy{Name: "type.encode", Algorithm: AlgGCRA, Limit: 10, Period: time.Second}
 	with := func(f func(*Policy)) Policy { p := ok; f(&p); return p }
 	cases := []struct {
@@ -60,6 +61,7 @@ func TestPolicyValidate(t *testing.T) {
 }
 
 func TestPolicyCapacity(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		p    Policy
 		want int64
@@ -79,6 +81,7 @@ func TestPolicyCapacity(t *testing.T) {
 // TestLocalAtFixedInstants: the in-process GCRA, 2 per second (T = 500ms),
 // burst 4 (τ = 2s).
 func TestLocalAtFixedInstants(t *testing.T) {
+	t.Parallel()
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 2, Period: time.Second, Burst: 4}
 	l := NewLocal(p)
 	t0 := time.Unix(1000, 0)
@@ -107,6 +110,7 @@ func TestLocalAtFixedInstants(t *testing.T) {
 // TestLocalConcurrent: 1,000 concurrent callers at one instant take exactly
 // the burst.
 func TestLocalConcurrent(t *testing.T) {
+	t.Parallel()
 	l := NewLocal(Policy{Name: "tenant", Algorithm: AlgFixedWindow, Limit: 100, Period: time.Minute})
 	now := time.Unix(1000, 0)
 	var (
@@ -132,6 +136,7 @@ func TestLocalConcurrent(t *testing.T) {
 // TestLocalMatchesRedisGCRA runs the Redis GCRA table of admTables through
 // Local: the in-process fallback gives the same answers.
 func TestLocalMatchesRedisGCRA(t *testing.T) {
+	t.Parallel()
 	for _, c := range admTables {
 		if c.p.Algorithm != AlgGCRA {
 			continue

@@ -52,17 +52,45 @@ func RescaleGCRA(ctx context.Context, rdb redis.Scripter, tenant string, old, ne
 			return Rescaled{}, fmt.Errorf("limits: rescale %s: %w", tenant, err)
 		}
 	}
+	v, err := rescaleCall(tenant, old, new, now).Run(ctx, rdb).Result()
+	if err != nil {
+		return Rescaled{}, fmt.Errorf("limits: rescale %s %s: %w", tenant, new.Name, err)
+	}
+	out, err := rescaleReply(v)
+	if err != nil {
+		return Rescaled{}, fmt.Errorf("limits: rescale %s %s: %w", tenant, new.Name, err)
+	}
+	return out, nil
+}
+
+// rescaleCall is the call of lua/gcra_rescale.lua carrying the TAT of
+// tenant's gcra policy new.Name from old's rate to new's, at now (zero:
+// Redis TIME).
+func rescaleCall(tenant string, old, new Policy, now time.Time) lua.Call {
 	var nowUS int64
 	if !now.IsZero() {
 		nowUS = now.UnixMicro()
 	}
-	res, err := lua.GCRARescale.Run(ctx, rdb, []string{keys.Admission(tenant, string(AlgGCRA), new.Name)},
-		nowUS, old.Limit, old.Period.Microseconds(), new.Limit, new.Period.Microseconds()).Int64Slice()
-	if err != nil {
-		return Rescaled{}, fmt.Errorf("limits: rescale %s %s: %w", tenant, new.Name, err)
+	return lua.Call{
+		Script: lua.GCRARescale,
+		Keys:   []string{keys.Admission(tenant, string(AlgGCRA), new.Name)},
+		Args:   []any{nowUS, old.Limit, old.Period.Microseconds(), new.Limit, new.Period.Microseconds()},
 	}
-	if len(res) != 3 {
-		return Rescaled{}, fmt.Errorf("limits: rescale %s %s: %w: %d values, want 3", tenant, new.Name, ErrReply, len(res))
+}
+
+// rescaleReply reads gcra_rescale.lua's reply {rescaled (0 or 1), TAT µs
+// (0: no key), now µs}; any other shape is an error wrapping lua.ErrReply.
+func rescaleReply(v any) (Rescaled, error) {
+	s := lua.GCRARescale
+	res, err := s.Ints(v, 3)
+	if err != nil {
+		return Rescaled{}, err
+	}
+	switch {
+	case res[0] != 0 && res[0] != 1:
+		return Rescaled{}, s.ReplyError("rescaled is %d, want 0 or 1", res[0])
+	case res[1] < 0 || res[2] <= 0:
+		return Rescaled{}, s.ReplyError("tat %d and now %d, want tat >= 0 and now > 0", res[1], res[2])
 	}
 	out := Rescaled{Changed: res[0] == 1, Now: time.UnixMicro(res[2])}
 	if res[1] > 0 {

@@ -16,7 +16,11 @@ func ExampleRescaleGCRA() {
 	rdb := admitExampleRedis()
 	defer rdb.Close()
 	ctx := context.Background()
-	a := limits.NewAdmitter(rdb)
+	a, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	tenant := admitExampleTenant()
 	defer rdb.Del(ctx, keys.Admission(tenant, "gcra", "tenant"))
 	basic := limits.Policy{Name: "tenant", Algorithm: limits.AlgGCRA, Limit: 1, Period: time.Second, Burst: 5}

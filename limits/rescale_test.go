@@ -2,7 +2,9 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 )
 
 func gcraPolicy(limit int64, period time.Duration, burst int64) Policy {
@@ -20,6 +23,7 @@ func gcraPolicy(limit int64, period time.Duration, burst int64) Policy {
 // TestRescaleGCRAFormula sets a TAT, rescales it at a fixed instant and
 // checks TAT' = now + ⌈(TAT − now) × T_new / T_old⌉ and its PX TTL.
 func TestRescaleGCRAFormula(t *testing.T) {
+	t.Parallel()
 	now := admAt(10)
 	for _, tc := range []struct {
 		name     string
@@ -95,6 +99,7 @@ func TestRescaleGCRAFormula(t *testing.T) {
 // (0.1 s), its debt converted; not rescaled, the old TAT (further ahead than
 // the new τ) is forgotten instead of costing 4.6 s.
 func TestRescaleGCRAUpgradedTenant(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
 	oldP, newP := gcraPolicy(1, time.Second, 5), gcraPolicy(10, time.Second, 5)
@@ -145,6 +150,7 @@ func TestRescaleGCRAUpgradedTenant(t *testing.T) {
 }
 
 func TestRescaleGCRARefusesBadInput(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	g := gcraPolicy(1, time.Second, 1)
@@ -160,5 +166,34 @@ func TestRescaleGCRARefusesBadInput(t *testing.T) {
 		if _, err := RescaleGCRA(ctx, rdb, tc.tenant, tc.old, tc.new, admAt(1)); err == nil {
 			t.Errorf("%s: RescaleGCRA = nil error, want one", tc.name)
 		}
+	}
+}
+
+// TestRescaleReplyRejectsMalformed: gcra_rescale.lua's reply is checked
+// element by element; a wrong shape is an error wrapping lua.ErrReply that
+// names the script, never a Rescaled.
+func TestRescaleReplyRejectsMalformed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		reply any
+		want  string
+	}{
+		{"not an array", "OK", "want an array"},
+		{"short", []any{int64(1), int64(2)}, "2 elements, want 3"},
+		{"string element", []any{int64(1), "2", int64(3)}, "element 2 is string"},
+		{"flag", []any{int64(2), int64(2), int64(3)}, "rescaled is 2"},
+		{"negative tat", []any{int64(0), int64(-1), int64(3)}, "tat -1"},
+		{"zero now", []any{int64(0), int64(0), int64(0)}, "now 0"},
+	} {
+		_, err := rescaleReply(c.reply)
+		if !errors.Is(err, lua.ErrReply) || !strings.Contains(err.Error(), "gcra_rescale.lua") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: rescaleReply(%v) error = %v, want lua.ErrReply naming gcra_rescale.lua and %q", c.name, c.reply, err, c.want)
+		}
+	}
+	got, err := rescaleReply([]any{int64(1), int64(5_000_000), int64(4_000_000)})
+	want := Rescaled{Changed: true, TAT: time.UnixMicro(5_000_000), Now: time.UnixMicro(4_000_000)}
+	if err != nil || !got.TAT.Equal(want.TAT) || !got.Now.Equal(want.Now) || !got.Changed {
+		t.Errorf("rescaleReply(valid) = %+v, %v; want %+v", got, err, want)
 	}
 }

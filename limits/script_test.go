@@ -18,6 +18,7 @@ import (
 // FLUSH, then a restart) and checks that the next decisions succeed, batched
 // or not: NOSCRIPT is answered by loading the script again.
 func TestNoScriptRecovery(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -25,7 +26,7 @@ func TestNoScriptRecovery(t *testing.T) {
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 1000, Period: time.Second}
 	for _, mode := range admModes {
 		t.Run(mode.name, func(t *testing.T) {
-			a := admNew(t, rdb, mode.opts...)
+			a := admNew(t, rdb, mode.cfg)
 			tenant := admTenant(t, rdb)
 			decide := func(when string) {
 				t.Helper()
@@ -54,6 +55,7 @@ func TestNoScriptRecovery(t *testing.T) {
 // succeed after one reload. Nothing shared is flushed, since other packages'
 // tests use these servers.
 func TestNoScriptInPipeline(t *testing.T) {
+	t.Parallel()
 	cluster := testenv.Cluster(t)
 	for _, c := range []struct {
 		name    string
@@ -64,7 +66,7 @@ func TestNoScriptInPipeline(t *testing.T) {
 		{"cluster", cluster, func(t *testing.T) []string { return admSpreadTenants(t, cluster) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a := NewAdmitter(c.rdb)
+			a := admNew(t, c.rdb)
 			a.script = lua.New("admit.lua", lua.Admit().Src()+"\n-- "+testenv.Name(t, "variant")+"\n")
 			tenants := []string{admTenant(t, c.rdb), admTenant(t, c.rdb), admTenant(t, c.rdb)}
 			if c.tenants != nil {
@@ -86,7 +88,7 @@ func TestNoScriptInPipeline(t *testing.T) {
 					t.Errorf("call %d: %v", i, cl.err)
 					continue
 				}
-				if d, err := decode("admit.lua", Request{Policies: []Policy{p}}, cl.reply); err != nil || !d.Allowed {
+				if d, err := decode(lua.Admit(), Request{Policies: []Policy{p}}, cl.reply); err != nil || !d.Allowed {
 					t.Errorf("call %d: %+v, %v; want admitted", i, d, err)
 				}
 			}
@@ -107,6 +109,7 @@ func TestNoScriptInPipeline(t *testing.T) {
 // a wrong shape is an error naming the script and the element, never a
 // panic.
 func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
+	t.Parallel()
 	req := Request{Tenant: "acme", Policies: []Policy{{Name: "tenant"}}}
 	ok := []any{int64(1), int64(0), int64(0), int64(1), int64(3), int64(2), int64(0), int64(1000)}
 	with := func(i int, v any) []any {
@@ -119,8 +122,8 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 		reply any
 		want  string
 	}{
-		{"not an array", "OK", "string, want array"},
-		{"nil", nil, "<nil>, want array"},
+		{"not an array", "OK", "string, want an array"},
+		{"nil", nil, "<nil>, want an array"},
 		{"short", ok[:7], "7 elements, want 8"},
 		{"string element", with(5, "2"), "element 6 is string"},
 		{"float element", with(2, 1.5), "element 3 is float64"},
@@ -129,21 +132,22 @@ func TestDecodeRejectsUnexpectedReplies(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := decode("admit.lua", req, c.reply)
-			if !errors.Is(err, ErrReply) || !strings.Contains(err.Error(), "admit.lua") || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("decode(%v) error = %v, want ErrReply naming admit.lua and %q", c.reply, err, c.want)
+			_, err := decode(lua.Admit(), req, c.reply)
+			if !errors.Is(err, lua.ErrReply) || !strings.Contains(err.Error(), "admit.lua") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("decode(%v) error = %v, want lua.ErrReply naming admit.lua and %q", c.reply, err, c.want)
 			}
 		})
 	}
-	if _, err := decode("admit.lua", req, ok); err != nil {
+	if _, err := decode(lua.Admit(), req, ok); err != nil {
 		t.Errorf("decode of a valid reply: %v", err)
 	}
 }
 
 // TestSplitReplyCutsTheFlatReply: a call's flat reply is cut into each
 // decision's integers or its own error, and one that is short, too long or
-// not an array is refused whole with ErrReply.
+// not an array is refused whole with lua.ErrReply.
 func TestSplitReplyCutsTheFlatReply(t *testing.T) {
+	t.Parallel()
 	one := &encoded{pols: []polRef{{}}} // 3 + 5 integers
 	none := &encoded{}                  // 3 integers
 	ints := func(n int) []any {
@@ -157,7 +161,7 @@ func TestSplitReplyCutsTheFlatReply(t *testing.T) {
 	// As go-redis hands it over: an error element is a value of an error type.
 	reply := append(append(append([]any{}, ints(8)...), ints(3)...), errors.New("ERR admit: bad policy 1"))
 	out := make([]answer, 3)
-	if err := splitReply(reply, ds, out); err != nil {
+	if err := splitReply(lua.Admit(), reply, ds, out); err != nil {
 		t.Fatalf("splitReply: %v", err)
 	}
 	if r, _ := out[0].reply.([]any); len(r) != 8 || out[0].err != nil {
@@ -178,8 +182,8 @@ func TestSplitReplyCutsTheFlatReply(t *testing.T) {
 		{"short", reply[:9], "short at decision 2"},
 		{"left over", append(append([]any{}, reply...), int64(1)), "1 left over"},
 	} {
-		if err := splitReply(c.reply, ds, out); !errors.Is(err, ErrReply) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: error = %v, want ErrReply with %q", c.name, err, c.want)
+		if err := splitReply(lua.Admit(), c.reply, ds, out); !errors.Is(err, lua.ErrReply) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error = %v, want lua.ErrReply with %q", c.name, err, c.want)
 		}
 	}
 }
@@ -188,7 +192,8 @@ func TestSplitReplyCutsTheFlatReply(t *testing.T) {
 // with an error naming what is wrong that wraps ErrInvalidRequest (a caller
 // never fails open on it).
 func TestAdmitRejectsBadRequests(t *testing.T) {
-	a := NewAdmitter(testenv.Redis(t))
+	t.Parallel()
+	a := admNew(t, testenv.Redis(t))
 	p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 10, Period: time.Second}
 	cases := []struct {
 		name string
@@ -219,7 +224,8 @@ func TestAdmitRejectsBadRequests(t *testing.T) {
 
 // TestPausedRedisReturnsErrors pauses a private Redis (SIGSTOP): batched
 // callers must get an error when their ctx ends or the client times out,
-// never hang, and decisions must succeed again after SIGCONT.
+// never hang, and decisions must succeed again after SIGCONT. Serial (no
+// t.Parallel): it bounds how long callers take to give up.
 func TestPausedRedisReturnsErrors(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})

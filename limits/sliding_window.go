@@ -1,8 +1,6 @@
 package limits
 
-import "context"
-
-// SlidingWindow approximates a window that slides with now from the counts
+// AlgSlidingWindow approximates a window that slides with now from the counts
 // of the current and the previous epoch-aligned window. At elapsed time e
 // into the current window it admits n units when
 //
@@ -20,21 +18,4 @@ import "context"
 // the trailing Period at fraction f of the current window — always fewer
 // than 2 × Limit (the fixed window's worst case), and exactly Limit when the
 // previous window was empty. Burst is ignored.
-//
-// It is safe for concurrent use.
-type SlidingWindow struct{ s single }
-
-// NewSlidingWindow returns the SlidingWindow limiter of policy p (its Algorithm is set to
-// AlgSlidingWindow) on a. p should pass Validate; AllowN reports an invalid one.
-func NewSlidingWindow(a *Admitter, p Policy) *SlidingWindow {
-	return &SlidingWindow{s: newSingle(a, p, AlgSlidingWindow)}
-}
-
-// AllowN asks whether n units (0 means 1) of tenant may pass now, by Redis
-// TIME, and takes them when they may. A refusal changes no state.
-func (l *SlidingWindow) AllowN(ctx context.Context, tenant string, n int64) (Result, error) {
-	return l.s.AllowN(ctx, tenant, n)
-}
-
-// Policy returns the enforced policy.
-func (l *SlidingWindow) Policy() Policy { return l.s.p }
+const AlgSlidingWindow Algorithm = "sliding_window"

@@ -20,13 +20,14 @@ import (
 // another policy's and is forgotten, as a new tenant's would be: the tenant
 // is admitted, and from then on limited by the current policy alone.
 func TestStaleStateOfAnotherPolicyNeverWedges(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	now := admAt(0)
 	nowUS := now.UnixMicro()
 	for _, mode := range admModes {
 		t.Run(mode.name, func(t *testing.T) {
-			a := admNew(t, rdb, mode.opts...)
+			a := admNew(t, rdb, mode.cfg)
 			t.Run("gcra TAT 36 days ahead", func(t *testing.T) {
 				tenant := admTenant(t, rdb)
 				p := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 10, Period: time.Second, Burst: 1}

@@ -24,6 +24,7 @@ var admPolicies = []Policy{
 // (over the limit, over what can ever pass, and later but still refused) and
 // checks that the tenant's keys are byte-for-byte unchanged (DUMP).
 func TestDenialDoesNotAdvanceState(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
 	for _, p := range admPolicies {
@@ -54,10 +55,11 @@ func TestDenialDoesNotAdvanceState(t *testing.T) {
 // TestAllOrNothing checks that a policy which admits is not charged when
 // another policy of the same request refuses.
 func TestAllOrNothing(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
 		t.Run(mode.name, func(t *testing.T) {
-			a := admNew(t, rdb, mode.opts...)
+			a := admNew(t, rdb, mode.cfg)
 			tenant := admTenant(t, rdb)
 			tp := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 10, Period: 10 * time.Second}
 			typ := Policy{Name: "type.encode", Algorithm: AlgFixedWindow, Limit: 2, Period: time.Minute}
@@ -91,10 +93,11 @@ func TestAllOrNothing(t *testing.T) {
 // TestPerPolicyCosts: a batch of 3 jobs, one of them of type encode, is
 // charged 3 units by the tenant policy and 1 by the type policy.
 func TestPerPolicyCosts(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	for _, mode := range admModes {
 		t.Run(mode.name, func(t *testing.T) {
-			a := admNew(t, rdb, mode.opts...)
+			a := admNew(t, rdb, mode.cfg)
 			tenant := admTenant(t, rdb)
 			tp := Policy{Name: "tenant", Algorithm: AlgFixedWindow, Limit: 10, Period: time.Minute}
 			typ := Policy{Name: "type.encode", Algorithm: AlgFixedWindow, Limit: 2, Period: time.Minute}
@@ -116,6 +119,7 @@ func TestPerPolicyCosts(t *testing.T) {
 // TestDryRunWritesNothing: a dry run reports each algorithm's state as it
 // is and leaves it byte-for-byte unchanged.
 func TestDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
 	for _, p := range admPolicies {
@@ -144,6 +148,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 // TestBacklogGate: with max_backlog 10 a cost-1 job passes at backlog 9 and
 // is refused at 10 (and a cost-2 job at 9), without charging any policy.
 func TestBacklogGate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
@@ -193,6 +198,7 @@ func TestBacklogGate(t *testing.T) {
 // TestCostN: a request of N units counts N, all or nothing, for every
 // algorithm; sliding_log stores N distinct members even at one instant.
 func TestCostN(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
@@ -236,6 +242,7 @@ func TestCostN(t *testing.T) {
 // instants, admitted and refused, with the backlog gate, in one request and
 // alone. admTenant's cleanup then checks that every key has a TTL (c).
 func TestNoKeyWithoutTTL(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := testenv.Redis(t)
 	a := admNew(t, rdb)
@@ -260,27 +267,5 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 	}
 	if n := len(admKeys(t, rdb, tenant)); n < 2*len(admPolicies) {
 		t.Fatalf("only %d keys written, want at least %d", n, 2*len(admPolicies))
-	}
-}
-
-// TestScriptFor: a request whose policies share one algorithm runs that
-// algorithm's one-module script; a mixed one runs the composite.
-func TestScriptFor(t *testing.T) {
-	a := NewAdmitter(nil)
-	g := Policy{Name: "tenant", Algorithm: AlgGCRA, Limit: 1, Period: time.Second}
-	f := Policy{Name: "type.x", Algorithm: AlgFixedWindow, Limit: 1, Period: time.Second}
-	for _, c := range []struct {
-		name string
-		req  Request
-		want string
-	}{
-		{"none", Request{}, "admit.lua"},
-		{"one gcra", Request{Policies: []Policy{g}}, "admit.lua(gcra.lua)"},
-		{"two fixed windows", Request{Policies: []Policy{f, {Name: "t", Algorithm: AlgFixedWindow, Limit: 2, Period: time.Second}}}, "admit.lua(fixed_window.lua)"},
-		{"mixed", Request{Policies: []Policy{g, f}}, "admit.lua"},
-	} {
-		if got := a.scriptFor(c.req).Name(); got != c.want {
-			t.Errorf("%s: script %s, want %s", c.name, got, c.want)
-		}
 	}
 }

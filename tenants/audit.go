@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // Audit bounds. An entry holds what a change did to the spec (AuditChange,
@@ -110,15 +109,15 @@ func (s *Store) Audit(ctx context.Context, tenant string, before int64, limit in
 	if before < 0 {
 		before = 0
 	}
-	res, err := lua.AuditPage.Run(ctx, s.rdb, []string{keys.Override(tenant), keys.Audit(tenant)},
-		before, limit, auditReadBytes).Slice()
+	v, err := auditPageCall(tenant, before, limit).Run(ctx, s.rdb).Result()
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("tenants: audit %s: %w", tenant, err)
 	}
-	head, start, length, raw, err := pageReply(res)
+	r, err := pageReply(v)
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("tenants: audit %s: %w", tenant, err)
 	}
+	head, start, length, raw := r.head, r.start, r.length, r.entries
 	want := head - start // version of the entry at index start
 	page := AuditPage{Entries: make([]AuditEntry, 0, len(raw))}
 	for i, v := range raw {
@@ -132,30 +131,6 @@ func (s *Store) Audit(ctx context.Context, tenant string, before int64, limit in
 		page.Next = page.Entries[n-1].Version
 	}
 	return page, nil
-}
-
-// pageReply checks audit_page.lua's reply {head, start, length, entry...}.
-func pageReply(res []any) (head, start, length int64, entries []string, err error) {
-	if len(res) < 3 {
-		return 0, 0, 0, nil, fmt.Errorf("page script replied %d values, want at least 3", len(res))
-	}
-	var nums [3]int64
-	for i := range nums {
-		n, ok := res[i].(int64)
-		if !ok {
-			return 0, 0, 0, nil, fmt.Errorf("page script value %d is %T, want an integer", i+1, res[i])
-		}
-		nums[i] = n
-	}
-	entries = make([]string, 0, len(res)-3)
-	for i, v := range res[3:] {
-		s, ok := v.(string)
-		if !ok {
-			return 0, 0, 0, nil, fmt.Errorf("page script entry %d is %T, want a string", i+1, v)
-		}
-		entries = append(entries, s)
-	}
-	return nums[0], nums[1], nums[2], entries, nil
 }
 
 // auditScanChunk is how many entries one LRANGE of auditScan reads.

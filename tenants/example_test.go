@@ -61,8 +61,7 @@ func ExampleRegistry() {
 		fmt.Println(err)
 		return
 	}
-	store := tenants.NewStore(rdb)
-	reg, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: base})
+	reg, err := tenants.NewRegistry(tenants.RegistryConfig{Redis: rdb, Base: base})
 	if err != nil {
 		fmt.Println(err)
 		return

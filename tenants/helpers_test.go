@@ -42,10 +42,13 @@ func fileTenant(name string, rate float64) string {
 		name, config.HashKey("key-"+name), rate)
 }
 
-// newStore returns a loaded Store on rdb.
+// newStore returns a Store on rdb.
 func newStore(t testing.TB, rdb redis.UniversalClient) *Store {
 	t.Helper()
-	s := NewStore(rdb)
+	s, err := NewStore(StoreConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -122,7 +125,7 @@ func (a *applied) waitFor(t testing.TB, d time.Duration, what string, ok func(*c
 }
 
 // startRegistry runs a Registry on rdb over base until the test ends.
-func startRegistry(t testing.TB, rdb redis.UniversalClient, base *config.Config, opts RegistryOptions) (*Registry, *applied) {
+func startRegistry(t testing.TB, rdb redis.UniversalClient, base *config.Config, opts RegistryConfig) (*Registry, *applied) {
 	t.Helper()
 	opts.Store, opts.Redis, opts.Base = newStore(t, rdb), rdb, base
 	r, err := NewRegistry(opts)
@@ -168,20 +171,10 @@ func hasLine(log string, words ...string) bool {
 	return false
 }
 
-// waitUntil polls ok every millisecond until it holds, at most d.
-func waitUntil(t testing.TB, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !ok(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v", what, d)
-		}
-	}
-}
-
 // waitSubscribers waits until n connections subscribe to the tenants channel.
 func waitSubscribers(t testing.TB, rdb redis.UniversalClient, n int64) {
 	t.Helper()
-	waitUntil(t, 5*time.Second, fmt.Sprintf("%d subscribers", n), func() bool {
+	testenv.WaitFor(t, 5*time.Second, fmt.Sprintf("%d subscribers", n), func() bool {
 		m, err := rdb.PubSubNumSub(context.Background(), keys.TenantsChannel()).Result()
 		return err == nil && m[keys.TenantsChannel()] >= n
 	})

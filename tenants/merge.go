@@ -53,26 +53,6 @@ func Merge(base *config.Config, recs []Record) *config.Config {
 	return &out
 }
 
-// Source returns where tenant id of the merged view comes from, and whether
-// it exists at all.
-func Source(base *config.Config, recs []Record, id string) (string, bool) {
-	for _, r := range recs {
-		if r.Tenant != id {
-			continue
-		}
-		if r.Spec != nil {
-			return SourceRuntime, true
-		}
-		if r.Deleted {
-			return "", false
-		}
-	}
-	if _, ok := base.Tenants[id]; ok {
-		return SourceConfig, true
-	}
-	return "", false
-}
-
 // Validate checks the merged configuration cfg with config.Validate and
 // returns its problems as a *SpecError of tenant id: problems under
 // "tenants.<id>." name the field inside the spec ("outflow.rate"), others

@@ -159,42 +159,14 @@ func (r *Registry) write(ctx context.Context, id, who string, at time.Time,
 		return Result{}, specError(id, FieldError{Field: "id", Msg: fmt.Sprintf("tenant id must be %s (got %q)", keys.TenantRule, id)})
 	}
 	for try := 1; ; try++ {
-		recs, err := r.store.List(ctx)
+		c, cur, noop, err := r.plan(ctx, id, who, at, change)
 		if err != nil {
 			return Result{}, err
 		}
-		rec, err := r.store.Get(ctx, id)
-		if err != nil {
-			return Result{}, err
-		}
-		base := r.Base()
-		var cur *View
-		if v, ok := view(base, rec); ok {
-			cur = &v
-		}
-		op, spec, err := change(cur)
-		if err != nil {
-			return Result{}, err
-		}
-		c := Change{Tenant: id, Expect: rec.Version, Op: op, Who: who, At: at, Action: ActionDelete}
-		if op == OpPut {
-			spec = spec.WithDefaults()
-			next := Record{Tenant: id, Spec: &spec}
-			if err := Validate(Merge(base, replace(recs, next)), id); err != nil {
-				return Result{}, err
-			}
-			c.Spec, c.Action = spec, ActionCreate
-			if cur != nil {
-				c.Action = ActionUpdate
-			}
-			if cur != nil && sameSpec(cur.Spec, spec) {
-				// A change that changes nothing writes nothing: no version,
-				// no audit entry, no announcement.
-				return Result{View: *cur, Old: &cur.Spec}, nil
-			}
-		}
-		if cur != nil {
-			c.Old = &cur.Spec
+		if noop {
+			// A change that changes nothing writes nothing: no version, no
+			// audit entry, no announcement.
+			return Result{View: *cur, Old: &cur.Spec}, nil
 		}
 		out, err := r.store.Write(ctx, c)
 		if errors.Is(err, ErrConflict) && try < maxWriteTries {
@@ -210,14 +182,54 @@ func (r *Registry) write(ctx context.Context, id, who string, at time.Time,
 			r.log.Warn("tenants: refresh after a write", "tenant", id, "err", err)
 		}
 		res := Result{Created: cur == nil, Old: c.Old}
-		if op == OpPut {
-			res.View = View{ID: id, Source: SourceRuntime, Spec: spec, Version: out.Version}
+		if c.Op == OpPut {
+			res.View = View{ID: id, Source: SourceRuntime, Spec: c.Spec, Version: out.Version}
 		} else {
 			res.View = *cur
 			res.Version = out.Version
 		}
 		return res, nil
 	}
+}
+
+// plan reads tenant id's record and computes the Change of one try of
+// write: the operation change returns for the current view cur (nil when
+// the tenant does not exist), validated against the merged configuration.
+// noop says the change would leave the spec as it is (cur is then set).
+func (r *Registry) plan(ctx context.Context, id, who string, at time.Time,
+	change func(cur *View) (Op, config.Tenant, error)) (c Change, cur *View, noop bool, err error) {
+	recs, err := r.store.List(ctx)
+	if err != nil {
+		return Change{}, nil, false, err
+	}
+	rec, err := r.store.Get(ctx, id)
+	if err != nil {
+		return Change{}, nil, false, err
+	}
+	base := r.Base()
+	if v, ok := view(base, rec); ok {
+		cur = &v
+	}
+	op, spec, err := change(cur)
+	if err != nil {
+		return Change{}, nil, false, err
+	}
+	c = Change{Tenant: id, Expect: rec.Version, Op: op, Who: who, At: at, Action: ActionDelete}
+	if cur != nil {
+		c.Old = &cur.Spec
+	}
+	if op != OpPut {
+		return c, cur, false, nil
+	}
+	spec = spec.WithDefaults()
+	if err := Validate(Merge(base, replace(recs, Record{Tenant: id, Spec: &spec})), id); err != nil {
+		return Change{}, nil, false, err
+	}
+	c.Spec, c.Action = spec, ActionCreate
+	if cur != nil {
+		c.Action = ActionUpdate
+	}
+	return c, cur, cur != nil && sameSpec(cur.Spec, spec), nil
 }
 
 // sameSpec reports whether a and b (defaults applied) are the same spec,

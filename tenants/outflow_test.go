@@ -13,6 +13,7 @@ import (
 // *SpecError naming outflow.rate with the way to stop delivery; unlimited
 // is spelled out and round-trips through EncodeSpec without a rate.
 func TestSpecOutflowRate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ spec, field, msg string }{
 		{`{"outflow":{"rate":0}}`, "outflow.rate", "must be > 0 units per second (got 0); " + config.StopHint},
 		{`{"outflow":{"rate":-1}}`, "outflow.rate", "must be > 0 units per second (got -1)"},
@@ -54,6 +55,7 @@ func TestSpecOutflowRate(t *testing.T) {
 // TestPatchOutflowChoice: rate and unlimited are one choice; a patch setting
 // one replaces the other.
 func TestPatchOutflowChoice(t *testing.T) {
+	t.Parallel()
 	unl := config.Tenant{Outflow: config.Outflow{MaxBacklog: 7}}.WithDefaults()
 	shaped := config.Tenant{Outflow: config.Outflow{Rate: 5, MaxBacklog: 7}}.WithDefaults()
 	for _, tc := range []struct {
@@ -97,6 +99,7 @@ func TestPatchOutflowChoice(t *testing.T) {
 // TestStoredLegacyUnlimited: a spec stored before outflow.unlimited spelled
 // an unlimited outflow "rate": 0; it still reads, as unlimited.
 func TestStoredLegacyUnlimited(t *testing.T) {
+	t.Parallel()
 	got, err := decodeStored("acme", []byte(`{"outflow":{"adaptive":true,"capacity":0,"concurrency":0,"max_backlog":3,"min_rate":0,"rate":0},"on_limiter_error":"allow"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +116,7 @@ func TestStoredLegacyUnlimited(t *testing.T) {
 // older version that today's bounds refuse (gcra 2,000,000 per 1s) does not
 // block writes of other tenants; a clash with this tenant still does.
 func TestValidateIgnoresOtherTenantsOwnProblems(t *testing.T) {
+	t.Parallel()
 	base, err := config.Parse(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package tenants
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -26,24 +25,36 @@ const (
 	SourceLocal  = "local"  // Refresh after this process's own admin write
 )
 
-// RegistryOptions configure a Registry. Store, Redis and Base are required.
-type RegistryOptions struct {
-	// Store reads the runtime records.
-	Store *Store
-	// Redis carries the Pub/Sub subscription (the Store's client).
+// Defaults of RegistryConfig.
+const (
+	// DefaultPollEvery is RegistryConfig.PollEvery's default.
+	DefaultPollEvery = 500 * time.Millisecond
+	// DefaultResyncEvery is RegistryConfig.ResyncEvery's default.
+	DefaultResyncEvery = 30 * time.Second
+)
+
+// RegistryConfig configures a Registry. Redis and Base are required; the
+// other fields' zero values are the defaults.
+type RegistryConfig struct {
+	// Redis holds the runtime records and carries the Pub/Sub subscription.
+	// Required.
 	Redis redis.UniversalClient
 	// Base is the configuration file's config; SetBase replaces it.
+	// Required.
 	Base *config.Config
-	// Logger receives changes and errors (default: discard).
+	// Store reads the runtime records (nil: a Store on Redis).
+	Store *Store
+	// Logger receives changes and errors (nil: slog.Default()).
 	Logger *slog.Logger
-	// Registerer receives the registry's metrics (nil: not registered).
+	// Registerer receives the registry's metrics (nil: none; they still
+	// count).
 	Registerer prometheus.Registerer
-	// PollEvery is how often the global version counter is read (default
-	// 500ms), so a change whose message was lost lands within PollEvery
-	// plus one read.
+	// PollEvery is how often the global version counter is read (0:
+	// DefaultPollEvery), so a change whose message was lost lands within
+	// PollEvery plus one read.
 	PollEvery time.Duration
 	// ResyncEvery is how often every record is read whatever the counter
-	// says (default 30s), for a change stored but never announced.
+	// says (0: DefaultResyncEvery), for a change stored but never announced.
 	ResyncEvery time.Duration
 }
 
@@ -85,35 +96,39 @@ type Registry struct {
 	version atomic.Int64 // the global counter last read
 }
 
-// NewRegistry returns a Registry whose config is opts.Base until Sync or
-// Run reads the Store.
-func NewRegistry(opts RegistryOptions) (*Registry, error) {
-	if opts.Store == nil || opts.Redis == nil || opts.Base == nil {
-		return nil, errors.New("tenants: new registry: Store, Redis and Base are required")
+// NewRegistry returns a Registry whose config is cfg.Base until Sync or
+// Run reads the Store. A missing Redis or Base is an error naming it.
+func NewRegistry(cfg RegistryConfig) (*Registry, error) {
+	if cfg.Redis == nil || cfg.Base == nil {
+		return nil, errors.New("tenants: new registry: Redis and Base are required")
 	}
-	m, err := newRegistryMetrics(opts.Registerer)
+	store := cfg.Store
+	if store == nil {
+		store = &Store{rdb: cfg.Redis}
+	}
+	m, err := newRegistryMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	r := &Registry{
-		store:       opts.Store,
-		rdb:         opts.Redis,
-		log:         opts.Logger,
-		pollEvery:   opts.PollEvery,
-		resyncEvery: opts.ResyncEvery,
+		store:       store,
+		rdb:         cfg.Redis,
+		log:         cfg.Logger,
+		pollEvery:   cfg.PollEvery,
+		resyncEvery: cfg.ResyncEvery,
 		m:           m,
-		base:        opts.Base,
+		base:        cfg.Base,
 	}
 	if r.log == nil {
-		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		r.log = slog.Default()
 	}
 	if r.pollEvery <= 0 {
-		r.pollEvery = 500 * time.Millisecond
+		r.pollEvery = DefaultPollEvery
 	}
 	if r.resyncEvery <= 0 {
-		r.resyncEvery = 30 * time.Second
+		r.resyncEvery = DefaultResyncEvery
 	}
-	r.current.Store(opts.Base)
+	r.current.Store(cfg.Base)
 	r.print = fingerprint(0, nil)
 	return r, nil
 }
@@ -131,9 +146,6 @@ func (r *Registry) Base() *config.Config {
 
 // Store returns the registry's Store.
 func (r *Registry) Store() *Store { return r.store }
-
-// Version returns the global change counter as last read.
-func (r *Registry) Version() int64 { return r.version.Load() }
 
 // SetBase replaces the configuration file's config (a reload by
 // config.Watcher) and re-merges the runtime records onto it, so a file

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,11 +16,12 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // propagationBound is the requirement: a change reaches every process
-// within 1 s.
+// within 1 s. The tests that measure it run serially (no t.Parallel), so
+// the CPU-heavy parallel tests (the audit's 1 MiB fills) cannot delay them
+// past the bound on a small machine.
 const propagationBound = time.Second
 
 // TestRegistryMergesAndPropagates changes tenants through one registry and
@@ -29,9 +31,9 @@ func TestRegistryMergesAndPropagates(t *testing.T) {
 	_, rdb := privateRedis(t)
 	ctx := context.Background()
 	base := baseConfig(t, fileTenant("a", 5), fileTenant("b", 1))
-	admin, _ := startRegistry(t, rdb, base, RegistryOptions{})
+	admin, _ := startRegistry(t, rdb, base, RegistryConfig{})
 	reg := prometheus.NewRegistry()
-	watcher, seen := startRegistry(t, rdb, base, RegistryOptions{Registerer: reg})
+	watcher, seen := startRegistry(t, rdb, base, RegistryConfig{Registerer: reg})
 
 	start := time.Now()
 	res, err := admin.Patch(ctx, "a", []byte(`{"outflow":{"rate":20}}`), "alice", testAt)
@@ -102,18 +104,18 @@ func TestRegistryPollCatchesLostMessage(t *testing.T) {
 	_, rdb := privateRedis(t)
 	ctx := context.Background()
 	base := baseConfig(t, fileTenant("a", 5), fileTenant("b", 1))
-	r, seen := startRegistry(t, rdb, base, RegistryOptions{})
+	r, seen := startRegistry(t, rdb, base, RegistryConfig{})
 	// An announced change first, once r's subscription is up, and then until
 	// r has handled both its pubsub events (the subscription and the
 	// message): the next change can only be found by the poll.
 	waitSubscribers(t, rdb, 1)
-	w, _ := startRegistry(t, rdb, base, RegistryOptions{})
+	w, _ := startRegistry(t, rdb, base, RegistryConfig{})
 	waitSubscribers(t, rdb, 2)
 	if _, err := w.Patch(ctx, "b", []byte(`{"outflow":{"rate":2}}`), "alice", testAt); err != nil {
 		t.Fatal(err)
 	}
 	seen.waitFor(t, propagationBound, "announced change", func(c *config.Config) bool { return rateOf(c, "b") == 2 })
-	waitUntil(t, propagationBound, "r's two pubsub reads", func() bool {
+	testenv.WaitFor(t, propagationBound, "r's two pubsub reads", func() bool {
 		return testutil.ToFloat64(r.m.reads.WithLabelValues(SourcePubSub)) >= 2
 	})
 	polled := testutil.ToFloat64(r.m.updates.WithLabelValues(SourcePoll))
@@ -121,8 +123,8 @@ func TestRegistryPollCatchesLostMessage(t *testing.T) {
 	spec := config.Tenant{Outflow: config.Outflow{Rate: 9}}.WithDefaults()
 	raw, _ := EncodeSpec(spec)
 	start := time.Now()
-	if err := lua.TenantWrite.Run(ctx, rdb, []string{keys.Override("a"), keys.Audit("a")},
-		0, "put", string(raw), "9", "9", `{}`, keys.OverrideTTL.Milliseconds(), keys.AuditMaxEntries, keys.AuditMaxBytes).Err(); err != nil {
+	unannounced := tenantWrite{tenant: "a", mode: "put", spec: string(raw), rate: "9", capacity: "9", audit: `{}`}
+	if err := unannounced.call().Run(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rdb.SAdd(ctx, keys.Tenants(), "a")
@@ -141,8 +143,8 @@ func TestRegistryResubscribes(t *testing.T) {
 	_, rdb := privateRedis(t)
 	ctx := context.Background()
 	base := baseConfig(t, fileTenant("a", 5))
-	_, seen := startRegistry(t, rdb, base, RegistryOptions{})
-	admin, _ := startRegistry(t, rdb, base, RegistryOptions{})
+	_, seen := startRegistry(t, rdb, base, RegistryConfig{})
+	admin, _ := startRegistry(t, rdb, base, RegistryConfig{})
 	for i, rate := range []float64{11, 12, 13} {
 		if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 			t.Fatal(err)
@@ -165,20 +167,16 @@ func TestRegistryKeepsConfigWhileRedisDown(t *testing.T) {
 	ctx := context.Background()
 	var logs syncBuffer
 	base := baseConfig(t, fileTenant("a", 5))
-	r, seen := startRegistry(t, rdb, base, RegistryOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	r, seen := startRegistry(t, rdb, base, RegistryConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if _, err := r.Patch(ctx, "a", []byte(`{"outflow":{"rate":20}}`), "alice", testAt); err != nil {
 		t.Fatal(err)
 	}
 	seen.waitFor(t, propagationBound, "patch", func(c *config.Config) bool { return rateOf(c, "a") == 20 })
 
 	proc.Stop()
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(r.m.errors.WithLabelValues("read")) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no read errors counted 5 s after Redis stopped")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 5*time.Second, "two read errors counted after Redis stopped", func() bool {
+		return testutil.ToFloat64(r.m.errors.WithLabelValues("read")) >= 2
+	})
 	if got := rateOf(r.Config(), "a"); got != 20 {
 		t.Errorf("with Redis down the rate is %v, want the admin change (20) kept", got)
 	}
@@ -199,7 +197,7 @@ func TestRegistryKeepsConfigWhileRedisDown(t *testing.T) {
 func TestRegistryInvalidMergeKeepsRunning(t *testing.T) {
 	_, rdb := privateRedis(t)
 	ctx := context.Background()
-	r, _ := startRegistry(t, rdb, baseConfig(t, fileTenant("a", 5)), RegistryOptions{})
+	r, _ := startRegistry(t, rdb, baseConfig(t, fileTenant("a", 5)), RegistryConfig{})
 	if _, err := r.Put(ctx, "b", config.Tenant{APIKeys: []string{config.HashKey("key-z")}}, "alice", testAt); err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +224,8 @@ func TestRegistryCluster(t *testing.T) {
 	ctx := context.Background()
 	id := tenantName(t, rdb)
 	base := baseConfig(t, fileTenant(id, 5))
-	admin, _ := startRegistry(t, rdb, base, RegistryOptions{})
-	_, seen := startRegistry(t, rdb, base, RegistryOptions{})
+	admin, _ := startRegistry(t, rdb, base, RegistryConfig{})
+	_, seen := startRegistry(t, rdb, base, RegistryConfig{})
 	start := time.Now()
 	if _, err := admin.Patch(ctx, id, []byte(`{"outflow":{"rate":8}}`), "alice", testAt); err != nil {
 		t.Fatal(err)
@@ -237,8 +235,12 @@ func TestRegistryCluster(t *testing.T) {
 }
 
 func TestNewRegistryNeedsDeps(t *testing.T) {
-	if _, err := NewRegistry(RegistryOptions{}); err == nil {
-		t.Error("NewRegistry without Store, Redis and Base: nil error")
+	t.Parallel()
+	if _, err := NewRegistry(RegistryConfig{}); err == nil || !strings.Contains(err.Error(), "Redis and Base") {
+		t.Errorf("NewRegistry without Redis and Base: error %v, want one naming them", err)
+	}
+	if _, err := NewStore(StoreConfig{}); err == nil || !strings.Contains(err.Error(), "Redis") {
+		t.Errorf("NewStore without Redis: error %v, want one naming it", err)
 	}
 }
 

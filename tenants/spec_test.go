@@ -30,6 +30,7 @@ func fullTenant() config.Tenant {
 }
 
 func TestSpecRoundTrip(t *testing.T) {
+	t.Parallel()
 	off := false
 	for _, tc := range []struct {
 		name string
@@ -59,6 +60,7 @@ func TestSpecRoundTrip(t *testing.T) {
 // TestEncodeSpecShape pins the JSON the admin API shows: YAML names,
 // duration strings, all-zero policies left out.
 func TestEncodeSpecShape(t *testing.T) {
+	t.Parallel()
 	tn := fullTenant()
 	tn.JobTypes = map[string]config.JobType{"mail": {Target: config.Target{Timeout: 10 * time.Second}}}
 	b, err := EncodeSpec(tn)
@@ -77,6 +79,7 @@ func TestEncodeSpecShape(t *testing.T) {
 }
 
 func TestDecodeSpecProblems(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, json string
 		want       []FieldError
@@ -118,6 +121,7 @@ func TestDecodeSpecProblems(t *testing.T) {
 
 // TestMergePatchRFC7396 runs the examples of RFC 7396 Appendix A.
 func TestMergePatchRFC7396(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ target, patch, want string }{
 		{`{"a":"b"}`, `{"a":"c"}`, `{"a":"c"}`},
 		{`{"a":"b"}`, `{"b":"c"}`, `{"a":"b","b":"c"}`},
@@ -150,6 +154,7 @@ func TestMergePatchRFC7396(t *testing.T) {
 }
 
 func TestApplyPatch(t *testing.T) {
+	t.Parallel()
 	cur := fullTenant()
 	for _, tc := range []struct {
 		name, patch string
@@ -210,6 +215,7 @@ func TestApplyPatch(t *testing.T) {
 }
 
 func TestValidateNamesFields(t *testing.T) {
+	t.Parallel()
 	base := &config.Config{}
 	cfg, err := config.Parse(nil)
 	if err != nil {

@@ -28,7 +28,6 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // ErrConflict is returned by Store.Write when the tenant's version is no
@@ -86,8 +85,20 @@ type Store struct {
 	rdb redis.UniversalClient
 }
 
-// NewStore returns a Store on rdb.
-func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+// StoreConfig configures a Store.
+type StoreConfig struct {
+	// Redis holds the runtime tenants: a standalone Redis or a Cluster.
+	// Required.
+	Redis redis.UniversalClient
+}
+
+// NewStore returns a Store on cfg.Redis. The only error is a missing Redis.
+func NewStore(cfg StoreConfig) (*Store, error) {
+	if cfg.Redis == nil {
+		return nil, errors.New("tenants: new store: Redis is required")
+	}
+	return &Store{rdb: cfg.Redis}, nil
+}
 
 var recordFields = []string{"spec", "version", "deleted"}
 
@@ -176,29 +187,10 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 	if !keys.ValidTenant(c.Tenant) {
 		return Record{}, fmt.Errorf("tenants: write %q: invalid tenant id", c.Tenant)
 	}
-	var spec, rate, capacity string
-	mode := map[Op]string{OpPut: "put", OpTombstone: "tombstone", OpClear: "clear"}[c.Op]
-	if mode == "" {
-		return Record{}, fmt.Errorf("tenants: write %s: unknown op %d", c.Tenant, c.Op)
-	}
-	if c.Op == OpPut {
-		b, err := EncodeSpec(c.Spec)
-		if err != nil {
-			return Record{}, err
-		}
-		spec = string(b)
-		if c.Spec.Outflow.Shaped() {
-			rate = strconv.FormatFloat(c.Spec.Outflow.Rate, 'f', -1, 64)
-		}
-		if c.Spec.Outflow.Capacity > 0 {
-			capacity = strconv.FormatFloat(c.Spec.Outflow.Capacity, 'f', -1, 64)
-		}
-	}
-	audit, err := c.auditEntry(spec)
+	w, err := tenantWriteOf(c)
 	if err != nil {
-		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
+		return Record{}, err
 	}
-	ttl := keys.OverrideTTL.Milliseconds()
 	// The set first: a tenant with a spec is always listed, even when this
 	// process dies right after the script. A listed tenant without a spec
 	// (a lost race, a cleared record) is skipped by List.
@@ -208,33 +200,36 @@ func (s *Store) Write(ctx context.Context, c Change) (Record, error) {
 	if _, err := pre.Exec(ctx); err != nil {
 		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
-	res, err := lua.TenantWrite.Run(ctx, s.rdb, []string{keys.Override(c.Tenant), keys.Audit(c.Tenant)},
-		c.Expect, mode, spec, rate, capacity, audit, ttl, keys.AuditMaxEntries, keys.AuditMaxBytes).Int64Slice()
+	v, err := w.call().Run(ctx, s.rdb).Result()
 	if err != nil {
 		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
-	if len(res) != 2 {
-		return Record{}, fmt.Errorf("tenants: write %s: script replied %d values, want 2", c.Tenant, len(res))
+	written, version, err := writeReply(v)
+	if err != nil {
+		return Record{}, fmt.Errorf("tenants: write %s: %w", c.Tenant, err)
 	}
-	if res[0] != 0 && res[0] != 1 {
-		return Record{}, fmt.Errorf("tenants: write %s: script replied %v, want {1|0, version}", c.Tenant, res)
+	if !written {
+		return Record{}, fmt.Errorf("tenants: write %s: version %d, expected %d: %w", c.Tenant, version, c.Expect, ErrConflict)
 	}
-	if res[0] != 1 {
-		return Record{}, fmt.Errorf("tenants: write %s: version %d, expected %d: %w", c.Tenant, res[1], c.Expect, ErrConflict)
-	}
-	rec := Record{Tenant: c.Tenant, Version: res[1], Deleted: c.Op == OpTombstone}
+	rec := Record{Tenant: c.Tenant, Version: version, Deleted: c.Op == OpTombstone}
 	if c.Op == OpPut {
 		t := c.Spec
-		rec.Spec, rec.raw = &t, spec
+		rec.Spec, rec.raw = &t, w.spec
 	}
+	return rec, s.announce(ctx, rec)
+}
+
+// announce raises the global change counter and publishes rec's change, so
+// every registry reloads. An error wraps ErrNotAnnounced.
+func (s *Store) announce(ctx context.Context, rec Record) error {
 	pipe := s.rdb.Pipeline()
 	pipe.Incr(ctx, keys.TenantsVersion())
 	pipe.PExpire(ctx, keys.TenantsVersion(), keys.OverrideTTL)
-	pipe.Publish(ctx, keys.TenantsChannel(), c.Tenant+" "+strconv.FormatInt(rec.Version, 10))
+	pipe.Publish(ctx, keys.TenantsChannel(), rec.Tenant+" "+strconv.FormatInt(rec.Version, 10))
 	if _, err := pipe.Exec(ctx); err != nil {
-		return rec, fmt.Errorf("tenants: write %s: %w: %w", c.Tenant, ErrNotAnnounced, err)
+		return fmt.Errorf("tenants: write %s: %w: %w", rec.Tenant, ErrNotAnnounced, err)
 	}
-	return rec, nil
+	return nil
 }
 
 // ErrNotAnnounced marks a write that was stored but whose announcement (the

@@ -17,6 +17,7 @@ import (
 )
 
 func TestStoreWrite(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		rdb  redis.UniversalClient
@@ -55,9 +56,9 @@ func TestStoreWrite(t *testing.T) {
 			if diff := cmp.Diff(want, override()); diff != "" {
 				t.Errorf("override hash after put (-want +got):\n%s", diff)
 			}
-			msg, err := ps.ReceiveMessage(ctx)
-			if err != nil || msg.Payload != id+" 1" {
-				t.Errorf("published %v (%v), want %q", msg, err, id+" 1")
+			// The channel is shared: other tests' writes are skipped.
+			if got, err := nextMessageOf(ctx, ps, id); err != nil || got != id+" 1" {
+				t.Errorf("published %q (%v), want %q", got, err, id+" 1")
 			}
 			if v, _ := s.Version(ctx); v <= v0 {
 				t.Errorf("global version %d after a write, want > %d", v, v0)
@@ -162,6 +163,7 @@ func listed(t *testing.T, s *Store, id string) bool {
 // TestStoreAuditCapped writes past the cap and checks that the newest
 // keys.AuditMaxEntries entries are kept.
 func TestStoreAuditCapped(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	s := newStore(t, rdb)
@@ -187,6 +189,7 @@ func TestStoreAuditCapped(t *testing.T) {
 }
 
 func TestStoreRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	s := newStore(t, rdb)
@@ -206,5 +209,21 @@ func TestStoreRefusesBadInput(t *testing.T) {
 	rdb.PExpire(ctx, keys.Override(id), time.Minute)
 	if _, err := s.Get(ctx, id); err == nil {
 		t.Error("Get of a broken stored spec: nil error")
+	}
+}
+
+// nextMessageOf returns the payload of the next message on ps about tenant
+// id, skipping those of other tenants, waiting at most 5 s.
+func nextMessageOf(ctx context.Context, ps *redis.PubSub, id string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		msg, err := ps.ReceiveMessage(ctx)
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(msg.Payload, id+" ") {
+			return msg.Payload, nil
+		}
 	}
 }

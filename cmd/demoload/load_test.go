@@ -54,7 +54,10 @@ func TestLoadCountsThrottling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := limits.NewAdmitter(rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)

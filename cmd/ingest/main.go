@@ -38,7 +38,11 @@ func run() int {
 		return 2
 	}
 
-	admitter := limits.NewAdmitter(rdb, limits.WithLogger(log), limits.WithRegisterer(reg))
+	admitter, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb, Logger: log, Registerer: reg})
+	if err != nil {
+		log.Error("admitter", "err", err)
+		return 2
+	}
 	// Runtime tenants (admin API): the registry merges the file's tenants
 	// with those stored in Redis and hands every change to the server.
 	registry, err := boot.Tenants(ctx, rdb, cfg, log, reg)

@@ -60,8 +60,7 @@ func Scripts(ctx context.Context, rdb redis.UniversalClient) error {
 // once. A failed first read is logged, not fatal: the file's tenants serve
 // until Redis answers and the registry catches up.
 func Tenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*tenants.Registry, error) {
-	store := tenants.NewStore(rdb)
-	registry, err := tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg, Logger: log, Registerer: reg})
+	registry, err := tenants.NewRegistry(tenants.RegistryConfig{Redis: rdb, Base: cfg, Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}

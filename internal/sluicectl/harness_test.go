@@ -70,11 +70,13 @@ func serve(t *testing.T, rdb *redis.Client, extra string, tenantFragments ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := limits.NewAdmitter(rdb)
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var reg *tenants.Registry
 	if len(cfg.Ingest.AdminTokens) > 0 {
-		store := tenants.NewStore(rdb)
-		if reg, err = tenants.NewRegistry(tenants.RegistryOptions{Store: store, Redis: rdb, Base: cfg}); err != nil {
+		if reg, err = tenants.NewRegistry(tenants.RegistryConfig{Redis: rdb, Base: cfg}); err != nil {
 			t.Fatal(err)
 		}
 		if err := reg.Sync(ctx); err != nil {

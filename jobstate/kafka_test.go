@@ -1,0 +1,98 @@
+package jobstate_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
+)
+
+// TestKafkaEnqueueAfterStart: on the Kafka backend a drainer may start a
+// job before the producer's post-ack pipeline records it; the record keeps
+// in_flight and gains type, enqueued_at and seq. A reused id of an older,
+// finished job is replaced.
+func TestKafkaEnqueueAfterStart(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "early", Member: "early|1", Attempt: 1, Cost: 1, Lease: time.Minute})
+	if err != nil || !ok {
+		t.Fatalf("Start = %v, %v", ok, err)
+	}
+	rdb.HSet(ctx, keys.JobState(tenant, "reused"), "state", "done", "enqueued_at", 5, "last_error", "old")
+	res := jobstate.EnqueueCall(tenant, []jobstate.QueuedJob{
+		{ID: "early", Type: "mail", EnqueuedAt: t0},
+		{ID: "reused", Type: "mail", EnqueuedAt: t0},
+		{ID: "plain", Type: "sms", EnqueuedAt: t0},
+	}).Run(ctx, rdb)
+	v, err := res.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := jobstate.EnqueueReply(v); err != nil || n != 3 {
+		t.Fatalf("EnqueueCall = %v, %v; want 3 (the last seq)", n, err)
+	}
+	want := []jobstate.Record{
+		{JobID: "early", Tenant: tenant, Type: "mail", State: "in_flight", Attempt: 1, EnqueuedAt: t0, Seq: 1, Ahead: -1},
+		{JobID: "reused", Tenant: tenant, Type: "mail", State: "queued", EnqueuedAt: t0, Seq: 2, Ahead: 1},
+		{JobID: "plain", Tenant: tenant, Type: "sms", State: "queued", EnqueuedAt: t0, Seq: 3, Ahead: 2},
+	}
+	for _, w := range want {
+		if diff := cmp.Diff(w, get(t, rdb, tenant, w.JobID), ignoreTimes); diff != "" {
+			t.Errorf("record of %s (-want +got):\n%s", w.JobID, diff)
+		}
+	}
+}
+
+// TestSettleKafka records the Kafka backend's settlements: done, dead with
+// the DLQ counter, retrying, expired.
+func TestSettleKafka(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	ids := []string{"ok", "dead", "retry", "late"}
+	var qj []jobstate.QueuedJob
+	for _, id := range ids {
+		qj = append(qj, jobstate.QueuedJob{ID: id, Type: "t", EnqueuedAt: t0})
+	}
+	if err := jobstate.EnqueueCall(tenant, qj).Run(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		s     jobstate.Settle
+		state string
+		err   string
+	}{
+		{jobstate.Settle{JobID: "ok", State: jobstate.Done}, "done", ""},
+		{jobstate.Settle{JobID: "dead", State: jobstate.Dead, LastError: "410 Gone", Reason: "rejected", DeadLettered: true}, "dead", "410 Gone"},
+		{jobstate.Settle{JobID: "retry", State: jobstate.Retrying, LastError: "timeout"}, "retrying", "timeout"},
+		{jobstate.Settle{JobID: "late", State: jobstate.Expired}, "expired", ""},
+	}
+	for _, tt := range tests {
+		tt.s.Tenant, tt.s.Member = tenant, tt.s.JobID+"|1"
+		v, err := tt.s.Call().Run(ctx, rdb).Result()
+		if err == nil {
+			err = jobstate.SettleReply(v)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := get(t, rdb, tenant, tt.s.JobID)
+		if r.State != tt.state || r.LastError != tt.err || r.Reason != tt.s.Reason {
+			t.Errorf("after %+v: state %q last_error %q reason %q, want %q %q %q", tt.s, r.State, r.LastError, r.Reason, tt.state, tt.err, tt.s.Reason)
+		}
+	}
+	if n, _ := rdb.Get(ctx, keys.DLQCount(tenant)).Int(); n != 1 {
+		t.Errorf("DLQ counter = %d, want 1", n)
+	}
+	if got, _ := rdb.Get(ctx, keys.JobsDispatched(tenant)).Int64(); got != 4 {
+		t.Errorf("dispatched sequence = %d, want 4 (the expired job, seq 4, left the queue)", got)
+	}
+}
