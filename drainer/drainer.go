@@ -120,7 +120,7 @@ func New(cfg Config) (*Drainer, error) {
 	d.handler = cfg.Handler
 	if d.handler == nil {
 		sink := NewHTTPSink(nil, d.Target)
-		sink.now = d.clock.Now
+		sink.clock = d.clock
 		d.handler = sink
 	}
 	return d, nil

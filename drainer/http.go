@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -39,7 +40,7 @@ type TargetFunc func(tenant, jobType string) (config.Target, bool)
 type HTTPSink struct {
 	client  *http.Client
 	targets TargetFunc
-	now     func() time.Time
+	clock   clock.Clock
 }
 
 // NewHTTPSink returns a sink sending with client (nil: a client with a
@@ -53,7 +54,7 @@ func NewHTTPSink(client *http.Client, targets TargetFunc) *HTTPSink {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	return &HTTPSink{client: client, targets: targets, now: time.Now}
+	return &HTTPSink{client: client, targets: targets, clock: clock.Real}
 }
 
 // Handle delivers job with one POST.
@@ -93,7 +94,7 @@ func (s *HTTPSink) classify(resp *http.Response, body string) error {
 	case st >= 200 && st < 300:
 		return nil
 	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable:
-		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), s.now()); ok {
+		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), s.clock.Now()); ok {
 			return &RetryAfterError{After: d, Status: st, Body: body}
 		}
 		return &StatusError{Status: st, Body: body}

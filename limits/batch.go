@@ -29,14 +29,14 @@ var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}
 // EVALSHA; decisions arriving while all are busy queue, and the next round
 // trip carries up to maxBatch of them: one EVALSHA per group of decisions
 // that may share a script call (those of one script, and on a cluster or
-// ring of one tenant, whose keys share a slot; see lua/admit.lua), all in
+// ring of one tenant, whose keys share a hash slot; see lua/admit.lua), all in
 // one pipeline. So a lone caller pays no hand-off, and under load each round
 // trip carries as many decisions as arrived during the previous one. No
 // goroutine outlives the queued work.
 type batcher struct {
 	a *Admitter
 	// anyTenant: decisions of different tenants may share a script call
-	// (a standalone Redis, where keys need not share a slot).
+	// (a standalone Redis, where keys need not share a hash slot).
 	anyTenant bool
 	queue     groupcommit.Group[*call]
 }
@@ -44,7 +44,7 @@ type batcher struct {
 func newBatcher(a *Admitter, maxBatch, maxPipes int, anyTenant bool) *batcher {
 	b := &batcher{a: a, anyTenant: anyTenant}
 	// No Timeout: the client's read and write timeouts bound a round trip.
-	b.queue = groupcommit.Group[*call]{Slots: max(1, maxPipes), MaxBatch: max(1, maxBatch), Flush: b.flush}
+	b.queue = groupcommit.Group[*call]{MaxFlushes: max(1, maxPipes), MaxBatch: max(1, maxBatch), Flush: b.flush}
 	return b
 }
 

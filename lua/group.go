@@ -10,11 +10,11 @@ import (
 )
 
 // Group runs the Calls of concurrent callers in shared pipelines (group
-// commit, internal/groupcommit): a call that finds a free slot goes at once,
-// alone, from its caller's goroutine; calls arriving while every slot is
-// busy leave together in the next pipeline (Exec, with its NOSCRIPT rule).
-// Each script stays atomic on its own; sharing a pipeline only saves round
-// trips.
+// commit, internal/groupcommit): a call that finds fewer than maxFlushes
+// pipelines in flight goes at once, alone, from its caller's goroutine;
+// calls arriving while maxFlushes are in flight leave together in the next
+// pipeline (Exec, with its NOSCRIPT rule). Each script stays atomic on its
+// own; sharing a pipeline only saves round trips.
 type Group struct {
 	rdb   redis.UniversalClient
 	group groupcommit.Group[*groupCall]
@@ -29,11 +29,11 @@ type groupCall struct {
 	done chan struct{}
 }
 
-// NewGroup returns a group on rdb with at most slots pipelines in flight,
+// NewGroup returns a group on rdb with at most maxFlushes pipelines in flight,
 // each shared one bounded by timeout.
-func NewGroup(rdb redis.UniversalClient, slots int, timeout time.Duration) *Group {
+func NewGroup(rdb redis.UniversalClient, maxFlushes int, timeout time.Duration) *Group {
 	g := &Group{rdb: rdb}
-	g.group = groupcommit.Group[*groupCall]{Slots: slots, Timeout: timeout, Flush: g.run}
+	g.group = groupcommit.Group[*groupCall]{MaxFlushes: maxFlushes, Timeout: timeout, Flush: g.run}
 	return g
 }
 

@@ -171,7 +171,7 @@ func TestKafkaNothingLostWhenADrainerIsKilled(t *testing.T) {
 	a := start(t, cfg())
 	start(t, cfg())
 
-	waitUntil(t, 20*time.Second, "a third delivered", func() bool { u, _ := sink.counts(); return u >= n/3 })
+	testenv.WaitFor(t, 20*time.Second, "a third delivered", func() bool { u, _ := sink.counts(); return u >= n/3 })
 	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestKafkaNothingLostWhenADrainerIsKilled(t *testing.T) {
 	killedAt, _ := sink.counts()
 	start(t, cfg())
 
-	waitUntil(t, 40*time.Second, "every job delivered, committed and off the backlog", func() bool {
+	testenv.WaitFor(t, 40*time.Second, "every job delivered, committed and off the backlog", func() bool {
 		u, _ := sink.counts()
 		if u != n {
 			return false
@@ -217,7 +217,7 @@ func TestKafkaSIGTERMCommitsAndExits(t *testing.T) {
 	k.produce(t, []string{tenant}, n)
 	sink := newCountingSink(t, 1500*time.Millisecond)
 	cmd := start(t, k.writeConfig(t, []string{tenant}, sink.srv.URL, "concurrency: 5"))
-	waitUntil(t, 20*time.Second, "5 jobs in flight", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "5 jobs in flight", func() bool {
 		c, _ := rdb.ZCard(ctx, keys.Inflight(tenant)).Result()
 		return c == 5
 	})

@@ -136,17 +136,6 @@ func pushN(t *testing.T, rdb *redis.Client, tenant string, n int) {
 	}
 }
 
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestNothingLostWhenADrainerIsKilled runs two drainer processes on 2,000
 // queued jobs, SIGKILLs one in the middle and starts it again. Every job
 // must reach the sink; duplicates (jobs the killed drainer had sent but not
@@ -161,7 +150,7 @@ func TestNothingLostWhenADrainerIsKilled(t *testing.T) {
 	a := start(t, writeConfig(t, tenant, sink.srv.URL, "rate: 1000, capacity: 50"))
 	start(t, writeConfig(t, tenant, sink.srv.URL, "rate: 1000, capacity: 50"))
 
-	waitUntil(t, 20*time.Second, "a third delivered", func() bool { u, _ := sink.counts(); return u >= n/3 })
+	testenv.WaitFor(t, 20*time.Second, "a third delivered", func() bool { u, _ := sink.counts(); return u >= n/3 })
 	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +158,7 @@ func TestNothingLostWhenADrainerIsKilled(t *testing.T) {
 	held, _ := rdb.ZCard(ctx, keys.Processing(tenant)).Result()
 	start(t, writeConfig(t, tenant, sink.srv.URL, "rate: 1000, capacity: 50"))
 
-	waitUntil(t, 30*time.Second, "every job delivered and settled", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "every job delivered and settled", func() bool {
 		u, _ := sink.counts()
 		b, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int()
 		return u == n && b == 0
@@ -195,7 +184,7 @@ func TestSIGTERMFinishesOrReturnsJobs(t *testing.T) {
 	sink := newCountingSink(t, 1500*time.Millisecond)
 	pushN(t, rdb, tenant, n)
 	cmd := start(t, writeConfig(t, tenant, sink.srv.URL, "concurrency: 5"))
-	waitUntil(t, 10*time.Second, "5 jobs in flight", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "5 jobs in flight", func() bool {
 		c, _ := rdb.ZCard(ctx, keys.Inflight(tenant)).Result()
 		return c == 5
 	})

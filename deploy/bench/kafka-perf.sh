@@ -11,7 +11,7 @@
 # (replication 1, the local broker) with acks=all and the same record value size:
 #
 #   sluice   go test -bench 'BenchmarkEnqueue/kafka' -benchtime=<RECORDS>x ./queue/kafkaq:
-#            queue.KafkaProducer.Enqueue of one job per call (a 1 KiB payload in its
+#            kafkaq.Producer.Enqueue of one job per call (a 1 KiB payload in its
 #            JSON envelope) from many goroutines, each waiting for its ack, plus the
 #            backlog INCRBY in Redis after each ack, as ingest does per request.
 #   kafka    ProducerPerformance --num-records <RECORDS> --record-size <the size of
@@ -123,7 +123,7 @@ awk -v s="$sluice_rps" -v k="$kafka_rps" -v b="$value_bytes" -v n="$RECORDS" -v 
 	-v t="$TENANTS" -v r="${per_request:-?}" -v kl="$kafka_lat" 'BEGIN {
 	printf "\n%d records of %d bytes, acks=all, %d partitions, %d keys (tenants), one broker\n", n, b, p, t
 	printf "%-34s %12s %9s\n", "", "records/s", "MB/s"
-	printf "%-34s %12.0f %9.2f   (%s jobs per produce request)\n", "sluice KafkaProducer.Enqueue", s, s * b / 1048576, r
+	printf "%-34s %12.0f %9.2f   (%s jobs per produce request)\n", "sluice kafkaq.Producer.Enqueue", s, s * b / 1048576, r
 	printf "%-34s %12.0f %9.2f   (avg latency %s ms)\n", "kafka-producer-perf-test", k, k * b / 1048576, kl
 	printf "%-34s %12.2f\n", "sluice / kafka", s / k
 }'

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/clock"
 )
 
 // Headers the drainer sends with every job.
@@ -37,8 +39,8 @@ type Config struct {
 	// when the newer is full, so a duplicate is spotted when it comes back
 	// within at least the last MaxIDs/2 accepted jobs.
 	MaxIDs int
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock is the clock (nil: clock.Real).
+	Clock clock.Clock
 	// Rand returns a uniform number in [0, 1) (default math/rand/v2.Float64).
 	Rand func() float64
 }
@@ -96,8 +98,8 @@ func New(cfg Config) *Sink {
 	if cfg.MaxIDs < 2 {
 		cfg.MaxIDs = 1_000_000
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
@@ -150,7 +152,7 @@ func (s *Sink) receive(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "demosink: refused on purpose (--fail-rate)", http.StatusServiceUnavailable)
 		return
 	}
-	s.Record(name, r.Header.Get(HeaderJobID), s.cfg.Now())
+	s.Record(name, r.Header.Get(HeaderJobID), s.cfg.Clock.Now())
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -208,10 +210,10 @@ func (s *Sink) tenant(name string) *tenant {
 }
 
 // Stats returns the counters and each tenant's rate over the Window that
-// ends with the last whole second before Config.Now() (the current second
+// ends with the last whole second before Config.Clock (the current second
 // is still filling and would understate it).
 func (s *Sink) Stats() Stats {
-	now := s.cfg.Now().Unix()
+	now := s.cfg.Clock.Now().Unix()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Received: s.received, Duplicates: s.dups, Refused: s.refused, Tenants: make(map[string]TenantStats, len(s.tenants))}

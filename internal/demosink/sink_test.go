@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/internal/demosink"
 )
 
@@ -70,7 +71,7 @@ func TestRecordCountsAndRates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			now := t0.Add(tt.now)
-			s := demosink.New(demosink.Config{Window: tt.window, Now: func() time.Time { return now }})
+			s := demosink.New(demosink.Config{Window: tt.window, Clock: clock.Func(func() time.Time { return now })})
 			for _, j := range tt.jobs {
 				s.Record(j.tenant, j.id, t0.Add(j.at))
 			}
@@ -192,7 +193,7 @@ func TestLatency(t *testing.T) {
 
 func TestLogLine(t *testing.T) {
 	now := t0.Add(10 * time.Second)
-	s := demosink.New(demosink.Config{Now: func() time.Time { return now }})
+	s := demosink.New(demosink.Config{Clock: clock.Func(func() time.Time { return now })})
 	for _, j := range steady("acme", 3, 10) {
 		s.Record(j.tenant, j.id, t0.Add(j.at))
 	}

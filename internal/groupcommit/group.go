@@ -1,8 +1,8 @@
 // Package groupcommit lets concurrent callers share round trips (group
 // commit), as sluice does for admission decisions, Redis enqueues and
-// delivery-start records: at most Slots flushes are in flight; a caller
-// that finds a free slot is flushed at once from its own goroutine, with
-// no timer and no hand-off; items that arrive while every slot is busy
+// delivery-start records: at most MaxFlushes flushes are in flight; a caller
+// that finds fewer in flight is flushed at once from its own goroutine, with
+// no timer and no hand-off; items that arrive while MaxFlushes are in flight
 // queue, and the next flush carries them together. Under load one round
 // trip carries as many items as arrived during the previous one; alone, an
 // item costs exactly one.
@@ -17,8 +17,8 @@ import (
 // Group is one group-commit queue of items of type T. Set its fields before
 // the first Do and leave them; a Group must not be copied after first use.
 type Group[T any] struct {
-	// Slots is how many flushes may be in flight at once; < 1 means 1.
-	Slots int
+	// MaxFlushes is how many flushes may be in flight at once; < 1 means 1.
+	MaxFlushes int
 	// MaxBatch caps the queued items one shared flush carries; 0 means all.
 	MaxBatch int
 	// Timeout bounds a shared flush (its ctx); 0 means none, the client's
@@ -36,15 +36,15 @@ type Group[T any] struct {
 	inflight int
 }
 
-// Do flushes item at once when a slot is free: from the caller's
-// goroutine, together with any items that queued while it took the slot,
+// Do flushes item at once when fewer than MaxFlushes are in flight: from the caller's
+// goroutine, together with any items that queued while it started,
 // and under ctx when item goes alone. Otherwise it queues item for the next
 // shared flush and returns at once. Either way the caller then waits for
 // Flush to answer item (Wait), which, when item left inline, it has already
-// done (or another slot's flush took item along and answers it).
+// done (or another flush took item along and answers it).
 func (g *Group[T]) Do(ctx context.Context, item T) {
 	g.mu.Lock()
-	if g.inflight >= max(1, g.Slots) {
+	if g.inflight >= max(1, g.MaxFlushes) {
 		g.pending = append(g.pending, item)
 		g.mu.Unlock()
 		return
@@ -79,7 +79,7 @@ func Wait(ctx context.Context, done <-chan struct{}) error {
 	}
 }
 
-// release gives up a slot, or hands it to a goroutine that flushes what
+// release ends a flush, or hands its place to a goroutine that flushes what
 // queued up meanwhile.
 func (g *Group[T]) release() {
 	g.mu.Lock()
@@ -92,7 +92,7 @@ func (g *Group[T]) release() {
 }
 
 // drain flushes the queue, MaxBatch items at a time, until it is empty,
-// then gives up its slot. No goroutine outlives the queued work.
+// then ends. No goroutine outlives the queued work.
 func (g *Group[T]) drain() {
 	for {
 		items := g.take()

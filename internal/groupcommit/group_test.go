@@ -59,7 +59,7 @@ func (r *recorder) flush(ctx context.Context, items []*item) {
 // returns.
 func TestLoneItemFlushedInline(t *testing.T) {
 	r := &recorder{}
-	g := &Group[*item]{Slots: 2, Flush: r.flush}
+	g := &Group[*item]{MaxFlushes: 2, Flush: r.flush}
 	type key struct{}
 	it := &item{id: 1, done: make(chan struct{})}
 	g.Do(context.WithValue(context.Background(), key{}, 1), it)
@@ -74,12 +74,12 @@ func TestLoneItemFlushedInline(t *testing.T) {
 }
 
 // TestConcurrentItemsShareFlushes: many concurrent items are each flushed
-// exactly once, never more than Slots flushes at a time, batches capped at
+// exactly once, never more than MaxFlushes flushes at a time, batches capped at
 // MaxBatch, far fewer flushes than items, and shared flushes get their own
 // ctx with the Timeout.
 func TestConcurrentItemsShareFlushes(t *testing.T) {
 	r := &recorder{delay: 2 * time.Millisecond}
-	g := &Group[*item]{Slots: 2, MaxBatch: 16, Timeout: time.Minute, Flush: r.flush}
+	g := &Group[*item]{MaxFlushes: 2, MaxBatch: 16, Timeout: time.Minute, Flush: r.flush}
 	const n = 400
 	items := make([]*item, n)
 	var wg sync.WaitGroup

@@ -83,10 +83,21 @@ func (k *backlog) add(msgs []message) {
 		}
 	}
 	for i, c := range calls {
-		if err := stateCmds[i].Err(); err != nil {
+		if err := enqueued(stateCmds[i]); err != nil {
 			k.stateErrs.Inc()
 			k.log.Warn("job states not recorded after kafka ack; the jobs are queued",
 				"topic", k.topic, "jobs", len(c.Keys)-2, "err", err)
 		}
 	}
+}
+
+// enqueued is the error of a job_state_enqueue.lua call: Redis's, or a
+// reply jobstate.EnqueueReply refuses.
+func enqueued(cmd *redis.Cmd) error {
+	v, err := cmd.Result()
+	if err != nil {
+		return err
+	}
+	_, err = jobstate.EnqueueReply(v)
+	return err
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
@@ -92,7 +94,7 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 		c.log.Error("kafka consumer: backlog counter not lowered; the job is finished",
 			"tenant", t, "job_id", job.Envelope.ID, "err", err)
 	}
-	if err := cmds[1].Err(); err != nil {
+	if err := settled(cmds[1]); err != nil {
 		c.m.redisErrs.WithLabelValues("job_state").Inc()
 		c.log.Warn("kafka consumer: job state not recorded; the job is finished",
 			"tenant", t, "job_id", job.Envelope.ID, "state", state, "err", err)
@@ -111,7 +113,7 @@ func (c *Consumer) recordRetrying(ctx context.Context, job *queue.Claimed, lastE
 	defer cancel()
 	st := jobstate.Settle{Tenant: job.Envelope.Tenant, JobID: job.Envelope.ID, Member: job.Token(),
 		State: jobstate.Retrying, LastError: lastError}.Call()
-	if err := st.Run(ctx, c.rdb).Err(); err != nil {
+	if err := settled(st.Run(ctx, c.rdb)); err != nil {
 		c.m.redisErrs.WithLabelValues("job_state").Inc()
 		c.log.Warn("kafka consumer: job state not recorded; the retry goes on",
 			"tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID, "err", err)
@@ -153,4 +155,14 @@ func (c *Consumer) Release(ctx context.Context, job *queue.Claimed) error {
 	e.fifo.q.pushFront(e)
 	signal(e.fifo.tq.wake)
 	return nil
+}
+
+// settled is the error of a job_state_settle.lua call: Redis's, or a reply
+// jobstate.SettleReply refuses.
+func settled(cmd *redis.Cmd) error {
+	v, err := cmd.Result()
+	if err != nil {
+		return err
+	}
+	return jobstate.SettleReply(v)
 }

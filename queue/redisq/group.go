@@ -36,7 +36,7 @@ const maxPipelines = 4
 // by timeout.
 func newGroup(rdb redis.UniversalClient, timeout time.Duration) *group {
 	g := &group{rdb: rdb}
-	g.commit = groupcommit.Group[*groupCall]{Slots: maxPipelines, Timeout: timeout, Flush: g.run}
+	g.commit = groupcommit.Group[*groupCall]{MaxFlushes: maxPipelines, Timeout: timeout, Flush: g.run}
 	return g
 }
 
