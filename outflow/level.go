@@ -13,6 +13,8 @@ type State struct {
 	WaterMicro, TSMicro float64
 	// Eff is the adaptive rate (units/s) drain_adapt.lua set at EffTSMicro
 	// (unix µs), recovering by EffInc units/s every second; Eff 0 is none.
+	// A TSMicro or EffTSMicro of 0 is a field not stored, read as now, as
+	// leaky_bucket.lua reads it: no leak and no recovery are invented.
 	Eff, EffTSMicro, EffInc float64
 }
 
@@ -56,16 +58,24 @@ func (l Limit) At(s State, nowMicro float64) Level {
 	if s.Eff > 0 {
 		// As the script: an absurd eff (inf, NaN) fails the comparison and
 		// leaves the rate alone.
-		if e := s.Eff + max(nowMicro-s.EffTSMicro, 0)/1e6*s.EffInc; e < lv.Effective {
+		if e := s.Eff + max(nowMicro-orNow(s.EffTSMicro, nowMicro), 0)/1e6*s.EffInc; e < lv.Effective {
 			lv.Effective = e
 		}
 	}
 	if !(lv.Effective > 0) {
 		return lv
 	}
-	water := max(s.WaterMicro-max(nowMicro-s.TSMicro, 0)*lv.Effective, 0) / micro
+	water := max(s.WaterMicro-max(nowMicro-orNow(s.TSMicro, nowMicro), 0)*lv.Effective, 0) / micro
 	if !math.IsInf(water, 0) && !math.IsNaN(water) {
 		lv.Water = water
 	}
 	return lv
+}
+
+// orNow is ts, or now for a timestamp not stored (0).
+func orNow(ts, now float64) float64 {
+	if ts == 0 {
+		return now
+	}
+	return ts
 }

@@ -33,6 +33,8 @@ var levelCases = []struct {
 		outflow.Level{Rate: 20, Capacity: 50, Effective: 20, Water: 20}},
 	{"level written after now", map[string]any{"water": 2e6, "ts": int64(time.Second / time.Microsecond)}, nil, 0,
 		outflow.Level{Rate: 10, Capacity: 100, Effective: 10, Water: 2}},
+	{"adaptive rate without eff_ts: no recovery yet", map[string]any{"water": 8e6, "ts": 0, "eff": 4, "eff_inc": 1}, nil, time.Second,
+		outflow.Level{Rate: 10, Capacity: 100, Effective: 4, Water: 4}},
 }
 
 // TestLevelAgreesWithTheBucketScript: Limit.At, the Go copy of the
