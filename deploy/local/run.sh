@@ -70,9 +70,13 @@ if [[ ${RUN_SERVICES:-1} == 1 ]]; then
 fi
 
 mkdir -p "$BIN" "$LOGS"
-log "building ingest drainer demosink demoload sluicectl into $BIN"
+log "building ingest drainer demosink demoload sluicectl into $BIN (the first build compiles the dependencies: a minute or two)"
+n=0
 for cmd in ingest drainer demosink demoload sluicectl; do
+	n=$((n + 1))
+	t0=$SECONDS
 	go build -o "$BIN/$cmd" "./cmd/$cmd"
+	log "built $cmd ($n of 5) in $((SECONDS - t0)) s"
 done
 
 # config_tenants: the tenant ids of the config, the keys two spaces under "tenants:".
