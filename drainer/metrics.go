@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/depth"
 )
 
 // otherTenant is the tenant label of every tenant not in the configuration,
@@ -46,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		configured: gaugeVec("sluice_outflow_configured_rate", "The tenant's configured (or overridden) outflow rate, units per second."),
 		effective:  gaugeVec("sluice_outflow_effective_rate", "The tenant's effective outflow rate after adaptive backoff, units per second."),
 		measured:   gaugeVec("sluice_outflow_measured_rate", "Units per second this drainer dispatched for the tenant over the last measuring window; sum over drainers for the total."),
-		depth:      gaugeVec("sluice_queue_depth", "The tenant's backlog: queued, not yet finished units (keys.Backlog), sampled by every drainer for its configured tenants; take max by tenant."),
+		depth:      depth.NewGauge("The tenant's backlog: queued, not yet finished units (keys.Backlog), sampled by ingest and every drainer for their configured tenants; take max by tenant."),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_drainer_inflight", Help: "Jobs this drainer is dispatching now.",
 		}),

@@ -2,13 +2,9 @@ package drainer
 
 import (
 	"context"
-	"errors"
-	"slices"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/sluicehq/sluice/internal/depth"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/outflow"
@@ -72,61 +68,18 @@ func (d *Drainer) extendDeliveries(ctx context.Context, tenant string, jobs []*q
 	}
 }
 
-// depthEvery is how often sluice_queue_depth is sampled.
-const depthEvery = 2 * time.Second
-
 // sampleDepth sets sluice_queue_depth{tenant} to each configured tenant's
-// backlog (keys.Backlog, one pipelined GET per sample for all tenants)
-// every depthEvery until ctx is done. Every drainer samples the same
-// counters, so dashboards take max by tenant. A tenant removed from the
-// configuration loses its series.
+// backlog (internal/depth: one pipelined GET per sample for all tenants)
+// every depth.Every until ctx is done. Every drainer and ingest sample the
+// same counters, so dashboards take max by tenant. A tenant removed from
+// the configuration loses its series.
 func (d *Drainer) sampleDepth(ctx context.Context) {
-	shown := map[string]bool{}
-	tick := time.NewTicker(depthEvery)
-	defer tick.Stop()
-	for {
-		d.sampleDepthOnce(ctx, shown)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	s := depth.Sampler{Redis: d.cfg.Redis, Gauge: d.m.depth}
+	s.Run(ctx, func() []string {
+		var tenants []string
+		for t := range *d.tenants.Load() {
+			tenants = append(tenants, t)
 		}
-	}
-}
-
-func (d *Drainer) sampleDepthOnce(ctx context.Context, shown map[string]bool) {
-	var tenants []string
-	for t := range *d.tenants.Load() {
-		tenants = append(tenants, t)
-	}
-	slices.Sort(tenants)
-	cmds := make([]*redis.StringCmd, len(tenants))
-	_, _ = d.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, t := range tenants {
-			cmds[i] = p.Get(ctx, keys.Backlog(t))
-		}
-		return nil
-	})
-	now := map[string]bool{}
-	for i, t := range tenants {
-		v, err := cmds[i].Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			if ctx.Err() == nil {
-				d.m.errors.WithLabelValues("queue_depth").Inc()
-			}
-			continue
-		}
-		n, _ := strconv.ParseFloat(v, 64)
-		d.m.depth.WithLabelValues(t).Set(n)
-		now[t] = true
-	}
-	for t := range shown {
-		if _, ok := d.tenant(t); !ok {
-			d.m.depth.DeleteLabelValues(t)
-			delete(shown, t)
-		}
-	}
-	for t := range now {
-		shown[t] = true
-	}
+		return tenants
+	}, func(n int) { d.m.errors.WithLabelValues("queue_depth").Add(float64(n)) })
 }

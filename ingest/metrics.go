@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/depth"
 )
 
 // Admission results, the values of the result label.
@@ -30,6 +32,7 @@ type metrics struct {
 	requestDuration   *prometheus.HistogramVec // sluice_http_request_duration_seconds{route}
 	failOpen          *prometheus.CounterVec   // sluice_fail_open_total{tenant}
 	replays           *prometheus.CounterVec   // sluice_idempotent_replays_total{tenant}
+	depth             *prometheus.GaugeVec     // sluice_queue_depth{tenant}, sampled by Serve
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -60,11 +63,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sluice_idempotent_replays_total",
 			Help: "Requests answered from a stored answer because their client id was seen before.",
 		}, []string{"tenant"}),
+		depth: depth.NewGauge("The tenant's backlog: queued, not yet finished units (keys.Backlog), sampled by ingest and every drainer for their configured tenants; take max by tenant."),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.admissionDuration, m.requests, m.requestDuration, m.failOpen, m.replays} {
+	for _, c := range []prometheus.Collector{m.decisions, m.admissionDuration, m.requests, m.requestDuration, m.failOpen, m.replays, m.depth} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("ingest: register metrics: %w", err)
 		}

@@ -40,6 +40,7 @@ import (
 
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/depth"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/tenants"
 )
@@ -259,6 +260,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	// The backlog gauge, so the backlog alert holds when no drainer runs.
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); s.sampleDepth(sampleCtx) }()
+	defer func() { stopSampling(); <-sampled }()
 
 	var serveErr error
 	select {
@@ -289,4 +295,20 @@ func (s *Server) scriptNow() time.Time {
 		return time.Time{}
 	}
 	return s.scriptClock.Now()
+}
+
+// sampleDepth sets sluice_queue_depth{tenant} for every configured tenant
+// (internal/depth) every depth.Every until ctx ends. A counter that cannot
+// be read keeps its series' last value and is logged at Debug (a Redis
+// outage shows in every other answer already).
+func (s *Server) sampleDepth(ctx context.Context) {
+	d := depth.Sampler{Redis: s.rdb, Gauge: s.metrics.depth}
+	d.Run(ctx, func() []string {
+		snap := s.snap.Load()
+		tenants := make([]string, 0, len(snap.tenants))
+		for t := range snap.tenants {
+			tenants = append(tenants, t)
+		}
+		return tenants
+	}, func(n int) { s.log.Debug("ingest: backlog counters not read for sluice_queue_depth", "tenants", n) })
 }

@@ -1,0 +1,88 @@
+// Package depth samples the tenants' backlog counters (keys.Backlog: queued,
+// unfinished cost units) into the gauge sluice_queue_depth{tenant}. Ingest
+// and every drainer export it, so the backlog stays visible, and alertable,
+// when no drainer runs; dashboards and rules take max by tenant.
+package depth
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/keys"
+)
+
+// Every is how often the services sample.
+const Every = 2 * time.Second
+
+// NewGauge returns the sluice_queue_depth{tenant} gauge; help names who
+// samples it.
+func NewGauge(help string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_queue_depth", Help: help}, []string{"tenant"})
+}
+
+// Sampler sets a gauge from the backlog counters of the tenants it is
+// given. It is used by one goroutine.
+type Sampler struct {
+	Redis redis.UniversalClient
+	Gauge *prometheus.GaugeVec
+	shown map[string]bool
+}
+
+// Sample reads every tenant's counter in one pipeline and sets its series
+// (an absent counter is 0); a tenant no longer given loses its series. It
+// returns how many counters could not be read (their series keep their last
+// value).
+func (s *Sampler) Sample(ctx context.Context, tenants []string) (failed int) {
+	tenants = slices.Sorted(slices.Values(tenants))
+	cmds := make([]*redis.StringCmd, len(tenants))
+	_, _ = s.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, t := range tenants {
+			cmds[i] = p.Get(ctx, keys.Backlog(t))
+		}
+		return nil
+	})
+	if s.shown == nil {
+		s.shown = map[string]bool{}
+	}
+	now := make(map[string]bool, len(tenants))
+	for i, t := range tenants {
+		now[t] = true
+		v, err := cmds[i].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			failed++
+			continue
+		}
+		n, _ := strconv.ParseFloat(v, 64)
+		s.Gauge.WithLabelValues(t).Set(n)
+	}
+	for t := range s.shown {
+		if !now[t] {
+			s.Gauge.DeleteLabelValues(t)
+		}
+	}
+	s.shown = now
+	return failed
+}
+
+// Run samples every Every until ctx ends; tenants gives the tenants of each
+// round, failed is told each round's failures (nil: not told).
+func (s *Sampler) Run(ctx context.Context, tenants func() []string, failed func(int)) {
+	tick := time.NewTicker(Every)
+	defer tick.Stop()
+	for {
+		if n := s.Sample(ctx, tenants()); n > 0 && failed != nil && ctx.Err() == nil {
+			failed(n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
