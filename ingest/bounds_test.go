@@ -23,8 +23,6 @@ import (
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/limits"
-	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // boundsConfig is testConfig with the client bounds in ingest (a YAML flow
@@ -43,18 +41,15 @@ func boundsConfig(t testing.TB, bounds string, tenants ...string) *config.Config
 // when given) until the test ends and returns its address.
 func serveIngest(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, wrap func(net.Listener) net.Listener) string {
 	t.Helper()
-	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: adm})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _ := newServer(t, cfg, deps{rdb: rdb})
+	return serve(t, srv, wrap)
+}
+
+// serve runs srv.Serve on a loopback listener (wrapped by wrap, when given)
+// until the test ends, checks that it then returns nil, and returns its
+// address.
+func serve(t *testing.T, srv *ingest.Server, wrap func(net.Listener) net.Listener) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -69,8 +69,18 @@ type deps struct {
 
 func startIngest(t testing.TB, cfg *config.Config, d deps) *harness {
 	t.Helper()
+	srv, reg := newServer(t, cfg, d)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &harness{srv: srv, url: hs.URL, reg: reg}
+}
+
+// newServer builds a Server of cfg on d (no producer: a Redis producer on
+// d.rdb) with an admitter on d.rdb and a registry of its own.
+func newServer(t testing.TB, cfg *config.Config, d deps) (*ingest.Server, *prometheus.Registry) {
+	t.Helper()
 	if d.rdb == nil {
-		t.Fatal("startIngest: no redis client")
+		t.Fatal("newServer: no redis client")
 	}
 	if d.producer == nil {
 		p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: d.rdb})
@@ -91,9 +101,7 @@ func startIngest(t testing.TB, cfg *config.Config, d deps) *harness {
 	if err != nil {
 		t.Fatalf("ingest.New: %v", err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return &harness{srv: srv, url: hs.URL, reg: reg}
+	return srv, reg
 }
 
 // answer is a response with its body read.

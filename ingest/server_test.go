@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/redisq"
 )
@@ -53,14 +51,7 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	producer := &heldProducer{Producer: inner, entered: make(chan struct{}), release: make(chan struct{})}
 	tenant := testenv.Name(t, "drain")
-	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := ingest.New(ingest.Config{Settings: testConfig(t, tenantYAML(tenant, "")), Redis: rdb, Producer: producer, Admitter: adm})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _ := newServer(t, testConfig(t, tenantYAML(tenant, "")), deps{rdb: rdb, producer: producer})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -119,18 +110,9 @@ func TestShutdownDrains(t *testing.T) {
 // TestRunListenError checks that Run reports an address it cannot listen on.
 func TestRunListenError(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
-	p, _ := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	cfg := testConfig(t)
 	cfg.Ingest.Listen = "127.0.0.1:-1"
-	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := ingest.New(ingest.Config{Settings: cfg, Redis: rdb, Producer: p, Admitter: adm})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _ := newServer(t, cfg, deps{rdb: testenv.Redis(t)})
 	if err := srv.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "ingest: listen on 127.0.0.1:-1") {
 		t.Errorf("Run = %v, want a listen error naming the address", err)
 	}
