@@ -2,7 +2,6 @@ package redisq
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -52,21 +51,6 @@ func queued(t *testing.T, rdb redis.UniversalClient, tenant string) []queue.Enve
 	return out
 }
 
-func testJob(tenant, id string, cost int64) queue.Envelope {
-	return queue.Envelope{ID: id, Tenant: tenant, Type: "email", Cost: cost, Payload: json.RawMessage(`{"n":"` + id + `"}`)}
-}
-
-// want returns jobs as the producer stores them: version and enqueued_at set.
-func stored(now time.Time, jobs ...queue.Envelope) []queue.Envelope {
-	out := make([]queue.Envelope, len(jobs))
-	for i, e := range jobs {
-		e.Version = queue.EnvelopeVersion
-		e.EnqueuedAt = now
-		out[i] = e
-	}
-	return out
-}
-
 func TestRedisProducerWritesListAndCounter(t *testing.T) {
 	t.Parallel()
 	clients := map[string]func(*testing.T) redis.UniversalClient{
@@ -81,19 +65,19 @@ func TestRedisProducerWritesListAndCounter(t *testing.T) {
 			a, b := testenv.Name(t, "ta"), testenv.Name(t, "tb")
 			ctx := context.Background()
 
-			first := []queue.Envelope{testJob(a, "a1", 2), testJob(b, "b1", 1), testJob(a, "a2", 3)}
+			first := []queue.Envelope{queuetest.Job(a, "a1", 2), queuetest.Job(b, "b1", 1), queuetest.Job(a, "a2", 3)}
 			if err := p.Enqueue(ctx, first); err != nil {
 				t.Fatalf("Enqueue (two tenants): %v", err)
 			}
-			second := []queue.Envelope{testJob(a, "a3", 1)}
+			second := []queue.Envelope{queuetest.Job(a, "a3", 1)}
 			if err := p.Enqueue(ctx, second); err != nil {
 				t.Fatalf("Enqueue (one tenant): %v", err)
 			}
 
-			if diff := cmp.Diff(stored(now, first[0], first[2], second[0]), queued(t, rdb, a)); diff != "" {
+			if diff := cmp.Diff(queuetest.Stored(now, first[0], first[2], second[0]), queued(t, rdb, a)); diff != "" {
 				t.Errorf("queue of %s (-want +got):\n%s", a, diff)
 			}
-			if diff := cmp.Diff(stored(now, first[1]), queued(t, rdb, b)); diff != "" {
+			if diff := cmp.Diff(queuetest.Stored(now, first[1]), queued(t, rdb, b)); diff != "" {
 				t.Errorf("queue of %s (-want +got):\n%s", b, diff)
 			}
 			for tenant, want := range map[string]int64{a: 6, b: 1} {
@@ -134,7 +118,7 @@ func TestRedisProducerAtomic(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for c := range calls {
-				jobs := []queue.Envelope{testJob(tenant, fmt.Sprintf("w%d-c%d-1", w, c), 1), testJob(tenant, fmt.Sprintf("w%d-c%d-2", w, c), 1)}
+				jobs := []queue.Envelope{queuetest.Job(tenant, fmt.Sprintf("w%d-c%d-1", w, c), 1), queuetest.Job(tenant, fmt.Sprintf("w%d-c%d-2", w, c), 1)}
 				if err := p.Enqueue(ctx, jobs); err != nil {
 					errs <- err
 					return
@@ -185,7 +169,7 @@ func TestRedisProducerManyJobs(t *testing.T) {
 	tenant := testenv.Name(t, "many")
 	jobs := make([]queue.Envelope, 9001)
 	for i := range jobs {
-		jobs[i] = testJob(tenant, fmt.Sprintf("j%d", i), 1)
+		jobs[i] = queuetest.Job(tenant, fmt.Sprintf("j%d", i), 1)
 	}
 	if err := p.Enqueue(context.Background(), jobs); err != nil {
 		t.Fatal(err)
@@ -213,7 +197,7 @@ func TestRedisProducerSharesPipelines(t *testing.T) {
 	for i := range calls {
 		wg.Go(func() {
 			<-gate
-			if err := p.Enqueue(context.Background(), []queue.Envelope{testJob(tenants[i%3], fmt.Sprintf("c%d", i), 1)}); err != nil {
+			if err := p.Enqueue(context.Background(), []queue.Envelope{queuetest.Job(tenants[i%3], fmt.Sprintf("c%d", i), 1)}); err != nil {
 				errs <- err
 			}
 		})
@@ -243,7 +227,7 @@ func TestRedisProducerInvalidWritesNothing(t *testing.T) {
 	rdb := testenv.Redis(t)
 	p, reg := newTestRedisProducer(t, rdb, time.Now())
 	tenant := testenv.Name(t, "inv")
-	err := p.Enqueue(context.Background(), []queue.Envelope{testJob(tenant, "ok", 1), testJob(tenant, "zero", 0)})
+	err := p.Enqueue(context.Background(), []queue.Envelope{queuetest.Job(tenant, "ok", 1), queuetest.Job(tenant, "zero", 0)})
 	if !errors.Is(err, queue.ErrInvalidJob) {
 		t.Fatalf("Enqueue with a cost-0 job = %v, want queue.ErrInvalidJob", err)
 	}
@@ -298,7 +282,9 @@ func TestRedisProducerDown(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	p, _ := newTestRedisProducer(t, rdb, time.Now())
 	ctx := context.Background()
-	multi := func(id string) []queue.Envelope { return []queue.Envelope{testJob("t1", id, 1), testJob("t2", id, 1)} }
+	multi := func(id string) []queue.Envelope {
+		return []queue.Envelope{queuetest.Job("t1", id, 1), queuetest.Job("t2", id, 1)}
+	}
 	if err := p.Enqueue(ctx, multi("before")); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +297,7 @@ func TestRedisProducerDown(t *testing.T) {
 		{"paused", srv.Pause, srv.Resume},
 	} {
 		fault.stop()
-		for _, jobs := range [][]queue.Envelope{{testJob("t1", "during", 1)}, multi("during")} {
+		for _, jobs := range [][]queue.Envelope{{queuetest.Job("t1", "during", 1)}, multi("during")} {
 			start := time.Now()
 			err := p.Enqueue(ctx, jobs)
 			took := time.Since(start)
@@ -324,7 +310,7 @@ func TestRedisProducerDown(t *testing.T) {
 			t.Logf("%s: Enqueue failed after %v: %v", fault.name, took.Round(time.Millisecond), err)
 		}
 		fault.start()
-		if err := p.Enqueue(ctx, []queue.Envelope{testJob("t1", "after", 1)}); err != nil {
+		if err := p.Enqueue(ctx, []queue.Envelope{queuetest.Job("t1", "after", 1)}); err != nil {
 			t.Errorf("%s: Enqueue after recovery: %v", fault.name, err)
 		}
 		if err := p.Enqueue(ctx, multi("after")); err != nil {
