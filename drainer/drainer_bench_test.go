@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/queuetest"
 )
 
 // pushBulk queues n small jobs of tenant in one pipeline.
@@ -41,18 +42,8 @@ func BenchmarkDrainerThroughputRedis(b *testing.B) {
 	rdb := testenv.Redis(b)
 	tenant := testenv.Name(b, "tput")
 	pushBulk(b, tenant, b.N)
-	var mu sync.Mutex
-	done := 0
-	all := make(chan struct{})
-	h := drainer.HandlerFunc(func(ctx context.Context, job queue.Envelope) error {
-		mu.Lock()
-		done++
-		if done == b.N {
-			close(all)
-		}
-		mu.Unlock()
-		return nil
-	})
+	count, all := queuetest.CountTo(b.N)
+	h := drainer.HandlerFunc(count)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()

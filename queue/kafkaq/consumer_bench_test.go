@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/queuetest"
 )
 
 // BenchmarkDrainerThroughputKafka measures jobs/s through one drainer on
@@ -21,18 +22,8 @@ func BenchmarkDrainerThroughputKafka(b *testing.B) {
 	e := newKafkaEnv(b, 1)
 	tenant := testenv.Name(b, "tput")
 	e.enqueue(tenant, 0, b.N)
-	var mu sync.Mutex
-	done := 0
-	all := make(chan struct{})
-	h := drainer.HandlerFunc(func(ctx context.Context, job queue.Envelope) error {
-		mu.Lock()
-		done++
-		if done == b.N {
-			close(all)
-		}
-		mu.Unlock()
-		return nil
-	})
+	count, all := queuetest.CountTo(b.N)
+	h := drainer.HandlerFunc(count)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()

@@ -1,7 +1,9 @@
 package queuetest
 
 import (
+	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/queue"
@@ -23,4 +25,20 @@ func Stored(now time.Time, jobs ...queue.Envelope) []queue.Envelope {
 		out[i] = e
 	}
 	return out
+}
+
+// CountTo returns a no-op delivery function (a drainer.Handler's Handle)
+// that counts its calls, and a channel closed at the nth.
+func CountTo(n int) (func(context.Context, queue.Envelope) error, <-chan struct{}) {
+	var mu sync.Mutex
+	done := 0
+	all := make(chan struct{})
+	return func(context.Context, queue.Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done++; done == n {
+			close(all)
+		}
+		return nil
+	}, all
 }
