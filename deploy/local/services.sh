@@ -96,8 +96,9 @@ need_mvn() {
 	command -v mvn >/dev/null || apt_install maven
 }
 
-# cmd_tools installs the test-only tools from Debian's packages: promtool
-# (package prometheus) checks deploy/prometheus's rules in the deploy tests.
+# cmd_tools installs the test-only tools: promtool (Debian's package
+# prometheus) checks deploy/prometheus's rules in the deploy tests; Redocly's
+# CLI (need_redocly) lints api/openapi.yaml in make lint-api.
 cmd_tools() {
 	command -v promtool >/dev/null || apt_install prometheus
 	with_lock redocly need_redocly
