@@ -2,7 +2,8 @@
 # Redis Cluster and Kafka servers that deploy/local/services.sh starts on
 # 127.0.0.1 (no Docker); `bash deploy/local/services.sh help` tells more.
 #
-#   make test       services up, go vet, race tests of every package, each fuzz target for CI_FUZZTIME
+#   make test       services up, the test tools, make lint-api, go vet, race tests of every package,
+#                   each fuzz target for CI_FUZZTIME
 #   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain
 #   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ
 #                   (deploy/bench/drainbench, ~35 min; BENCH_QUICK=1 for the ~3 min subset)
@@ -11,6 +12,7 @@
 #                   (seconds, 0 = until Ctrl-C)
 #   make fuzz       services up, each Go fuzz target for FUZZTIME (default 60s; see FUZZ_TARGETS)
 #   make lint       gofmt and go vet
+#   make lint-api   Redocly's linter on api/openapi.yaml (rules: redocly.yaml); fails on any error
 #   make services / services-down / services-status
 
 SHELL := bash
@@ -43,10 +45,15 @@ CI_FUZZTIME ?= 5s
 FUZZ_PARALLEL ?= 2
 FUZZ_TARGETS ?= ./ingest:FuzzJob ./ingest:FuzzJobBatch ./tenants:FuzzSpecPatch ./limits:FuzzAdmit
 
+# Redocly's CLI (npm @redocly/cli, pinned in services.sh, installed into
+# .cache/tools/redocly) with the recommended rules of redocly.yaml; it exits
+# non-zero on an error, not on a warning.
+LINT_API = $(SERVICES) redocly lint --config redocly.yaml api/openapi.yaml
+
 RUN_CONFIG ?= configs/sluice.local.yaml
 RUN_DURATION ?= 0
 
-.PHONY: services services-down services-status test fuzz bench bench-drain run lint
+.PHONY: services services-down services-status test fuzz bench bench-drain run lint lint-api
 
 services:
 	$(SERVICES) up
@@ -59,6 +66,7 @@ services-status:
 
 test: services
 	$(SERVICES) tools
+	$(LINT_API)
 	$(GO) vet $(PKGS)
 	$(TEST_ENV) $(GO) test $(TEST_FLAGS) $(PKGS)
 	$(TEST_ENV) GO=$(GO) FUZZTIME=$(CI_FUZZTIME) FUZZ_PARALLEL=$(FUZZ_PARALLEL) bash deploy/local/fuzz.sh $(FUZZ_TARGETS)
@@ -85,3 +93,6 @@ lint:
 	@files=$$(gofmt -l $$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*')); \
 	if [[ -n $$files ]]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$files"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+lint-api:
+	$(LINT_API)

@@ -35,8 +35,14 @@ func loadSpec(t *testing.T) *spec {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseSpec(t, string(b))
+}
+
+// parseSpec decodes an OpenAPI document from YAML text.
+func parseSpec(t *testing.T, text string) *spec {
+	t.Helper()
 	var doc map[string]any
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
 		t.Fatalf("openapi.yaml: %v", err)
 	}
 	return &spec{doc: doc}

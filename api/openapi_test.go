@@ -215,12 +215,6 @@ func TestHandlersMatchSpec(t *testing.T) {
 	s.limitState = map[string]bool{"POST /v1/jobs": true, "POST /v1/jobs:batch": true}
 	batch := func(body string) req { return req{method: "POST", path: "/v1/jobs:batch", auth: keyA, body: body} }
 
-	t.Run("ops", func(t *testing.T) {
-		s.expect(t, "healthz", 200, req{method: "GET", path: "/healthz"})
-		s.expect(t, "readyz", 200, req{method: "GET", path: "/readyz"})
-		s.expect(t, "metrics", 200, req{method: "GET", path: "/metrics"})
-	})
-
 	var queuedID string
 	t.Run("jobs", func(t *testing.T) {
 		queuedID = jobID(t, s.expect(t, "accepted", 202, job(`{"type":"email","id":"first","payload":{"to":"a@example.com"}}`)))
@@ -331,11 +325,14 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "delete, no token", 401, req{method: "DELETE", path: tp})
 	})
 
+	for _, g := range conformanceGroups() {
+		t.Run(g.name, func(t *testing.T) { g.run(t, s) })
+	}
+
 	t.Run("every route is documented", func(t *testing.T) { s.checkRoutes(t) })
 
 	t.Run("redis down", func(t *testing.T) {
 		s.redis.Stop()
-		s.expect(t, "readyz", 503, req{method: "GET", path: "/readyz"})
 		s.expect(t, "fail-closed job", 503, job(`{"type":"email"}`))
 		s.expect(t, "fail-closed batch", 503, batch(`{"jobs":[{"type":"email"}]}`))
 		s.expect(t, "stats", 503, req{method: "GET", path: "/v1/tenants/" + a + "/stats", auth: keyA})
@@ -348,6 +345,11 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "admin patch", 503, req{method: "PATCH", path: tb, auth: adminToken, body: `{"outflow":{"rate":1}}`})
 		s.expect(t, "admin delete", 503, req{method: "DELETE", path: tb, auth: adminToken})
 		s.expect(t, "admin audit", 503, req{method: "GET", path: tb + "/audit", auth: adminToken})
+		for _, g := range conformanceGroups() {
+			if g.redisDown != nil {
+				t.Run(g.name, func(t *testing.T) { g.redisDown(t, s) })
+			}
+		}
 	})
 
 	s.reportCoverage(t)

@@ -12,7 +12,9 @@
 #   services.sh status        one line per service; exit 1 when one is not up
 #   services.sh env           SLUICE_TEST_* lines for the tests (make test uses them)
 #   services.sh clean         down, then remove the servers' data (keeps the jar cache)
-#   services.sh tools         install the test-only tools (promtool, from Debian's prometheus)
+#   services.sh tools         install the test-only tools (promtool, from Debian's prometheus;
+#                             Redocly's CLI, from npm)
+#   services.sh redocly ARGS  run Redocly's CLI (installing it first when missing): make lint-api
 #
 #   services.sh kafka-start --dir D --port P --controller-port C
 #   services.sh kafka-stop  --dir D [--kill]
@@ -30,6 +32,7 @@
 #   SLUICE_KAFKA_JVM_OPTS [none; testenv passes -XX:TieredStopAtLevel=1, which starts
 #     a broker ≈1-3 s faster on a busy 2-core machine but slows it at full load]
 #   SLUICE_KAFKA_START_TIMEOUT [120 seconds]  SLUICE_CACHE_DIR [<repo>/.cache]
+#   SLUICE_REDOCLY_VERSION [2.77.0; npm @redocly/cli, an exact version]
 #
 # Missing redis-server, java or mvn are installed with apt-get (root only). Kafka's
 # jars come from Maven Central through deploy/local/kafka/pom.xml and are cached in
@@ -53,6 +56,8 @@ KAFKA_LOG_LEVEL=${SLUICE_KAFKA_LOG_LEVEL:-WARN}
 KAFKA_START_TIMEOUT=${SLUICE_KAFKA_START_TIMEOUT:-120}
 KAFKA_LIBS=$CACHE/kafka/$KAFKA_VERSION/libs
 PROBE=$CACHE/bin/kafkaprobe
+REDOCLY_VERSION=${SLUICE_REDOCLY_VERSION:-2.77.0}
+REDOCLY_DIR=$CACHE/tools/redocly
 
 log() { echo "services: $*" >&2; }
 die() {
@@ -91,10 +96,34 @@ need_mvn() {
 	command -v mvn >/dev/null || apt_install maven
 }
 
-# cmd_tools installs the test-only tools from Debian's packages: promtool
-# (package prometheus) checks deploy/prometheus's rules in the deploy tests.
+# cmd_tools installs the test-only tools: promtool (Debian's package
+# prometheus) checks deploy/prometheus's rules in the deploy tests; Redocly's
+# CLI (need_redocly) lints api/openapi.yaml in make lint-api.
 cmd_tools() {
 	command -v promtool >/dev/null || apt_install prometheus
+	with_lock redocly need_redocly
+}
+
+# need_redocly installs npm's @redocly/cli at exactly REDOCLY_VERSION into
+# REDOCLY_DIR (not globally), unless that version is there already; make lint-api
+# runs it on api/openapi.yaml.
+need_redocly() {
+	[[ -x $REDOCLY_DIR/node_modules/.bin/redocly && $(cat "$REDOCLY_DIR/version" 2>/dev/null) == "$REDOCLY_VERSION" ]] &&
+		return 0
+	command -v npm >/dev/null || apt_install npm
+	log "npm install @redocly/cli@$REDOCLY_VERSION into $REDOCLY_DIR"
+	rm -f "$REDOCLY_DIR/version"
+	mkdir -p "$REDOCLY_DIR"
+	npm install --prefix "$REDOCLY_DIR" --save-exact --no-audit --no-fund --loglevel=error \
+		"@redocly/cli@$REDOCLY_VERSION" >&2 || die "redocly: npm install @redocly/cli@$REDOCLY_VERSION failed"
+	echo "$REDOCLY_VERSION" >"$REDOCLY_DIR/version"
+}
+
+# cmd_redocly ARGS: run Redocly's CLI from REDOCLY_DIR, without telemetry or
+# update notices.
+cmd_redocly() {
+	with_lock redocly need_redocly
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true exec "$REDOCLY_DIR/node_modules/.bin/redocly" "$@"
 }
 
 # with_lock NAME CMD...: run CMD while holding $CACHE/locks/NAME, so that parallel
@@ -552,6 +581,7 @@ main() {
 	env) cmd_env ;;
 	clean) cmd_clean ;;
 	tools) cmd_tools ;;
+	redocly) cmd_redocly "$@" ;;
 	kafka-start)
 		private_args "$@"
 		[[ -n $OPT_PORT && -n $OPT_CPORT ]] || die "kafka-start needs --port and --controller-port"
