@@ -30,6 +30,9 @@ type charge struct {
 	// total is the sum of every job's cost: a batch is one request of cost
 	// N, counted whole by the tenant policy and the backlog gate.
 	total int64
+	// jobs is how many jobs the request holds (the admitted/s and
+	// refused/s of the stats count jobs).
+	jobs int
 }
 
 // names returns the charged policies' names.
@@ -89,6 +92,7 @@ func chargeOf(ts *tenantState, jobs []job) (charge, *problem) {
 	if refused != nil {
 		c.total, c.costs = 0, nil
 	}
+	c.jobs = len(jobs)
 	return c, refused
 }
 
