@@ -28,6 +28,18 @@ import (
 //
 // On resume the lane claims again; the shared bucket, which leaked while
 // nothing was taken, lets at most its capacity go at once, then the rate.
+//
+// On Kafka a paused tenant is a tenant whose lane claims nothing, the
+// extreme of a backlogged one (docs/adr/0005-kafka-lanes.md): its FIFO in
+// each partition fills to MaxTenantJobs, then its later jobs stay in Kafka
+// while the partition goes on for every other tenant; its first unfinished
+// offset holds the partition's commit watermark, so the partition stops
+// fetching for all only when MaxWindow offsets (2^24 by default) have
+// passed behind it. A restart or rebalance during the pause reads the
+// paused tenant's jobs again and delivers again the other tenants' jobs
+// finished above the watermark that the commit metadata cannot list (at
+// least once). A tenant paused for long on a busy partition belongs on a
+// topic of its own.
 
 // pausedGauge is sluice_outflow_paused{tenant}: 1 while the tenant is
 // paused, for every configured tenant. Ingest exports the same series.

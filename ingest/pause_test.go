@@ -311,3 +311,23 @@ func TestAdmissionRatesAcrossIngests(t *testing.T) {
 		t.Errorf("admission counters PTTL %v, want (0, %v]", d, keys.AdmissionRateTTL)
 	}
 }
+
+// TestPausedTenantAdmitsUpToMaxBacklog: a tenant paused in the file (no
+// drainer needed: nothing would deliver) is admitted until its backlog
+// reaches max_backlog 3, then refused with 429 and Retry-After backlog ÷
+// rate, the detail saying the wait counts from the resume.
+func TestPausedTenantAdmitsUpToMaxBacklog(t *testing.T) {
+	t.Parallel()
+	tenant := testenv.Name(t, "held")
+	h := startIngest(t, testConfig(t, tenantYAML(tenant, "    outflow: {rate: 1, max_backlog: 3, paused: true}\n")), deps{rdb: testenv.Redis(t)})
+	for i := range 3 {
+		if r := h.post(t, tenant, "/v1/jobs", `{"type":"a"}`); r.status != http.StatusAccepted {
+			t.Fatalf("job %d: %d %s, want 202 while paused", i, r.status, r.body)
+		}
+	}
+	r := h.post(t, tenant, "/v1/jobs", `{"type":"a"}`)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "3" ||
+		!strings.Contains(r.json(t)["detail"].(string), "once the tenant's delivery is resumed (it is paused)") {
+		t.Errorf("4th job: %d Retry-After %q %s; want 429 after 3 s, saying the tenant is paused", r.status, r.header.Get("Retry-After"), r.body)
+	}
+}
