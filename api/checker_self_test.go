@@ -50,7 +50,7 @@ func TestCheckerCatchesMismatches(t *testing.T) {
 		{"nullable", answer{method: "GET", path: "/v1/tenants/acme/stats", status: 200,
 			header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}},
 			body: []byte(`{"tenant":"a","backlog":0,"outflow":{"unlimited":true,"configured_rate":0,"effective_rate":0,"measured_rate":0,"capacity":1},
-				"water_level":0,"in_flight":0,"dlq":0,"eta_seconds":null}`)}, ""},
+				"water_level":0,"in_flight":0,"dlq":0,"eta_seconds":null,"paused":false,"admission":{"admitted_rate":0,"refused_rate":0}}`)}, ""},
 		{"anyOf none", answer{method: "GET", path: "/admin/v1/tenants/acme/audit", status: 200,
 			header: http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}},
 			body: []byte(`{"entries":[{"at":"2030-01-02T03:04:05Z","who":"w","action":"create","version":1,"changes_total":1,"truncated":false,

@@ -73,6 +73,8 @@ type Outflow struct {
 	// Adaptive is nil when not given (the server's default: on).
 	Adaptive *bool   `json:"adaptive,omitempty"`
 	MinRate  float64 `json:"min_rate,omitempty"`
+	// Paused says no delivery of the tenant's jobs starts (outflow.paused).
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Target is a downstream endpoint.

@@ -23,6 +23,21 @@ type Stats struct {
 	// ETASeconds is Backlog ÷ Outflow.EffectiveRate: when the backlog will
 	// have drained. Nil when the outflow is unlimited (Outflow.Unlimited).
 	ETASeconds *float64 `json:"eta_seconds"`
+	// Paused says the tenant's outflow is paused: no delivery starts, while
+	// its jobs are still admitted (outflow.paused).
+	Paused bool `json:"paused"`
+	// Admission is the jobs admitted and refused per second.
+	Admission AdmissionStats `json:"admission"`
+}
+
+// AdmissionStats is a tenant's admission decisions in jobs per second over
+// the last 10 complete seconds, across all ingest instances.
+type AdmissionStats struct {
+	// AdmittedRate is the jobs admitted (202) per second.
+	AdmittedRate float64 `json:"admitted_rate"`
+	// RefusedRate is the jobs refused with 429 (a policy or the backlog
+	// gate) per second.
+	RefusedRate float64 `json:"refused_rate"`
 }
 
 // OutflowStats compares the tenant's outflow rates, in units per second.

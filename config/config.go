@@ -203,6 +203,12 @@ type Outflow struct {
 	// MinRate is the floor of the adaptive rate (default Rate ÷ 10), a
 	// finite number from 0 to Rate. The defaults make it 0 when unlimited.
 	MinRate float64 `mapstructure:"min_rate"`
+	// Paused stops delivery (default false): no drainer starts a new
+	// delivery of the tenant's jobs (those in flight finish), while ingest
+	// keeps admitting into the backlog up to MaxBacklog. Resuming goes on
+	// at the shaped rate, at most Capacity at once. It is independent of
+	// the rate, which is never 0 (see StopHint).
+	Paused bool `mapstructure:"paused"`
 }
 
 // Target is a downstream endpoint.

@@ -39,8 +39,9 @@ const MaxOutflowCapacity = 1_000_000_000
 // member per slot taken.
 const MaxConcurrency = 1_000_000
 
-// StopHint is what every refusal of an outflow rate says to do instead.
-const StopHint = "to stop delivery, pause the tenant (outflow.paused, coming with the operate issue); for no limit set outflow.unlimited: true and leave out the rate"
+// StopHint is what every refusal of an outflow rate says to do instead:
+// pausing (Outflow.Paused), which a rate of 0 never means.
+const StopHint = `to stop delivery, pause the tenant: set outflow.paused: true (PATCH /admin/v1/tenants/{id} {"outflow":{"paused":true}}, or sluicectl pause TENANT); for no limit set outflow.unlimited: true and leave out the rate`
 
 // Shaped reports whether o limits the tenant's delivery to Rate units per
 // second: Unlimited is false and Rate is set. Every reader of an outflow

@@ -171,3 +171,40 @@ func TestUnlimitedOutflowHasNoBucket(t *testing.T) {
 		}
 	}
 }
+
+// TestOutflowPaused: outflow.paused is false unless given, is read from the
+// file and from a SLUICE_* override, keeps the rate (pausing is not a rate),
+// and is not a boolean only as a boolean.
+func TestOutflowPaused(t *testing.T) {
+	for _, tc := range []struct {
+		name, outflow, env string
+		paused, shaped     bool
+	}{
+		{"not given", "{rate: 5}", "", false, true},
+		{"paused, shaped", "{rate: 5, paused: true}", "", true, true},
+		{"paused, unlimited", "{paused: true}", "", true, false},
+		{"resumed", "{rate: 5, paused: false}", "", false, true},
+		{"paused by an override", "{rate: 5, paused: false}", "true", true, true}, // viper overrides keys the file has
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("SLUICE_TENANTS_A_OUTFLOW_PAUSED", tc.env)
+			}
+			y := "tenants: {a: {outflow: " + tc.outflow + "}}\n"
+			cfg, err := config.Parse([]byte(y))
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", y, err)
+			}
+			o := cfg.Tenants["a"].Outflow
+			if o.Paused != tc.paused || o.Shaped() != tc.shaped {
+				t.Errorf("outflow %+v, want paused %v, shaped %v", o, tc.paused, tc.shaped)
+			}
+		})
+	}
+	if _, err := config.Parse([]byte("tenants: {a: {outflow: {rate: 5, paused: [1]}}}\n")); err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Errorf("paused [1]: %v, want an error naming paused", err)
+	}
+	if !strings.Contains(config.StopHint, `{"outflow":{"paused":true}}`) || !strings.Contains(config.StopHint, "sluicectl pause") {
+		t.Errorf("StopHint %q, want it to say how to pause", config.StopHint)
+	}
+}

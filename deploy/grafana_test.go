@@ -17,7 +17,14 @@ type dashboard struct {
 	Title         string  `json:"title"`
 	SchemaVersion int     `json:"schemaVersion"`
 	Panels        []panel `json:"panels"`
-	Templating    struct {
+	Annotations   struct {
+		List []struct {
+			Name       string      `json:"name"`
+			Expr       string      `json:"expr"`
+			Datasource *datasource `json:"datasource"`
+		} `json:"list"`
+	} `json:"annotations"`
+	Templating struct {
 		List []struct {
 			Type       string          `json:"type"`
 			Name       string          `json:"name"`
@@ -71,8 +78,9 @@ func allPanels(ps []panel) []panel {
 	return out
 }
 
-// dashboardQueries returns every PromQL expression of d (panel targets and
-// the query variables), each with where it is.
+// dashboardQueries returns every PromQL expression of d (panel targets,
+// the query variables and the Prometheus annotations), each with where it
+// is.
 func dashboardQueries(d dashboard) map[string]string {
 	q := map[string]string{}
 	for _, p := range allPanels(d.Panels) {
@@ -92,11 +100,21 @@ func dashboardQueries(d dashboard) map[string]string {
 		}
 		q["variable "+v.Name] = s.Query
 	}
+	for _, a := range d.Annotations.List {
+		if a.Expr != "" {
+			q["annotation "+a.Name] = a.Expr
+		}
+	}
 	return q
 }
 
 func TestDashboardStructure(t *testing.T) {
 	d := readDashboard(t)
+	for _, a := range d.Annotations.List {
+		if a.Expr != "" && (a.Datasource == nil || a.Datasource.UID != "${datasource}") {
+			t.Errorf("annotation %q: datasource %+v, want uid ${datasource}", a.Name, a.Datasource)
+		}
+	}
 	if d.UID == "" || d.Title == "" {
 		t.Errorf("uid %q, title %q: want both set (provisioning keys on the uid)", d.UID, d.Title)
 	}
@@ -165,6 +183,8 @@ func TestDashboardCoversTheIssue(t *testing.T) {
 		{"water level", "sluice_water_level{"},
 		{"dispatch latency p99", "histogram_quantile(0.99, sum by (le) (rate(sluice_dispatch_duration_seconds_bucket"},
 		{"fail-open", "sluice_fail_open_total{"},
+		{"refused admissions by tenant", `sum by (tenant) (rate(sluice_admission_decisions_total{tenant=~"$tenant",result=~"denied|backlog"}`},
+		{"paused tenants", "max by (tenant) (sluice_outflow_paused{"},
 	} {
 		if !strings.Contains(all.String(), want.query) {
 			t.Errorf("no panel for %s: no query contains %q", want.what, want.query)

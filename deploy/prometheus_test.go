@@ -81,7 +81,7 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"SluiceBacklogGrowing", "SluiceBacklogNotConsumed", "SluiceDLQGrowing", "SluiceOutflowOffRate", "SluiceLimiterErrors"} {
+	for _, want := range []string{"SluiceBacklogGrowing", "SluiceBacklogNotConsumed", "SluiceDLQGrowing", "SluiceOutflowOffRate", "SluiceLimiterErrors", "SluiceTenantPaused"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alerts %v: %s missing", alerts, want)
 		}

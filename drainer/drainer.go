@@ -153,13 +153,19 @@ func withDefaults(cfg *Config) {
 // slot or outflow turn (or retrying a failing bucket) asks again at once with
 // the new outflow; a new tenant gets its lane at once; the lane of
 // a removed tenant stops claiming (unless DiscoverUnconfigured), leaving its
-// queued jobs for when the tenant comes back.
+// queued jobs for when the tenant comes back; a paused tenant's lane stops
+// claiming and starting deliveries, and a resumed one claims again at once
+// (pause.go).
 func (d *Drainer) SetTenants(t map[string]config.Tenant) {
 	cp := make(map[string]config.Tenant, len(t))
 	for k, v := range t {
 		cp[k] = v
 	}
-	d.tenants.Store(&cp)
+	old := d.tenants.Swap(&cp)
+	if old == nil {
+		old = &map[string]config.Tenant{}
+	}
+	d.m.setPaused(*old, cp)
 	next := make(chan struct{})
 	if old := d.changed.Swap(&next); old != nil {
 		close(*old)

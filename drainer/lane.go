@@ -71,6 +71,10 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 		if stop() {
 			return
 		}
+		if d.paused(tenant) {
+			d.waitResumed(ctx, tenant)
+			continue
+		}
 		if tn, _ := d.tenant(tenant); extra && (tn.Outflow.Shaped() || tn.Outflow.Concurrency > 0) {
 			sleep(ctx, discoverEvery)
 			continue
@@ -115,7 +119,8 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 // among the MaxInFlight dispatches, and hands the job to a dispatch
 // goroutine. Every ask of the semaphore and the bucket reads the tenant's
 // current outflow, so a change reaches a job already waiting. A job whose
-// tenant was removed meanwhile goes back to the queue, and one the bucket
+// tenant was removed or paused meanwhile (up to the moment of its dispatch)
+// goes back to the head of the queue, and one the bucket
 // can never pass to the dead-letter queue. It reports false when ctx ended
 // first (the job released): the pull loop ends.
 func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispatches *sync.WaitGroup) bool {
@@ -130,9 +135,9 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 		d.releaseSlot(job, slot)
 		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 		return false
-	case flowRemoved:
-		// Removed since the claim: back to the queue, and the lane
-		// retires at the top of the loop.
+	case flowRemoved, flowPaused:
+		// Removed or paused since the claim: back to the head of the
+		// queue, and the lane retires or waits at the top of the loop.
 		d.releaseSlot(job, slot)
 		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 		return true
@@ -147,6 +152,13 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 		d.releaseSlot(job, slot)
 		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 		return false
+	}
+	if d.paused(job.Envelope.Tenant) {
+		// Paused while it waited for room: it does not start.
+		<-d.inFlight
+		d.releaseSlot(job, slot)
+		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		return true
 	}
 	d.sentCounter(job.Envelope.Tenant).Add(job.Envelope.Cost)
 	dispatches.Add(1)

@@ -27,6 +27,7 @@ type metrics struct {
 	effective    *prometheus.GaugeVec     // tenant
 	measured     *prometheus.GaugeVec     // tenant
 	depth        *prometheus.GaugeVec     // tenant (configured tenants only)
+	paused       *prometheus.GaugeVec     // tenant (configured tenants only)
 	inflight     prometheus.Gauge
 	errors       *prometheus.CounterVec // op
 	leaseLost    prometheus.Counter
@@ -49,6 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		effective:  gaugeVec("sluice_outflow_effective_rate", "The tenant's effective outflow rate after adaptive backoff, units per second."),
 		measured:   gaugeVec("sluice_outflow_measured_rate", "Units per second this drainer dispatched for the tenant over the last measuring window; sum over drainers for the total."),
 		depth:      depth.NewGauge("The tenant's backlog: queued, not yet finished units (keys.Backlog), sampled by ingest and every drainer for their configured tenants; take max by tenant."),
+		paused:     pausedGauge(),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_drainer_inflight", Help: "Jobs this drainer is dispatching now.",
 		}),
@@ -68,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.dispatch, m.duration, m.retries, m.dlq, m.dropped, m.water,
-		m.configured, m.effective, m.measured, m.depth, m.inflight, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
+		m.configured, m.effective, m.measured, m.depth, m.paused, m.inflight, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("drainer: register metrics: %w", err)
 		}

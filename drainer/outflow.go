@@ -27,6 +27,7 @@ const (
 	flowStop                // ctx is done
 	flowNever               // the job's cost exceeds the bucket's capacity
 	flowRemoved             // the tenant is no longer configured
+	flowPaused              // the tenant is paused (config.Outflow.Paused)
 )
 
 // currentOutflow is the tenant's outflow limit as the drainer's
@@ -50,7 +51,8 @@ func (d *Drainer) currentOutflow(tenant string) (o outflow.Limit, ok bool) {
 // recovers as soon as the limit is fixed (an override changed in Redis is
 // seen at the next ask, within outflowWaitMax or the error pause). It
 // returns the outflow of its last ask, and flowGo; flowStop when ctx is done
-// first; flowRemoved when the tenant was removed meanwhile; flowNever with
+// first; flowRemoved when the tenant was removed meanwhile; flowPaused when
+// it was paused (the job takes no turn); flowNever with
 // the capacity the script used when the job's cost exceeds it
 // (outflow.Result.Never): that job can never pass. Backend errors, and
 // replies the bucket's Go twin refuses, pause with errorBackoff and retry:
@@ -68,6 +70,8 @@ func (d *Drainer) waitTurn(ctx context.Context, job *queue.Claimed) (flow, float
 			return flowStop, 0, o
 		case !ok:
 			return flowRemoved, 0, o
+		case d.paused(tenant):
+			return flowPaused, 0, o
 		case !o.Shaped():
 			return flowGo, 0, o
 		}
@@ -115,7 +119,7 @@ func (d *Drainer) pauseAfter(ctx context.Context, pause *errorBackoff, changed <
 // SetTenants cuts a pause short, as in waitTurn. It reports whether it
 // holds a slot (false when the tenant has no cap now) and flowGo, or
 // flowStop when ctx is done first, or flowRemoved when the tenant was
-// removed meanwhile. Errors and replies the Go twin refuses (a wait below
+// removed meanwhile, or flowPaused (no slot taken) when it was paused. Errors and replies the Go twin refuses (a wait below
 // 1 ms) pause with errorBackoff.
 func (d *Drainer) acquireSlot(ctx context.Context, job *queue.Claimed) (bool, flow) {
 	tenant := job.Envelope.Tenant
@@ -128,6 +132,8 @@ func (d *Drainer) acquireSlot(ctx context.Context, job *queue.Claimed) (bool, fl
 			return false, flowStop
 		case !ok:
 			return false, flowRemoved
+		case d.paused(tenant):
+			return false, flowPaused
 		case o.Concurrency <= 0:
 			return false, flowGo
 		}

@@ -114,7 +114,7 @@ func TestAdminPatchRateNullIsUnlimited(t *testing.T) {
 		if strings.Contains(patch, `"rate":3`) {
 			continue // shaped again in between
 		}
-		want := map[string]any{"unlimited": true, "capacity": 0.0, "min_rate": 0.0, "max_backlog": 9.0, "adaptive": true, "concurrency": 0.0}
+		want := map[string]any{"unlimited": true, "capacity": 0.0, "min_rate": 0.0, "max_backlog": 9.0, "adaptive": true, "concurrency": 0.0, "paused": false}
 		if diff := cmp.Diff(want, o); diff != "" {
 			t.Errorf("outflow after PATCH %s (-want +got):\n%s", patch, diff)
 		}

@@ -30,6 +30,9 @@ type charge struct {
 	// total is the sum of every job's cost: a batch is one request of cost
 	// N, counted whole by the tenant policy and the backlog gate.
 	total int64
+	// jobs is how many jobs the request holds (the admitted/s and
+	// refused/s of the stats count jobs).
+	jobs int
 }
 
 // names returns the charged policies' names.
@@ -89,6 +92,7 @@ func chargeOf(ts *tenantState, jobs []job) (charge, *problem) {
 	if refused != nil {
 		c.total, c.costs = 0, nil
 	}
+	c.jobs = len(jobs)
 	return c, refused
 }
 
@@ -204,7 +208,9 @@ func localDecision(ts *tenantState, c *charge, now time.Time) limits.Decision {
 // whole seconds, at least 1. A backlog refusal waits backlog ÷ outflow rate
 // seconds, rounded up, at least 1: the time the drainers need to send what is
 // queued, after which the tenant is well under max_backlog. A tenant without
-// an outflow rate (unlimited outflow) waits the configured retry_after.
+// an outflow rate (unlimited outflow) waits the configured retry_after. A
+// paused tenant gets the same wait, its detail saying the time counts from
+// the resume.
 func refusal(snap *snapshot, ts *tenantState, d limits.Decision) *problem {
 	p := &problem{
 		Type:             quotaExceeded,
@@ -223,6 +229,9 @@ func refusal(snap *snapshot, ts *tenantState, d limits.Decision) *problem {
 		p.Backlog = d.Backlog
 		p.Detail = fmt.Sprintf("tenant %s has %d units queued (max_backlog %d); at %s they leave in %d s",
 			ts.name, d.Backlog, ts.maxBacklog, rate, p.RetryAfter)
+		if ts.outflow.Paused {
+			p.Detail += " once the tenant's delivery is resumed (it is paused)"
+		}
 		return p
 	}
 	var wait time.Duration

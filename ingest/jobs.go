@@ -190,6 +190,7 @@ func (s *Server) admitAndHeaders(ctx context.Context, w http.ResponseWriter, sna
 			algorithm = string(pol.Algorithm)
 		}
 	}
+	s.admissions.add(ts.name, c.jobs, d.Allowed)
 	switch {
 	case v.failOpen:
 		s.metrics.decision(ts, algorithm, resultFailOpen)

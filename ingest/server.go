@@ -102,6 +102,10 @@ type Server struct {
 
 	snap     atomic.Pointer[snapshot]
 	draining atomic.Bool
+	// admissions and paused back the stats' admission rates and
+	// sluice_outflow_paused (admission_rate.go).
+	admissions *admissionCounts
+	paused     *pausedMetric
 }
 
 // New returns a Server. It fails, naming the field, when a required one is
@@ -137,6 +141,13 @@ func New(cfg Config) (*Server, error) {
 		gatherer:    cfg.Gatherer,
 		registry:    cfg.Tenants,
 		admin:       am,
+		admissions:  newAdmissionCounts(),
+		paused:      newPausedMetric(),
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(s.paused.g); err != nil {
+			return nil, fmt.Errorf("ingest: register metrics: %w", err)
+		}
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -160,6 +171,7 @@ func (s *Server) SetConfig(cfg *config.Config) {
 		s.log.Error("ingest: admission policy the limiter refuses; its requests take the limiter error path", "err", err)
 	}
 	s.snap.Store(snap)
+	s.paused.set(cfg)
 	admins := newAdminIndex(cfg)
 	s.admins.Store(&admins)
 }
@@ -264,7 +276,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); s.sampleDepth(sampleCtx) }()
-	defer func() { stopSampling(); <-sampled }()
+	// The admission counts, flushed once more after the last request.
+	flushed := make(chan struct{})
+	go func() { defer close(flushed); s.runAdmissionFlush(sampleCtx) }()
+	defer func() { stopSampling(); <-sampled; <-flushed }()
 
 	var serveErr error
 	select {

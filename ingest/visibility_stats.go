@@ -36,8 +36,15 @@ type statsAnswer struct {
 	// (Kafka backend, keys.DLQCount).
 	DLQ int64 `json:"dlq"`
 	// ETASeconds is Backlog ÷ Outflow.EffectiveRate; null when the tenant's
-	// outflow is unlimited (Outflow.Unlimited).
+	// outflow is unlimited (Outflow.Unlimited). A paused tenant keeps it:
+	// the time its backlog takes once resumed.
 	ETASeconds *float64 `json:"eta_seconds"`
+	// Paused is outflow.paused: no drainer starts a delivery of the
+	// tenant's jobs (ingest still admits them, up to max_backlog).
+	Paused bool `json:"paused"`
+	// Admission is the tenant's jobs admitted and refused per second
+	// across all ingest instances (admission_rate.go).
+	Admission admissionAnswer `json:"admission"`
 }
 
 // outflowAnswer compares the tenant's outflow rates, in units per second.
@@ -88,10 +95,12 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// readStats reads tenant's figures in one script call (lua/tenant_stats.lua)
-// and computes the rates and the water level from them.
+// readStats reads tenant's figures in one round trip of two script calls
+// (lua/tenant_stats.lua and lua/admission_rate_read.lua) and computes the
+// rates and the water level from them.
 func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (statsAnswer, error) {
-	v, err := statsCall(tenant).Run(ctx, s.rdb).Result()
+	cmds := lua.Exec(ctx, s.rdb, []lua.Call{statsCall(tenant), admissionReadCall(tenant)}, nil)
+	v, err := cmds[0].Result()
 	if err != nil {
 		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: %w", tenant, err)
 	}
@@ -99,11 +108,21 @@ func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (
 	if err != nil {
 		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: %w", tenant, err)
 	}
+	v, err = cmds[1].Result()
+	var adm admissionAnswer
+	if err == nil {
+		adm, err = parseAdmissionRead(v)
+	}
+	if err != nil {
+		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: admission rates: %w", tenant, err)
+	}
 	var o config.Outflow
 	if ts := snap.tenants[tenant]; ts != nil {
 		o = ts.outflow
 	}
-	return computeStats(tenant, o, snap.backend, res), nil
+	st := computeStats(tenant, o, snap.backend, res)
+	st.Admission = adm
+	return st, nil
 }
 
 // statsCall is tenant_stats.lua's call: KEYS backlog, override, water,
@@ -179,7 +198,7 @@ func statsOf(res []string) tenantStats {
 // configured rate and capacity.
 func computeStats(tenant string, o config.Outflow, backend string, res []string) statsAnswer {
 	st := statsOf(res)
-	out := statsAnswer{Tenant: tenant, Backlog: st.Backlog, InFlight: st.InFlight, DLQ: st.DLQList}
+	out := statsAnswer{Tenant: tenant, Backlog: st.Backlog, InFlight: st.InFlight, DLQ: st.DLQList, Paused: o.Paused}
 	if backend == "kafka" {
 		out.DLQ = st.DLQCount
 	}

@@ -39,6 +39,10 @@ var (
 	DrainAdapt       = register(mustLoad("drain_adapt.lua"))
 	TenantStats      = register(mustLoad("tenant_stats.lua"))
 
+	// Admission decisions per second, across ingest instances (ingest).
+	AdmissionRateAdd  = register(mustLoad("admission_rate_add.lua"))
+	AdmissionRateRead = register(mustLoad("admission_rate_read.lua"))
+
 	// Admission extras (limits) and runtime tenants (tenants).
 	GCRARescale = register(mustLoad("gcra_rescale.lua"))
 	TenantWrite = register(mustLoad("tenant_write.lua"))

@@ -36,7 +36,7 @@ func TestSpecOutflowRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `"outflow":{"adaptive":true,"capacity":0,"concurrency":0,"max_backlog":7,"min_rate":0,"unlimited":true}`; !strings.Contains(string(b), want) {
+	if want := `"outflow":{"adaptive":true,"capacity":0,"concurrency":0,"max_backlog":7,"min_rate":0,"paused":false,"unlimited":true}`; !strings.Contains(string(b), want) {
 		t.Errorf("EncodeSpec(unlimited) = %s, want it to contain %s", b, want)
 	}
 	back, err := DecodeSpec("acme", b)

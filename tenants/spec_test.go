@@ -71,7 +71,7 @@ func TestEncodeSpecShape(t *testing.T) {
 		`"api_keys":["` + config.HashKey("k1") + `"],` +
 		`"job_types":{"mail":{"target":{"timeout":"10s","url":""}}},` +
 		`"on_limiter_error":"deny",` +
-		`"outflow":{"adaptive":true,"capacity":5,"concurrency":3,"max_backlog":10000,"min_rate":0.5,"rate":5},` +
+		`"outflow":{"adaptive":true,"capacity":5,"concurrency":3,"max_backlog":10000,"min_rate":0.5,"paused":false,"rate":5},` +
 		`"target":{"timeout":"10s","url":"http://127.0.0.1:9000/hook"}}`
 	if diff := cmp.Diff(want, string(b)); diff != "" {
 		t.Errorf("EncodeSpec (-want +got):\n%s", diff)

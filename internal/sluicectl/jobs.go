@@ -35,7 +35,15 @@ func (c *cmd) stats(ctx context.Context, args []string) error {
 	o := st.Outflow
 	tw := tabwriter.NewWriter(c.env.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "tenant\t%s\n", st.Tenant)
-	fmt.Fprintf(tw, "backlog\t%d (drains in %s)\n", st.Backlog, eta(st.ETASeconds))
+	if st.Paused {
+		fmt.Fprintf(tw, "paused\tyes: no delivery starts; jobs are still admitted (sluicectl resume %s)\n", st.Tenant)
+	}
+	drains := eta(st.ETASeconds)
+	if st.Paused {
+		drains += " once resumed"
+	}
+	fmt.Fprintf(tw, "backlog\t%d (drains in %s)\n", st.Backlog, drains)
+	fmt.Fprintf(tw, "admission\tadmitted %s/s, refused %s/s (last 10 s)\n", rate(st.Admission.AdmittedRate), rate(st.Admission.RefusedRate))
 	fmt.Fprintf(tw, "outflow\tconfigured %s/s, effective %s/s, measured %s/s (last 10 s)\n",
 		rate(o.ConfiguredRate), rate(o.EffectiveRate), rate(o.MeasuredRate))
 	fmt.Fprintf(tw, "water level\t%s of %s\n", fixed1(st.WaterLevel), num(o.Capacity))

@@ -38,6 +38,7 @@ var patchFlags = []patchFlag{
 	{"concurrency", "outflow.concurrency", "jobs in flight across all drainers (0: no cap)", 'i'},
 	{"adaptive", "outflow.adaptive", "lower the outflow rate on downstream 429/503 (--adaptive=false: off)", 'b'},
 	{"min-rate", "outflow.min_rate", "floor of the adaptive rate", 'f'},
+	{"paused", "outflow.paused", "stop delivery (--paused=false: resume; also sluicectl pause/resume)", 'b'},
 	{"target-url", "target.url", "URL the jobs are POSTed to", 's'},
 	{"target-timeout", "target.timeout", "bound of one delivery, e.g. 10s", 'd'},
 	{"on-limiter-error", "on_limiter_error", "allow (fail open) or deny (503) when Redis is down", 's'},

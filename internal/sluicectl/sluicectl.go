@@ -9,6 +9,7 @@
 //	job ID [--tenant T]
 //	cancel ID [--tenant T]
 //	top [--interval 1s] [--frames N] [TENANT...]
+//	pause TENANT | resume TENANT
 //	hash-key KEY|-
 //
 // Global flags, each with an environment variable as its default: --url
@@ -155,6 +156,8 @@ func init() {
 		"job":      (*cmd).job,
 		"cancel":   (*cmd).cancel,
 		"top":      (*cmd).top,
+		"pause":    (*cmd).pause,
+		"resume":   (*cmd).resume,
 		"hash-key": (*cmd).hashKey,
 		"help": func(*cmd, context.Context, []string) error {
 			return errHelp
@@ -179,12 +182,14 @@ Commands:
   tenants delete ID    remove a runtime tenant
   tenants audit ID [--limit N] [--cursor C | --all]
                        who changed what, newest first, a page at a time (--all: every page)
-  stats TENANT         backlog, outflow (configured/effective/measured), water level, ETA
+  stats TENANT         backlog, admitted/refused per s, outflow (configured/effective/measured), water level, ETA, paused
   job ID [--tenant T]  a job's state, queue position and ETA (--tenant: with an admin token)
   cancel ID [--tenant T]
                        cancel a waiting job
   top [--interval 1s] [--frames N] [TENANT...]
                        live view of every tenant (admin token) or of the given ones; q quits
+  pause TENANT         stop delivery (in-flight jobs finish; jobs are still admitted)
+  resume TENANT        deliver again, at the outflow rate
   hash-key KEY|-       the sha256:<hex> form of an API key or admin token for the config
 
 Exit codes: 0 ok, 1 a request failed, 2 bad usage.

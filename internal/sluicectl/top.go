@@ -34,8 +34,8 @@ type row struct {
 // statsWorkers bounds the stats requests of one frame in flight at once.
 const statsWorkers = 8
 
-// top shows every tenant's backlog, outflow, water level, in-flight and
-// dead jobs and drain ETA, refreshed every --interval until q, Ctrl-C, or
+// top shows every tenant's backlog, admission and outflow rates, water
+// level, in-flight and dead jobs, drain ETA and paused state, refreshed every --interval until q, Ctrl-C, or
 // --frames frames. On a terminal it redraws the screen in place; otherwise
 // it prints plain frames separated by a blank line.
 func (c *cmd) top(ctx context.Context, args []string) error {
@@ -158,12 +158,14 @@ func fetchFrame(ctx context.Context, view *client.Client, admin *client.Admin, n
 
 // render lays out a frame as text, one line per tenant:
 //
-//	TENANT  BACKLOG  CONF/s  EFF/s  MEAS/s  WATER/CAP  [bar]  IN-FLIGHT  DLQ  ETA  NOTE
+//	TENANT  BACKLOG  ADM/s  REF/s  CONF/s  EFF/s  MEAS/s  WATER/CAP  [bar]  IN-FLIGHT  DLQ  ETA  NOTE
 //
-// CONF is the configured outflow rate, EFF the rate drainers use now (lower
-// during adaptive backoff), MEAS the rate delivered over the last 10 s; the
-// bar fills with the water level out of the bucket's capacity, and ETA is
-// backlog ÷ EFF.
+// ADM and REF are the jobs admitted and refused (429) per second across the
+// ingest instances, CONF is the configured outflow rate, EFF the rate
+// drainers use now (lower during adaptive backoff), MEAS the rate delivered
+// over the last 10 s (all over the last 10 complete seconds); the bar fills
+// with the water level out of the bucket's capacity, and ETA is backlog ÷
+// EFF. NOTE says PAUSED for a paused tenant (no delivery starts).
 func render(f frame) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sluice top · %s · %s · every %s · q quits\n\n", f.URL, f.At.Format("2006-01-02 15:04:05"), f.Interval)
@@ -179,11 +181,11 @@ func render(f frame) string {
 	for _, r := range f.Rows {
 		w = max(w, len(r.Tenant))
 	}
-	fmt.Fprintf(&b, "%-*s %8s %7s %7s %7s  %-11s %-12s %9s %5s %8s  %s\n", w,
-		"TENANT", "BACKLOG", "CONF/s", "EFF/s", "MEAS/s", "WATER/CAP", "", "IN-FLIGHT", "DLQ", "ETA", "NOTE")
+	fmt.Fprintf(&b, "%-*s %8s %7s %7s %7s %7s %7s  %-11s %-12s %9s %5s %8s  %s\n", w,
+		"TENANT", "BACKLOG", "ADM/s", "REF/s", "CONF/s", "EFF/s", "MEAS/s", "WATER/CAP", "", "IN-FLIGHT", "DLQ", "ETA", "NOTE")
 	var backlog int64
 	var measured float64
-	failed := 0
+	failed, paused := 0, 0
 	for _, r := range f.Rows {
 		if r.Err != nil {
 			failed++
@@ -193,14 +195,21 @@ func render(f frame) string {
 		s, o := r.Stats, r.Stats.Outflow
 		backlog += s.Backlog
 		measured += o.MeasuredRate
+		if s.Paused {
+			paused++
+		}
 		water := fixed1(s.WaterLevel) + "/" + num(o.Capacity)
-		line := fmt.Sprintf("%-*s %8d %7s %7s %7s  %-11s %-12s %9d %5d %8s  %s", w,
-			r.Tenant, s.Backlog, rate(o.ConfiguredRate), rate(o.EffectiveRate), rate(o.MeasuredRate),
+		line := fmt.Sprintf("%-*s %8d %7s %7s %7s %7s %7s  %-11s %-12s %9d %5d %8s  %s", w,
+			r.Tenant, s.Backlog, rate(s.Admission.AdmittedRate), rate(s.Admission.RefusedRate),
+			rate(o.ConfiguredRate), rate(o.EffectiveRate), rate(o.MeasuredRate),
 			water, bar(s.WaterLevel, o.Capacity, 10), s.InFlight, s.DLQ, eta(s.ETASeconds), note(s))
 		b.WriteString(strings.TrimRight(line, " "))
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "\n%d tenants · backlog %d · delivering %s/s", len(f.Rows), backlog, rate(measured))
+	if paused > 0 {
+		fmt.Fprintf(&b, " · %d paused", paused)
+	}
 	if failed > 0 {
 		fmt.Fprintf(&b, " · %d not answered", failed)
 	}
@@ -208,11 +217,14 @@ func render(f frame) string {
 	return b.String()
 }
 
-// note flags what needs a look: the outflow backed off below its
-// configuration, or no outflow limit at all.
+// note flags what needs a look: the tenant paused (first: nothing is
+// delivered), the outflow backed off below its configuration, or no outflow
+// limit at all.
 func note(s client.Stats) string {
 	o := s.Outflow
 	switch {
+	case s.Paused:
+		return "PAUSED (resume: sluicectl resume " + s.Tenant + ")"
 	case o.Unlimited:
 		return "no outflow limit"
 	case o.EffectiveRate < o.ConfiguredRate:

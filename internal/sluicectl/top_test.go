@@ -14,8 +14,9 @@ import (
 func f64(v float64) *float64 { return &v }
 
 // TestRenderFixedFrame compares a whole frame of top with the text a user
-// sees: a throttled tenant with a backlog, one whose outflow backed off,
-// an unlimited one, and one whose stats failed.
+// sees: a throttled tenant with a backlog and admission rates, one whose
+// outflow backed off, an unlimited one, a paused one, and one whose stats
+// failed.
 func TestRenderFixedFrame(t *testing.T) {
 	f := frame{
 		URL:      "http://127.0.0.1:8080",
@@ -23,24 +24,29 @@ func TestRenderFixedFrame(t *testing.T) {
 		Interval: time.Second,
 		Rows: []row{
 			{Tenant: "acme", Stats: client.Stats{Tenant: "acme", Backlog: 120, WaterLevel: 2.5, InFlight: 1, ETASeconds: f64(24),
-				Outflow: client.OutflowStats{ConfiguredRate: 5, EffectiveRate: 5, MeasuredRate: 4.94, Capacity: 5}}},
+				Outflow:   client.OutflowStats{ConfiguredRate: 5, EffectiveRate: 5, MeasuredRate: 4.94, Capacity: 5},
+				Admission: client.AdmissionStats{AdmittedRate: 5.2, RefusedRate: 0.7}}},
 			{Tenant: "globex", Stats: client.Stats{Tenant: "globex", Backlog: 200, WaterLevel: 2, DLQ: 3, ETASeconds: f64(200.2),
 				Outflow: client.OutflowStats{ConfiguredRate: 2, EffectiveRate: 1, MeasuredRate: 1, Capacity: 2}}},
 			{Tenant: "initech-long-name", Stats: client.Stats{Tenant: "initech-long-name", Backlog: 0,
 				Outflow: client.OutflowStats{Unlimited: true}}},
+			{Tenant: "hooli", Stats: client.Stats{Tenant: "hooli", Backlog: 40, ETASeconds: f64(4), Paused: true,
+				Outflow:   client.OutflowStats{ConfiguredRate: 10, EffectiveRate: 10, Capacity: 10},
+				Admission: client.AdmissionStats{AdmittedRate: 3}}},
 			{Tenant: "gone", Err: &client.Error{Status: 404, Title: "Not Found", Detail: "no tenant gone"}},
 		},
 	}
 	want := strings.Join([]string{
 		"sluice top · http://127.0.0.1:8080 · 2030-01-02 03:04:05 · every 1s · q quits",
 		"",
-		"TENANT             BACKLOG  CONF/s   EFF/s  MEAS/s  WATER/CAP                IN-FLIGHT   DLQ      ETA  NOTE",
-		"acme                   120     5.0     5.0     4.9  2.5/5       [#####.....]         1     0      24s",
-		"globex                 200     2.0     1.0     1.0  2.0/2       [##########]         0     3    3m21s  backing off (downstream 429/503)",
-		"initech-long-name        0     0.0     0.0     0.0  0.0/0       [..........]         0     0        -  no outflow limit",
+		"TENANT             BACKLOG   ADM/s   REF/s  CONF/s   EFF/s  MEAS/s  WATER/CAP                IN-FLIGHT   DLQ      ETA  NOTE",
+		"acme                   120     5.2     0.7     5.0     5.0     4.9  2.5/5       [#####.....]         1     0      24s",
+		"globex                 200     0.0     0.0     2.0     1.0     1.0  2.0/2       [##########]         0     3    3m21s  backing off (downstream 429/503)",
+		"initech-long-name        0     0.0     0.0     0.0     0.0     0.0  0.0/0       [..........]         0     0        -  no outflow limit",
+		"hooli                   40     3.0     0.0    10.0    10.0     0.0  0.0/10      [..........]         0     0       4s  PAUSED (resume: sluicectl resume hooli)",
 		"gone              error: 404 Not Found: no tenant gone",
 		"",
-		"4 tenants · backlog 320 · delivering 5.9/s · 1 not answered",
+		"5 tenants · backlog 360 · delivering 5.9/s · 1 paused · 1 not answered",
 		"",
 	}, "\n")
 	if diff := cmp.Diff(want, render(f)); diff != "" {
