@@ -53,6 +53,9 @@ const (
 	Cancelled = "cancelled"
 	// Expired: its deadline passed while it waited; dropped unsent.
 	Expired = "expired"
+	// Scheduled: waiting for its due time, not yet in its queue (its index
+	// is written by the scheduler).
+	Scheduled = "scheduled"
 )
 
 // ErrNotFound is returned for a job with no recorded state: an unknown id,

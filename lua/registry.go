@@ -30,6 +30,8 @@ var (
 	JobStateDispatch = register(include("job_state_dispatch.lua", "job_state_final.lua"))
 	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua"))
 	JobStateCancel   = register(include("job_state_cancel.lua", "job_state_final.lua"))
+	JobList          = register(mustLoad("job_list.lua"))
+	Purge            = register(include("purge.lua", "job_state_final.lua"))
 
 	// Outflow: the shared bucket, the concurrency semaphore, the adaptive
 	// rate (outflow), and a tenant's stats read (ingest).
