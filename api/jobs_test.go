@@ -11,7 +11,9 @@ func (s *server) checkJobLists(t *testing.T, a string) {
 	list := func(auth, query string) req { return req{method: "GET", path: "/v1/jobs?" + query, auth: auth} }
 	s.expect(t, "list queued", 200, list(keyA, "state=queued"))
 	first := s.expect(t, "list queued, limit 1", 200, list(keyA, "state=queued&limit=1"))
-	var page struct{ NextCursor *string `json:"next_cursor"` }
+	var page struct {
+		NextCursor *string `json:"next_cursor"`
+	}
 	if err := json.Unmarshal(first.body, &page); err != nil {
 		t.Fatal(err)
 	}
