@@ -8,6 +8,8 @@
 //	stats TENANT
 //	job ID [--tenant T]
 //	cancel ID [--tenant T]
+//	jobs list --state S [--tenant T] [--limit N] [--cursor C | --all]
+//	purge TENANT
 //	top [--interval 1s] [--frames N] [TENANT...]
 //	hash-key KEY|-
 //
@@ -154,6 +156,8 @@ func init() {
 		"stats":    (*cmd).stats,
 		"job":      (*cmd).job,
 		"cancel":   (*cmd).cancel,
+		"jobs":     (*cmd).jobs,
+		"purge":    (*cmd).purge,
 		"top":      (*cmd).top,
 		"hash-key": (*cmd).hashKey,
 		"help": func(*cmd, context.Context, []string) error {
@@ -183,6 +187,10 @@ Commands:
   job ID [--tenant T]  a job's state, queue position and ETA (--tenant: with an admin token)
   cancel ID [--tenant T]
                        cancel a waiting job
+  jobs list --state S [--tenant T] [--limit N] [--cursor C | --all]
+                       a tenant's jobs in one state: queued (positions, ETAs), scheduled,
+                       in_flight, retrying, dead or done (the last hour), a page at a time
+  purge TENANT         cancel every waiting job of a tenant (admin token); jobs in flight finish
   top [--interval 1s] [--frames N] [TENANT...]
                        live view of every tenant (admin token) or of the given ones; q quits
   hash-key KEY|-       the sha256:<hex> form of an API key or admin token for the config
