@@ -121,3 +121,26 @@ func TestPurgeKafkaMarks(t *testing.T) {
 		t.Errorf("dispatched sequence %d, want 1500 (every purged job left)", d)
 	}
 }
+
+// TestListAndPurgeCluster: the index writes, the list and the purge stay in
+// the tenant's hash slot, so they run on a Redis Cluster as on one server.
+func TestListAndPurgeCluster(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Cluster(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "pc")
+	enqueue(t, rdb, tenant, "a", "b", "c")
+	page, err := jobstate.List(ctx, rdb, tenant, jobstate.Queued, nil, 2)
+	if err != nil || len(page.Jobs) != 2 || page.Next == nil {
+		t.Fatalf("List on the cluster = %+v, %v", page, err)
+	}
+	if page, err = jobstate.List(ctx, rdb, tenant, jobstate.Queued, page.Next, 2); err != nil || len(page.Jobs) != 1 || page.Jobs[0].JobID != "c" {
+		t.Fatalf("page 2 on the cluster = %+v, %v", page, err)
+	}
+	if n, err := jobstate.Purge(ctx, rdb, tenant); err != nil || n != 3 {
+		t.Fatalf("Purge on the cluster = %d, %v; want 3", n, err)
+	}
+	if r := get(t, rdb, tenant, "b"); r.State != jobstate.Cancelled || r.Reason != jobstate.ReasonPurged {
+		t.Errorf("b after the purge: %s %q", r.State, r.Reason)
+	}
+}

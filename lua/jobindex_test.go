@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -105,3 +106,26 @@ return 1`)
 }
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+// TestBacklogDecrSkipsPurged: the Kafka backend's finish of a purged job
+// (reason purged) leaves the backlog counter as the purge set it, so the
+// jobs queued since stay counted; another job lowers it, never below 0.
+func TestBacklogDecrSkipsPurged(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "bd")
+	bk, purged, plain := keys.Backlog(tenant), keys.JobState(tenant, "p"), keys.JobState(tenant, "q")
+	defer rdb.Del(ctx, bk, purged, plain)
+	rdb.Set(ctx, bk, 2, time.Hour)
+	rdb.HSet(ctx, purged, "state", "cancelled", "reason", "purged")
+	rdb.HSet(ctx, plain, "state", "cancelled")
+	for _, step := range []struct {
+		sk   string
+		want int64
+	}{{purged, 2}, {plain, 1}, {plain, 0}, {plain, 0}} {
+		n, err := BacklogDecr.Run(ctx, rdb, []string{bk, step.sk}, 1, time.Hour.Milliseconds()).Int64()
+		if err != nil || n != step.want {
+			t.Errorf("backlog_decr of %s = %d, %v; want %d", step.sk, n, err, step.want)
+		}
+	}
+}
