@@ -274,6 +274,8 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "cancel, admin token", 200, req{method: "DELETE", path: "/v1/jobs/" + queuedID + "?tenant=" + b, auth: adminToken})
 	})
 
+	t.Run("job lists and purge", func(t *testing.T) { s.checkJobLists(t, a) })
+
 	t.Run("admin", func(t *testing.T) {
 		n := testenv.Name(t, "on")
 		tp := "/admin/v1/tenants/" + n

@@ -44,16 +44,19 @@ const (
 // adminMetrics are the admin API's series.
 type adminMetrics struct {
 	requests *prometheus.CounterVec // sluice_admin_requests_total{action,code}
+	purged   *prometheus.CounterVec // sluice_jobs_purged_total{tenant}
 }
 
 func newAdminMetrics(reg prometheus.Registerer) (*adminMetrics, error) {
 	m := &adminMetrics{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_admin_requests_total",
-		Help: "Admin API requests by action (list, get, put, patch, delete, audit, none when unauthorized or unrouted) and status code.",
-	}, []string{"action", "code"})}
+		Help: "Admin API requests by action (list, get, put, patch, delete, audit, purge, none when unauthorized or unrouted) and status code.",
+	}, []string{"action", "code"}), purged: newPurgedCounter()}
 	if reg != nil {
-		if err := reg.Register(m.requests); err != nil {
-			return nil, fmt.Errorf("ingest: register admin metrics: %w", err)
+		for _, c := range []prometheus.Collector{m.requests, m.purged} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("ingest: register admin metrics: %w", err)
+			}
 		}
 	}
 	return m, nil
@@ -101,6 +104,7 @@ func (s *Server) adminRoutes(route func(pattern, name string, h http.HandlerFunc
 	route("PATCH /admin/v1/tenants/{id}", "admin", s.adminGate("patch", allowTenant, s.adminPatch))
 	route("DELETE /admin/v1/tenants/{id}", "admin", s.adminGate("delete", allowTenant, s.adminDelete))
 	route("GET /admin/v1/tenants/{id}/audit", "admin", s.adminGate("audit", allowGet, s.adminAudit))
+	s.purgeRoutes(route)
 	route("/admin/v1/tenants", "admin", s.adminGate("", allowGet, nil))
 	route("/admin/v1/tenants/{id}", "admin", s.adminGate("", allowTenant, nil))
 	route("/admin/v1/tenants/{id}/audit", "admin", s.adminGate("", allowGet, nil))

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/ingest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/redisq"
 	"github.com/sluicehq/sluice/tenants"
 )
@@ -129,11 +130,17 @@ type adminIngest struct {
 // cmd/ingest wires them: the registry's merged config goes to SetConfig.
 func startAdminIngest(t testing.TB, rdb redis.UniversalClient, base *config.Config, clk clock.Clock) *adminIngest {
 	t.Helper()
-	ctx := context.Background()
 	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startAdminIngestOn(t, rdb, base, clk, p)
+}
+
+// startAdminIngestOn is startAdminIngest on producer p.
+func startAdminIngestOn(t testing.TB, rdb redis.UniversalClient, base *config.Config, clk clock.Clock, p queue.Producer) *adminIngest {
+	t.Helper()
+	ctx := context.Background()
 	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)

@@ -62,7 +62,7 @@ func TestErrorAnswers(t *testing.T) {
 		{"batch: element deadline past", "POST", "/v1/jobs:batch", key, ct, `{"jobs":[{"type":"t","deadline":"2001-01-01T00:00:00Z"}]}`, 422, "jobs[0].deadline", "in the past"},
 		{"batch: duplicate id", "POST", "/v1/jobs:batch", key, ct, `{"jobs":[{"type":"t","id":"a"},{"type":"t","id":"a"}]}`, 422, "jobs[1].id", "repeats the id of jobs[0].id"},
 		{"batch: total cost above capacity", "POST", "/v1/jobs:batch", key, ct, `{"jobs":[{"type":"t","cost":60},{"type":"t","cost":41}]}`, 422, "jobs[1].cost", "cost 101"},
-		{"wrong method", "GET", "/v1/jobs", key, "", ``, 405, "", "use POST"},
+		{"wrong method", "PUT", "/v1/jobs", key, "", ``, 405, "", "use GET or POST"},
 		{"unknown route", "POST", "/v2/jobs", key, ct, `{}`, 404, "", "no route"},
 	}
 	for _, tt := range tests {

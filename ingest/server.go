@@ -6,6 +6,7 @@
 // Routes:
 //
 //	POST /v1/jobs        one job: {"type", "payload", "id"?, "deadline"?, "cost"?}
+//	GET  /v1/jobs        a page of the tenant's jobs in one state (joblist.go)
 //	POST /v1/jobs:batch  {"jobs": [...]}, admitted as one request of cost N
 //	GET  /healthz        200 while the process runs
 //	GET  /readyz         200 when Redis and the queue backend answer
@@ -184,7 +185,8 @@ func (s *Server) routes() http.Handler {
 	route := func(pattern, name string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.metrics.instrument(name, s.armed(h)))
 	}
-	route("/v1/jobs", "jobs", s.post(s.handleJob))
+	route("/v1/jobs", "jobs", s.submitRoute)
+	s.jobRoutes(route)
 	route("/v1/jobs:batch", "jobs_batch", s.post(s.handleBatch))
 	route("GET /healthz", "healthz", s.handleHealthz)
 	route("GET /readyz", "readyz", s.handleReadyz)

@@ -168,7 +168,24 @@ func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapsh
 		writeProblem(w, s.redisProblem(snap, "get job", err))
 		return
 	}
-	out := jobStatus{JobID: id, Tenant: tenant, Type: rec.Type, State: rec.State, Attempt: rec.Attempt,
+	var rate *outflowAnswer
+	if rec.State == jobstate.Queued && rec.Ahead >= 0 {
+		st, err := s.readStats(ctx, snap, tenant)
+		if err != nil {
+			writeProblem(w, s.redisProblem(snap, "get job", err))
+			return
+		}
+		rate = &st.Outflow
+	}
+	out := newJobStatus(rec, rate)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// newJobStatus is the answer of GET /v1/jobs/{id} (and an item of GET
+// /v1/jobs) for rec; a queued job gets its position, and its ETA from the
+// tenant's outflow rate (nil: none known).
+func newJobStatus(rec jobstate.Record, rate *outflowAnswer) jobStatus {
+	out := jobStatus{JobID: rec.JobID, Tenant: rec.Tenant, Type: rec.Type, State: rec.State, Attempt: rec.Attempt,
 		EnqueuedAt: timeOrNil(rec.EnqueuedAt), UpdatedAt: timeOrNil(rec.UpdatedAt), LastError: rec.LastError}
 	if rec.Reason != "" {
 		out.LastError = strings.TrimSuffix(rec.Reason+": "+rec.LastError, ": ")
@@ -176,18 +193,13 @@ func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapsh
 	if rec.State == jobstate.Queued && rec.Ahead >= 0 {
 		ahead := rec.Ahead
 		out.Position = &ahead
-		st, err := s.readStats(ctx, snap, tenant)
-		if err != nil {
-			writeProblem(w, s.redisProblem(snap, "get job", err))
-			return
-		}
-		if !st.Outflow.Unlimited && st.Outflow.EffectiveRate > 0 {
-			if eta := float64(ahead) / st.Outflow.EffectiveRate; !math.IsInf(eta, 0) {
+		if rate != nil && !rate.Unlimited && rate.EffectiveRate > 0 {
+			if eta := float64(ahead) / rate.EffectiveRate; !math.IsInf(eta, 0) {
 				out.ETASeconds = &eta
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func timeOrNil(t time.Time) *time.Time {

@@ -45,6 +45,9 @@ type Settle struct {
 	Reason    string
 	// DeadLettered adds one to the tenant's keys.DLQCount.
 	DeadLettered bool
+	// Due is a Retrying job's retry time, its score in the retrying index
+	// (keys.JobIndex); zero is Redis TIME.
+	Due time.Time
 }
 
 // Call is the call of job_state_settle.lua that records s; SettleReply
@@ -54,11 +57,15 @@ func (s Settle) Call() lua.Call {
 	if s.DeadLettered {
 		dlq = 1
 	}
+	var due int64
+	if !s.Due.IsZero() {
+		due = s.Due.UnixMilli()
+	}
 	return lua.Call{
 		Script: lua.JobStateSettle,
 		Keys:   []string{keys.JobState(s.Tenant, s.JobID), keys.JobsDispatched(s.Tenant), keys.Delivering(s.Tenant), keys.DLQCount(s.Tenant)},
 		Args: []any{s.Member, s.State, s.LastError, s.Reason, keys.JobStateTTL.Milliseconds(), dlq,
-			keys.QueueTTL.Milliseconds()},
+			keys.QueueTTL.Milliseconds(), due},
 	}
 }
 

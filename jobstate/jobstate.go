@@ -1,6 +1,7 @@
 // Package jobstate records and reads the state of every job, for the
-// visibility API (GET /v1/jobs/{id}, GET /v1/tenants/{id}/stats) and the
-// cancel API (DELETE /v1/jobs/{id}).
+// visibility API (GET /v1/jobs/{id}, GET /v1/jobs, GET
+// /v1/tenants/{id}/stats), the cancel API (DELETE /v1/jobs/{id}) and the
+// purge.
 //
 // A job's state is a Redis hash, keys.JobState(tenant, id), with the fields
 // state, type, attempt, enqueued_at, updated_at (unix ms), seq, last_error
@@ -13,7 +14,14 @@
 //	retrying   lease_defer.lua (Redis) or job_state_settle.lua (Kafka)
 //	done, dead, cancelled, expired
 //	           ack.lua (Redis) or job_state_settle.lua (Kafka)
-//	cancelled  job_state_cancel.lua, from queued or retrying only
+//	cancelled  job_state_cancel.lua, from queued or retrying only, and
+//	           purge.lua (reason purged)
+//
+// Each of these writes also moves the job's id between the tenant's
+// indexes keys.JobIndex (queued, in_flight, retrying, done; dead and
+// scheduled are written by their own parts), which List pages through
+// (GET /v1/jobs); Purge cancels every waiting job of a tenant (POST
+// /admin/v1/tenants/{id}/queue:purge).
 //
 // Queue position: each tenant numbers its jobs in enqueue order (seq, from
 // keys.JobSeq), and keys.JobsDispatched holds the highest seq that has left
@@ -53,6 +61,9 @@ const (
 	Cancelled = "cancelled"
 	// Expired: its deadline passed while it waited; dropped unsent.
 	Expired = "expired"
+	// Scheduled: waiting for its due time, not yet in its queue (its index
+	// is written by the scheduler).
+	Scheduled = "scheduled"
 )
 
 // ErrNotFound is returned for a job with no recorded state: an unknown id,
@@ -78,7 +89,8 @@ type Record struct {
 	// LastError is the last failed delivery's error.
 	LastError string
 	// Reason says why a dead job is dead: rejected, attempts_exhausted,
-	// poison or cost_exceeds_capacity.
+	// poison or cost_exceeds_capacity; or why a job was dropped:
+	// ReasonPurged for a cancelled one a purge cancelled.
 	Reason string
 	// Ahead is how many of the tenant's jobs are ahead of this one in its
 	// queue (0: next to leave), for a queued job with a Seq; -1 otherwise.

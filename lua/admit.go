@@ -55,10 +55,14 @@ func AdmitFor(module string) *Script {
 	return singles[module]
 }
 
-// concat joins the embedded files names into one script's source.
+// concat joins the embedded files names into one script's source, each
+// module with a generated prelude (preludes) after that prelude.
 func concat(names []string) string {
 	var b strings.Builder
 	for _, name := range names {
+		if gen, ok := preludes[name]; ok {
+			b.WriteString(gen())
+		}
 		src, err := Source(name)
 		if err != nil {
 			panic(fmt.Sprintf("lua: admit: %v", err))

@@ -3,14 +3,25 @@
 --
 -- DECRBY the cost, never below 0 (a missing or expired counter, or one that
 -- was lowered already for a job delivered twice, stays at 0), and refresh
--- the TTL, so the counter never lives without one.
+-- the TTL, so the counter never lives without one. A job that was purged
+-- (POST /admin/v1/tenants/{id}/queue:purge: its state hash KEYS[2] has
+-- reason "purged") is not counted again: the purge set the counter to 0
+-- without it, so lowering it now would undercount the jobs queued since.
 --
 -- KEYS[1]  backlog counter (keys.Backlog)
+-- KEYS[2]  optional: the job's state hash (keys.JobState)
 -- ARGV[1]  job cost, integer >= 1
 -- ARGV[2]  PEXPIRE of the counter, ms (keys.BacklogTTL)
 --
--- Returns the counter after the decrement (>= 0).
+-- Returns the counter after the decrement (>= 0), or as it is for a
+-- purged job.
 
+if KEYS[2] then
+  -- pcall: HGET fails (WRONGTYPE) only on the older string marker.
+  if redis.pcall('HGET', KEYS[2], 'reason') == 'purged' then
+    return tonumber(redis.call('GET', KEYS[1])) or 0
+  end
+end
 local left = redis.call('DECRBY', KEYS[1], ARGV[1])
 if left < 0 then
   redis.call('SET', KEYS[1], 0)

@@ -1,6 +1,10 @@
 -- enqueue.lua: append one tenant's jobs to its queue, add their cost to its
 -- backlog counter and record each job's state "queued" with its place in the
--- tenant's enqueue sequence, atomically (Redis queue backend).
+-- tenant's enqueue sequence, atomically (Redis queue backend). Each job's
+-- id joins the tenant's queued index (keys.JobIndex(tenant, "queued"), score
+-- its seq) and leaves the index of the state an older job under the same id
+-- had (index_leave and job_index of job_state_final.lua, which lua.Include
+-- puts first).
 --
 -- KEYS[1]   the tenant's queue list (keys.Queue); jobs are RPUSHed to its tail,
 --           so consumers take the oldest job from its head
@@ -66,13 +70,27 @@ redis.call('PEXPIRE', KEYS[2], ARGV[2])
 local base = tonumber(redis.call('GET', KEYS[3])) or 0
 local gone = tonumber(redis.call('GET', KEYS[4])) or 0
 if base < gone then base = gone end
+local idx = {}
 for i = 1, n do
   local sk = KEYS[4 + i]
   local at = ARGV[last + 2 * i]
+  local id = job_id(sk)
+  if id then
+    index_leave(sk, id, 'queued')
+    idx[#idx + 1] = base + i
+    idx[#idx + 1] = id
+  end
   redis.call('DEL', sk)
   redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 2 * i - 1], 'attempt', 0,
     'enqueued_at', at, 'updated_at', at, 'seq', base + i)
   redis.call('PEXPIRE', sk, state_ttl)
 end
 redis.call('SET', KEYS[3], base + n, 'PX', state_ttl)
+if #idx > 0 then
+  local qk = job_index(KEYS[5], 'queued')
+  for first = 1, #idx, 2 * chunk do
+    redis.call('ZADD', qk, unpack(idx, first, math.min(first + 2 * chunk - 1, #idx)))
+  end
+  redis.call('PEXPIRE', qk, state_ttl)
+end
 return {len, backlog}

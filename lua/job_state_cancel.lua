@@ -4,7 +4,9 @@
 -- becomes cancelled, with updated_at (Redis TIME, ms); the drainer drops it
 -- when it reaches the head of its lane, without an outflow slot. Any other
 -- state is left as it is and returned, so the caller can say why
--- (in_flight, done, dead, cancelled, expired). An older cancel marker (the
+-- (in_flight, done, dead, cancelled, expired). A cancelled job's id leaves
+-- the queued or retrying index (index_leave of job_state_final.lua, which
+-- lua.Include puts first). An older cancel marker (the
 -- string "cancelled" under KEYS[1]) counts as cancelled.
 --
 -- KEYS[1]  the job's state hash (keys.JobState)
@@ -25,6 +27,8 @@ end
 if state ~= 'queued' and state ~= 'retrying' then
   return {0, state}
 end
+local id = job_id(KEYS[1])
+if id then index_leave(KEYS[1], id, 'cancelled') end
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'state', 'cancelled', 'updated_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 redis.call('PEXPIRE', KEYS[1], ARGV[1])

@@ -11,6 +11,9 @@
 --   - the delivery joins the tenant's deliveries in progress until now +
 --     lease (the drainer's lease keeper pushes the deadline on);
 --   - the job's cost is added to the tenant's outflow of this second.
+--   - its id moves to the tenant's in_flight index (keys.JobIndex, score
+--     now) from the index of the state it leaves (index_move of
+--     job_state_final.lua, which lua.Include puts first).
 -- The first start of each second of a tenant also does the housekeeping:
 -- deliveries past their deadline (a drainer that died) leave the set,
 -- outflow seconds older than ARGV[7] are trimmed, and both TTLs are set.
@@ -45,6 +48,8 @@ if st['err'] then
   if redis.call('GET', sk) == 'cancelled' then return 0 end
 else
   if st[1] == 'cancelled' then return 0 end
+  local id = job_id(sk)
+  if id then index_move(sk, id, 'in_flight', now) end
   redis.call('HSET', sk, 'state', 'in_flight', 'attempt', ARGV[1], 'updated_at', now)
   redis.call('PEXPIRE', sk, ttl)
   local seq = tonumber(st[2])

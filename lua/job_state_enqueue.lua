@@ -7,7 +7,10 @@
 -- drainer may have started the job already: a state hash that holds a
 -- state but no enqueued_at was written by the drainer, and only the fields
 -- it lacks (type, enqueued_at, seq) are added, never the state. Any other
--- hash (an older job under a reused id) is replaced.
+-- hash (an older job under a reused id) is replaced, and the job's id joins
+-- the tenant's queued index (keys.JobIndex(tenant, "queued"), score its seq)
+-- and leaves the index of the older job's state (index_move of
+-- job_state_final.lua, which lua.Include puts first).
 --
 -- KEYS[1]   the tenant's enqueue sequence (keys.JobSeq)
 -- KEYS[2]   the tenant's dispatched sequence (keys.JobsDispatched)
@@ -33,6 +36,8 @@ for i = 1, n do
     redis.call('HSET', sk, 'type', typ, 'enqueued_at', at, 'seq', base + i)
     redis.call('PEXPIRE', sk, ttl)
   elseif kind == 'hash' or kind == 'none' then
+    local id = job_id(sk)
+    if id then index_move(sk, id, 'queued', base + i) end
     redis.call('DEL', sk)
     redis.call('HSET', sk, 'state', 'queued', 'type', typ, 'attempt', 0, 'enqueued_at', at, 'updated_at', at, 'seq', base + i)
     redis.call('PEXPIRE', sk, ttl)

@@ -1,30 +1,97 @@
--- job_state_final.lua: the write of a job's final state, which ack.lua
--- (Redis queue backend) and job_state_settle.lua (Kafka) share. lua.Include
--- puts this file before each of them; run on its own it only defines a local
--- function and touches nothing.
+-- job_state_final.lua: the write of a job's final state, and the job index,
+-- which the job-state scripts share (ack.lua on the Redis queue backend,
+-- job_state_settle.lua on Kafka, and the others that include it). lua.Include
+-- puts this file before each of them, after the bounds generated from
+-- package keys (JOB_INDEX_TTL = keys.JobStateTTL, DONE_RETENTION_MS =
+-- keys.DoneRetention, DONE_MAX = keys.DoneMax, all in ms or counts); run on
+-- its own it only defines local functions and touches nothing.
 --
--- record_final(sk, seqk, state, last_error, reason, ttl) sets the job's
--- state hash sk (package jobstate): state, updated_at (Redis TIME, ms),
--- last_error and reason when not empty, its TTL refreshed to ttl ms. A job
+-- The job index (keys.JobIndex): job_index(sk, state) is the tenant's sorted
+-- set of the ids of its jobs in state, built from the hash tag of the job's
+-- state key sk, so it is in the job's cluster slot. job_id(sk) is the job id
+-- at the end of sk.
+--
+-- index_leave(sk, id, new_state) reads the job's recorded state from sk and
+-- ZREMs id from that state's index when it is a listed state other than
+-- new_state (one HGET, at most one ZREM); it returns the old state, or false
+-- when none is recorded (or sk is the older string marker). Call it before
+-- the state field is written.
+--
+-- index_add(sk, id, state, score) ZADDs id with score to the index of state
+-- when state is queued, in_flight, retrying or done, and refreshes the
+-- index's TTL (JOB_INDEX_TTL); the done index is also trimmed to the members
+-- of the last DONE_RETENTION_MS before score, at most DONE_MAX of them. For
+-- any other state it does nothing: dead and scheduled are added by their own
+-- writers (dlq, scheduler), cancelled and expired are not listed.
+--
+-- index_move(sk, id, new_state, score) is index_leave then index_add.
+--
+-- record_final(sk, seqk, state, last_error, reason, ttl, score) sets the
+-- job's state hash sk (package jobstate): state, updated_at (Redis TIME,
+-- ms), last_error and reason when not empty, its TTL refreshed to ttl ms,
+-- and moves the job between the indexes (score: the new state's index
+-- score, default updated_at; a retrying job passes its due time). A job
 -- dropped at the head of its queue (cancelled, expired, poison) also moves
 -- the tenant's dispatched sequence seqk up to its seq; a delivered job did
 -- that when its delivery started. An older cancel marker (a string under
 -- sk) is left as it is.
 --
--- KEYS  none of its own: the including script passes two of its keys.
+-- KEYS  none of its own: the including script passes its keys.
 -- ARGV  none of its own.
 -- Returns nothing.
 
-local function record_final(sk, seqk, state, last_error, reason, ttl)
+local JOB_LISTED = {queued = true, scheduled = true, in_flight = true, retrying = true, dead = true, done = true}
+local JOB_ADDED = {queued = true, in_flight = true, retrying = true, done = true}
+
+local function job_index(sk, state)
+  return string.match(sk, '^(sluice:{[^}]*})') .. ':jobs:' .. state
+end
+
+local function job_id(sk)
+  return string.match(sk, '^sluice:{[^}]*}:job:(.*)$')
+end
+
+local function index_leave(sk, id, new_state)
+  -- pcall: HGET fails (WRONGTYPE) only on the older string marker.
+  local old = redis.pcall('HGET', sk, 'state')
+  if type(old) ~= 'string' then return false end
+  if old ~= new_state and JOB_LISTED[old] then
+    redis.call('ZREM', job_index(sk, old), id)
+  end
+  return old
+end
+
+local function index_add(sk, id, state, score)
+  if not JOB_ADDED[state] then return end
+  local ik = job_index(sk, state)
+  redis.call('ZADD', ik, score, id)
+  redis.call('PEXPIRE', ik, JOB_INDEX_TTL)
+  if state == 'done' then
+    redis.call('ZREMRANGEBYSCORE', ik, '-inf', '(' .. (score - DONE_RETENTION_MS))
+    local over = redis.call('ZCARD', ik) - DONE_MAX
+    if over > 0 then redis.call('ZREMRANGEBYRANK', ik, 0, over - 1) end
+  end
+end
+
+local function index_move(sk, id, new_state, score)
+  index_leave(sk, id, new_state)
+  index_add(sk, id, new_state, score)
+end
+
+local function record_final(sk, seqk, state, last_error, reason, ttl, score)
   local t = redis.call('TIME')
-  local f = {'state', state, 'updated_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local f = {'state', state, 'updated_at', now}
   if last_error ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = last_error end
   if reason ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = reason end
+  local id = job_id(sk)
+  if id then index_leave(sk, id, state) end
   -- pcall: HSET fails (WRONGTYPE) only on the older string marker.
   if type(redis.pcall('HSET', sk, unpack(f))) == 'table' then
     return
   end
   redis.call('PEXPIRE', sk, ttl)
+  if id then index_add(sk, id, state, score or now) end
   if state == 'cancelled' or state == 'expired' or reason == 'poison' then
     local seq = tonumber(redis.call('HGET', sk, 'seq'))
     if seq and seq > (tonumber(redis.call('GET', seqk)) or 0) then

@@ -19,6 +19,8 @@
 -- ARGV[5]  PEXPIRE of the state and sequence, ms (keys.JobStateTTL)
 -- ARGV[6]  1 to add one to KEYS[4] (the job went to the dead-letter topic), else 0
 -- ARGV[7]  PEXPIRE of KEYS[4], ms (keys.QueueTTL)
+-- ARGV[8]  retrying: the retry's due time, unix ms, the score of the job in
+--          the retrying index (keys.JobIndex); "" or 0 for Redis TIME
 --
 -- Returns 1.
 
@@ -27,5 +29,7 @@ if ARGV[6] == '1' then
   redis.call('INCR', KEYS[4])
   redis.call('PEXPIRE', KEYS[4], ARGV[7])
 end
-record_final(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local due = tonumber(ARGV[8])
+if due ~= nil and due <= 0 then due = nil end
+record_final(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5], due)
 return 1

@@ -4,8 +4,10 @@
 -- lane goes on with other jobs meanwhile and a drainer dying during the wait
 -- loses nothing. With KEYS[4..5] the delivery leaves the tenant's
 -- deliveries in progress and the job's state becomes "retrying" with its
--- last error (package jobstate), in the same step; an older cancel marker
--- (a string under KEYS[4]) is left as it is.
+-- last error (package jobstate), in the same step, and its id moves to the
+-- tenant's retrying index (keys.JobIndex, score the due time; index_move of
+-- job_state_final.lua, which lua.Include puts first); an older cancel
+-- marker (a string under KEYS[4]) is left as it is.
 --
 -- KEYS[1]  processing zset (keys.Processing)
 -- KEYS[2]  leased hash (keys.Leased)
@@ -43,8 +45,11 @@ if record then
   local f = {'state', 'retrying', 'updated_at', now}
   if ARGV[6] ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = ARGV[6] end
   -- pcall: HSET fails (WRONGTYPE) only on the older string marker.
+  local id = job_id(KEYS[4])
+  if id then index_leave(KEYS[4], id, 'retrying') end
   if type(redis.pcall('HSET', KEYS[4], unpack(f))) ~= 'table' then
     redis.call('PEXPIRE', KEYS[4], ARGV[7])
+    if id then index_add(KEYS[4], id, 'retrying', due) end
   end
 end
 return due

@@ -13,11 +13,11 @@ import (
 // parser) lives. The admission scripts are Admit and AdmitFor (admit.go).
 var (
 	// Queue, Redis backend (queue/redisq).
-	Enqueue     = register(mustLoad("enqueue.lua"))
+	Enqueue     = register(include("enqueue.lua", "job_state_final.lua"))
 	Claim       = register(mustLoad("claim.lua"))
 	Ack         = register(include("ack.lua", "job_state_final.lua"))
 	Release     = register(mustLoad("release.lua"))
-	LeaseDefer  = register(mustLoad("lease_defer.lua"))
+	LeaseDefer  = register(include("lease_defer.lua", "job_state_final.lua"))
 	LeaseExtend = register(mustLoad("lease_extend.lua"))
 	Reap        = register(mustLoad("reap.lua"))
 
@@ -26,10 +26,12 @@ var (
 	JobCancelled = register(mustLoad("job_cancelled.lua"))
 
 	// Job state records (jobstate).
-	JobStateEnqueue  = register(mustLoad("job_state_enqueue.lua"))
-	JobStateDispatch = register(mustLoad("job_state_dispatch.lua"))
+	JobStateEnqueue  = register(include("job_state_enqueue.lua", "job_state_final.lua"))
+	JobStateDispatch = register(include("job_state_dispatch.lua", "job_state_final.lua"))
 	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua"))
-	JobStateCancel   = register(mustLoad("job_state_cancel.lua"))
+	JobStateCancel   = register(include("job_state_cancel.lua", "job_state_final.lua"))
+	JobList          = register(mustLoad("job_list.lua"))
+	Purge            = register(include("purge.lua", "job_state_final.lua"))
 
 	// Outflow: the shared bucket, the concurrency semaphore, the adaptive
 	// rate (outflow), and a tenant's stats read (ingest).

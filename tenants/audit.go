@@ -45,7 +45,8 @@ type AuditEntry struct {
 	At time.Time `json:"at"`
 	// Who is the admin token's name (ingest.admin_tokens).
 	Who string `json:"who"`
-	// Action is create, update or delete.
+	// Action is create, update, delete or purge (Changes: queue.purged,
+	// the count).
 	Action string `json:"action"`
 	// Version is the tenant's version after the change: every version of a
 	// tenant has exactly one entry, so it identifies the entry (the cursor
@@ -342,6 +343,11 @@ func clip(s string) (string, bool) {
 // auditEntry encodes c's audit entry: the changes from c.Old to spec (the
 // new spec's JSON, "" for none), at most AuditEntryMaxBytes.
 func (c Change) auditEntry(spec string) (string, error) {
+	if c.Op == OpNote {
+		// The entry of a purge: one change, queue.purged = the count.
+		spec = fmt.Sprintf(`{"queue":{"purged":%d}}`, c.Purged)
+		c.Old = nil
+	}
 	var old []byte
 	if c.Old != nil {
 		b, err := EncodeSpec(*c.Old)

@@ -39,6 +39,9 @@ const (
 	ActionCreate = "create"
 	ActionUpdate = "update"
 	ActionDelete = "delete"
+	// ActionPurge is a purge of the tenant's queue (OpNote; Change.Purged
+	// jobs).
+	ActionPurge = "purge"
 )
 
 // Op is what a Write does to a tenant's runtime record.
@@ -53,6 +56,10 @@ const (
 	// OpClear removes the spec and any tombstone: the file's tenant, if
 	// any, applies again.
 	OpClear
+	// OpNote leaves spec and tombstone as they are: it only raises the
+	// version and records the audit entry of an action on the tenant's
+	// jobs (ActionPurge).
+	OpNote
 )
 
 // Change is one admin write.
@@ -71,6 +78,8 @@ type Change struct {
 	Action string
 	At     time.Time
 	Old    *config.Tenant
+	// Purged is how many jobs an ActionPurge cancelled.
+	Purged int64
 }
 
 // Store reads and writes runtime tenants in Redis. Every write is one Lua

@@ -8,6 +8,8 @@
 //	stats TENANT
 //	job ID [--tenant T]
 //	cancel ID [--tenant T]
+//	jobs list --state S [--tenant T] [--limit N] [--cursor C | --all]
+//	purge TENANT
 //	top [--interval 1s] [--frames N] [TENANT...]
 //	pause TENANT | resume TENANT
 //	hash-key KEY|-
@@ -155,6 +157,8 @@ func init() {
 		"stats":    (*cmd).stats,
 		"job":      (*cmd).job,
 		"cancel":   (*cmd).cancel,
+		"jobs":     (*cmd).jobs,
+		"purge":    (*cmd).purge,
 		"top":      (*cmd).top,
 		"pause":    (*cmd).pause,
 		"resume":   (*cmd).resume,
@@ -186,6 +190,10 @@ Commands:
   job ID [--tenant T]  a job's state, queue position and ETA (--tenant: with an admin token)
   cancel ID [--tenant T]
                        cancel a waiting job
+  jobs list --state S [--tenant T] [--limit N] [--cursor C | --all]
+                       a tenant's jobs in one state: queued (positions, ETAs), scheduled,
+                       in_flight, retrying, dead or done (the last hour), a page at a time
+  purge TENANT         cancel every waiting job of a tenant (admin token); jobs in flight finish
   top [--interval 1s] [--frames N] [TENANT...]
                        live view of every tenant (admin token) or of the given ones; q quits
   pause TENANT         stop delivery (in-flight jobs finish; jobs are still admitted)

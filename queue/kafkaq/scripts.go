@@ -12,9 +12,10 @@ import (
 // script.
 
 // backlogDecrCall is lua/backlog_decr.lua: lower tenant's backlog counter
-// (keys.Backlog) by cost, never below 0, and refresh its TTL.
-func backlogDecrCall(tenant string, cost int64) lua.Call {
-	return lua.Call{Script: lua.BacklogDecr, Keys: []string{keys.Backlog(tenant)},
+// (keys.Backlog) by cost, never below 0, unless job id was purged, and
+// refresh its TTL.
+func backlogDecrCall(tenant, id string, cost int64) lua.Call {
+	return lua.Call{Script: lua.BacklogDecr, Keys: []string{keys.Backlog(tenant), keys.JobState(tenant, id)},
 		Args: []any{cost, keys.BacklogTTL.Milliseconds()}}
 }
 

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -84,7 +85,7 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 	state, lastErr, reason := out.State()
 	st := jobstate.Settle{Tenant: t, JobID: job.Envelope.ID, Member: job.Token(), State: state,
 		LastError: lastErr, Reason: reason, DeadLettered: out.Dead != nil}.Call()
-	cmds := lua.Exec(ctx, c.rdb, []lua.Call{backlogDecrCall(t, job.Envelope.Cost), st}, nil)
+	cmds := lua.Exec(ctx, c.rdb, []lua.Call{backlogDecrCall(t, job.Envelope.ID, job.Envelope.Cost), st}, nil)
 	err := cmds[0].Err()
 	if err == nil {
 		_, err = parseBacklogDecr(cmds[0].Val())
@@ -101,18 +102,18 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 	}
 }
 
-// recordRetrying records the job's state retrying with lastError
-// (package jobstate), before the job waits in memory for its retry, so a
+// recordRetrying records the job's state retrying with lastError, due at
+// due (package jobstate), before the job waits in memory for its retry, so a
 // later delivery's in_flight is never overwritten. A failure is counted
 // and logged: the retry goes on.
-func (c *Consumer) recordRetrying(ctx context.Context, job *queue.Claimed, lastError string) {
+func (c *Consumer) recordRetrying(ctx context.Context, job *queue.Claimed, lastError string, due time.Time) {
 	if c.rdb == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backlogTimeout)
 	defer cancel()
 	st := jobstate.Settle{Tenant: job.Envelope.Tenant, JobID: job.Envelope.ID, Member: job.Token(),
-		State: jobstate.Retrying, LastError: lastError}.Call()
+		State: jobstate.Retrying, LastError: lastError, Due: due}.Call()
 	if err := settled(st.Run(ctx, c.rdb)); err != nil {
 		c.m.redisErrs.WithLabelValues("job_state").Inc()
 		c.log.Warn("kafka consumer: job state not recorded; the retry goes on",
@@ -130,7 +131,7 @@ func (c *Consumer) Defer(ctx context.Context, job *queue.Claimed, r queue.Retry)
 	if err != nil {
 		return fmt.Errorf("queue: defer %s: %w", job.Envelope.ID, err)
 	}
-	c.recordRetrying(ctx, job, r.LastError)
+	c.recordRetrying(ctx, job, r.LastError, c.clock.Now().Add(max(r.Delay, 0)))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.takeLocked(job)
