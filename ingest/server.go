@@ -98,6 +98,7 @@ type Server struct {
 	handler     http.Handler
 	registry    *tenants.Registry
 	admin       *adminMetrics
+	dlqMetrics  *dlqMetrics
 	admins      atomic.Pointer[adminIndex]
 
 	snap     atomic.Pointer[snapshot]
@@ -126,6 +127,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	dm, err := newDLQMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		rdb:         cfg.Redis,
 		producer:    cfg.Producer,
@@ -137,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 		gatherer:    cfg.Gatherer,
 		registry:    cfg.Tenants,
 		admin:       am,
+		dlqMetrics:  dm,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -177,6 +183,7 @@ func (s *Server) routes() http.Handler {
 	route("GET /healthz", "healthz", s.handleHealthz)
 	route("GET /readyz", "readyz", s.handleReadyz)
 	s.adminRoutes(route)
+	s.dlqRoutes(route)
 	route("/v1/jobs/{id}", "job", s.handleJobState)
 	route("/v1/tenants/{id}/stats", "stats", s.handleStats)
 	if s.gatherer != nil {

@@ -15,7 +15,7 @@ var (
 	// Queue, Redis backend (queue/redisq).
 	Enqueue     = register(mustLoad("enqueue.lua"))
 	Claim       = register(mustLoad("claim.lua"))
-	Ack         = register(include("ack.lua", "job_state_final.lua"))
+	Ack         = register(include("ack.lua", "job_state_final.lua", "dead_letter.lua"))
 	Release     = register(mustLoad("release.lua"))
 	LeaseDefer  = register(mustLoad("lease_defer.lua"))
 	LeaseExtend = register(mustLoad("lease_extend.lua"))
@@ -28,7 +28,7 @@ var (
 	// Job state records (jobstate).
 	JobStateEnqueue  = register(mustLoad("job_state_enqueue.lua"))
 	JobStateDispatch = register(mustLoad("job_state_dispatch.lua"))
-	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua"))
+	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua", "dead_letter.lua"))
 	JobStateCancel   = register(mustLoad("job_state_cancel.lua"))
 
 	// Outflow: the shared bucket, the concurrency semaphore, the adaptive
@@ -43,11 +43,15 @@ var (
 	GCRARescale = register(mustLoad("gcra_rescale.lua"))
 	TenantWrite = register(mustLoad("tenant_write.lua"))
 	AuditPage   = register(mustLoad("audit_page.lua"))
+
+	// Dead letters (dlq).
+	DLQPage   = register(mustLoad("dlq_page.lua"))
+	DLQRemove = register(mustLoad("dlq_remove.lua"))
 )
 
 // Modules are the embedded files that are not scripts of their own: each
 // only defines local functions for the scripts that include it.
-var Modules = append([]string{"admit_prelude.lua", "admit.lua", "job_state_final.lua"}, AdmitModules...)
+var Modules = append([]string{"admit_prelude.lua", "admit.lua", "job_state_final.lua", "dead_letter.lua"}, AdmitModules...)
 
 var (
 	regMu    sync.Mutex

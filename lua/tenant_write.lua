@@ -14,7 +14,9 @@
 -- ARGV[1]  expected version: the hash's version the change was computed
 --          from (0 when the hash has none)
 -- ARGV[2]  mode: "put" (store spec, clear a tombstone), "tombstone" (delete
---          spec, set deleted) or "clear" (delete spec and tombstone)
+--          spec, set deleted), "clear" (delete spec and tombstone) or
+--          "note" (change nothing but the version: an audited operation
+--          that is not a spec change, such as a dead-letter redrive)
 -- ARGV[3]  spec JSON (mode put; otherwise ignored)
 -- ARGV[4]  outflow_rate, units/s, > 0 or "" for none (mode put)
 -- ARGV[5]  outflow_capacity, units, > 0 or "" for none (mode put)
@@ -47,8 +49,8 @@ end
 if #ARGV[6] > keepBytes then
   return redis.error_reply('ERR tenant_write: the audit entry is larger than the audit byte cap')
 end
-if mode ~= 'put' and mode ~= 'tombstone' and mode ~= 'clear' then
-  return redis.error_reply('ERR tenant_write: mode must be put, tombstone or clear')
+if mode ~= 'put' and mode ~= 'tombstone' and mode ~= 'clear' and mode ~= 'note' then
+  return redis.error_reply('ERR tenant_write: mode must be put, tombstone, clear or note')
 end
 if mode == 'put' and ARGV[3] == '' then
   return redis.error_reply('ERR tenant_write: put needs a spec')
@@ -65,7 +67,9 @@ if cur ~= expect then
 end
 local ver = cur + 1
 
-if mode == 'put' then
+if mode == 'note' then
+  redis.call('HSET', KEYS[1], 'version', ver)
+elseif mode == 'put' then
   redis.call('HSET', KEYS[1], 'spec', ARGV[3], 'version', ver)
   redis.call('HDEL', KEYS[1], 'deleted')
   if ARGV[4] ~= '' then

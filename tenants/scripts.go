@@ -27,7 +27,7 @@ type tenantWrite struct {
 }
 
 // writeModes are tenant_write.lua's modes by Op.
-var writeModes = map[Op]string{OpPut: "put", OpTombstone: "tombstone", OpClear: "clear"}
+var writeModes = map[Op]string{OpPut: "put", OpTombstone: "tombstone", OpClear: "clear", OpNote: "note"}
 
 // tenantWriteOf returns the call that stores c, or an error for an unknown
 // op or a spec or audit entry that does not encode.

@@ -53,6 +53,9 @@ const (
 	// OpClear removes the spec and any tombstone: the file's tenant, if
 	// any, applies again.
 	OpClear
+	// OpNote changes nothing but the version: it records an audited
+	// operation that is not a spec change (Registry.Note).
+	OpNote
 )
 
 // Change is one admin write.
@@ -71,6 +74,8 @@ type Change struct {
 	Action string
 	At     time.Time
 	Old    *config.Tenant
+	// Count is an OpNote's count (AuditEntry.Count).
+	Count int64
 }
 
 // Store reads and writes runtime tenants in Redis. Every write is one Lua
