@@ -114,7 +114,7 @@ func (s *Server) dlqList(w http.ResponseWriter, r *http.Request, st *dlq.Store, 
 		return
 	}
 	if err != nil {
-		writeProblem(w, s.redisProblem(s.snap.Load(), "dlq list", err))
+		writeProblem(w, s.dlqProblem("dlq list", err))
 		return
 	}
 	out := struct {
@@ -141,7 +141,7 @@ func (s *Server) dlqGet(w http.ResponseWriter, r *http.Request, st *dlq.Store, i
 	case errors.Is(err, dlq.ErrNotFound):
 		writeProblem(w, notFound("dead letter", job))
 	case err != nil:
-		writeProblem(w, s.redisProblem(s.snap.Load(), "dlq get", err))
+		writeProblem(w, s.dlqProblem("dlq get", err))
 	default:
 		writeJSON(w, http.StatusOK, struct {
 			Tenant string `json:"tenant"`
@@ -209,7 +209,7 @@ func (s *Server) dlqRedrive(w http.ResponseWriter, r *http.Request, st *dlq.Stor
 		if errors.Is(err, queue.ErrInvalidJob) || errors.Is(err, queue.ErrUnavailable) {
 			writeProblem(w, enqueueProblem(snap, id, err))
 		} else {
-			writeProblem(w, s.redisProblem(snap, "dlq redrive", err))
+			writeProblem(w, s.dlqProblem("dlq redrive", err))
 		}
 		return
 	}
@@ -247,7 +247,7 @@ func (s *Server) answerDeleted(ctx context.Context, w http.ResponseWriter, id, w
 	s.dlqAudit(ctx, id, who, tenants.ActionDLQDelete, n)
 	switch {
 	case err != nil:
-		writeProblem(w, s.redisProblem(s.snap.Load(), "dlq delete", err))
+		writeProblem(w, s.dlqProblem("dlq delete", err))
 	case n == 0 && absent != nil:
 		writeProblem(w, absent)
 	default:
@@ -272,4 +272,12 @@ func (s *Server) dlqAudit(ctx context.Context, id, who, action string, n int) {
 	if err := s.registry.Note(context.WithoutCancel(ctx), id, who, s.clock.Now(), action, int64(n)); err != nil {
 		s.log.Error("ingest: dead-letter operation done but not audited", "tenant", id, "action", action, "count", n, "err", err)
 	}
+}
+
+// dlqProblem is the 503 of a dead-letter request whose Redis work failed.
+func (s *Server) dlqProblem(op string, err error) *problem {
+	s.log.Warn("ingest: dead-letter request", "op", op, "err", err)
+	p := newProblem(http.StatusServiceUnavailable, "", "dead letters cannot be read or written (redis); retry later")
+	p.Backend, p.RetryAfter = "redis", retryAfterSeconds(s.snap.Load().retryAfter)
+	return p
 }

@@ -9,6 +9,7 @@
 //	job ID [--tenant T]
 //	cancel ID [--tenant T]
 //	top [--interval 1s] [--frames N] [TENANT...]
+//	dlq list TENANT [--limit N] [--cursor C] | show TENANT ID | redrive TENANT ID...|--all | delete TENANT ID...|--all
 //	hash-key KEY|-
 //
 // Global flags, each with an environment variable as its default: --url
@@ -156,6 +157,7 @@ func init() {
 		"cancel":   (*cmd).cancel,
 		"top":      (*cmd).top,
 		"hash-key": (*cmd).hashKey,
+		"dlq":      (*cmd).dlq,
 		"help": func(*cmd, context.Context, []string) error {
 			return errHelp
 		},
@@ -185,6 +187,13 @@ Commands:
                        cancel a waiting job
   top [--interval 1s] [--frames N] [TENANT...]
                        live view of every tenant (admin token) or of the given ones; q quits
+  dlq list TENANT [--limit N] [--cursor C]
+                       a tenant's dead jobs, newest first (admin token)
+  dlq show TENANT ID   one dead job with its payload and the sink's last response
+  dlq redrive TENANT ID...|--all
+                       put dead jobs back on the tenant's queue (same id, attempts reset)
+  dlq delete TENANT ID...|--all
+                       delete dead letters
   hash-key KEY|-       the sha256:<hex> form of an API key or admin token for the config
 
 Exit codes: 0 ok, 1 a request failed, 2 bad usage.
