@@ -1,15 +1,16 @@
 -- ack.lua: finish a leased job (done, dropped or dead), Redis queue backend.
 --
 -- Removes the lease; when the lease was still held, writes the dead letter
--- (if any: dead_add of dead_letter.lua on KEYS[4] and KEYS[8]), lowers the tenant's backlog by the job's cost (never
--- below 0) and records the job's final state. When the lease was already
+-- (if any: dead_add of dead_letter.lua on KEYS[4] and KEYS[8]), lowers the
+-- tenant's backlog by the job's cost (never below 0) and records the job's
+-- final state. When the lease was already
 -- gone (it expired and a reaper returned the job to the queue) nothing else
 -- is written: the job will be delivered again and finished by whoever holds
 -- it then, so the backlog is lowered exactly once per job.
 --
 -- The state record (package jobstate) is record_final of
--- job_state_final.lua (lua.Include puts it first) on the job's hash KEYS[5]
--- and the tenant's dispatched sequence KEYS[6].
+-- job_state_final.lua (lua.Include puts it and dead_letter.lua first) on
+-- the job's hash KEYS[5] and the tenant's dispatched sequence KEYS[6].
 --
 -- KEYS[1]  processing zset (keys.Processing)
 -- KEYS[2]  leased hash (keys.Leased)

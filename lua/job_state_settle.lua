@@ -1,10 +1,11 @@
 -- job_state_settle.lua: record how a delivery or a drop ended (Kafka queue
 -- backend; the Redis backend does this inside ack.lua and lease_defer.lua).
 --
--- The delivery leaves the tenant's deliveries in progress; a dead job's dead
--- letter is written to the tenant's dead index and letters (dead_add of
--- dead_letter.lua; the record on the DLQ topic is the producer's); the job's state becomes ARGV[2] through
--- record_final of job_state_final.lua (lua.Include puts it first), the
+-- The delivery leaves the tenant's deliveries in progress; a dead job's
+-- dead letter is written to the tenant's dead index and letters (dead_add
+-- of dead_letter.lua; the consumer wrote it to the DLQ topic before); the
+-- job's state becomes ARGV[2] through record_final of job_state_final.lua
+-- (lua.Include puts both modules first), the
 -- write ack.lua makes on the Redis backend. The hash is created when
 -- missing: on Kafka a job may finish before the producer's post-ack write
 -- records it, which then keeps this state (job_state_enqueue.lua).
