@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,6 +54,9 @@ func newDLQMetrics(reg prometheus.Registerer) (*dlqMetrics, error) {
 	}
 	return m, nil
 }
+
+// redriveTimeout bounds one redrive request's work.
+const redriveTimeout = time.Minute
 
 // Allow lists of the dead-letter paths.
 const (
@@ -194,7 +198,11 @@ func (s *Server) dlqRedrive(w http.ResponseWriter, r *http.Request, st *dlq.Stor
 		writeProblem(w, p)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	// A redrive of every dead letter is up to keys.DeadMaxJobs enqueues, in
+	// chunks: it gets redriveTimeout, and outlives a client that hangs up
+	// (each chunk is enqueued, then removed, never left half done).
+	armWrite(w, s.snap.Load(), redriveTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), redriveTimeout)
 	defer cancel()
 	var res dlq.Result
 	var err error
@@ -205,12 +213,14 @@ func (s *Server) dlqRedrive(w http.ResponseWriter, r *http.Request, st *dlq.Stor
 	}
 	s.dlqAudit(ctx, id, who, tenants.ActionDLQRedrive, res.Redriven)
 	if err != nil {
-		snap := s.snap.Load()
+		p := s.dlqProblem("dlq redrive", err)
 		if errors.Is(err, queue.ErrInvalidJob) || errors.Is(err, queue.ErrUnavailable) {
-			writeProblem(w, enqueueProblem(snap, id, err))
-		} else {
-			writeProblem(w, s.dlqProblem("dlq redrive", err))
+			p = enqueueProblem(s.snap.Load(), id, err)
 		}
+		if res.Redriven > 0 {
+			p.Detail += fmt.Sprintf(" (%d were redriven before the error; the rest stay in the DLQ)", res.Redriven)
+		}
+		writeProblem(w, p)
 		return
 	}
 	if res.Skipped == nil {
