@@ -7,7 +7,7 @@
 -- tenant's dead index idx (keys.JobIndex(t, "dead"), a sorted set scored by
 -- the unix ms the job died, died_ms; 0 reads Redis TIME) and its dead letter
 -- rec (JSON) to the records hash recs (keys.DeadRecords), then trims both:
--- the entries that died more than ttl ms before died_ms (at most trimMax per
+-- the entries that died more than ttl ms before died_ms (at most 1000 per
 -- call) and the oldest beyond keep entries, each with its record. Both keys'
 -- TTL becomes ttl ms (keys.DeadTTL).
 --
