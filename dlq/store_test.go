@@ -168,6 +168,12 @@ func TestRedriveSkipsAndGuards(t *testing.T) {
 	if err != nil || !cmp.Equal(want, got) {
 		t.Errorf("redriven envelope %+v (%v), want %+v", got, err, want)
 	}
+	if b, _ := rdb.Get(ctx, keys.Backlog(tn)).Int(); b != 2 {
+		t.Errorf("backlog %d after the redrive, want the job's cost 2", b)
+	}
+	if r, err := jobstate.Get(ctx, rdb, tn, "good"); err != nil || r.State != jobstate.Queued || r.Attempt != 0 {
+		t.Errorf("redriven job's state %+v (%v), want queued, attempt 0", r, err)
+	}
 	if n := rdb.ZCard(ctx, keys.JobIndex(tn, "dead")).Val(); n != 2 {
 		t.Errorf("dead index holds %d, want the 2 skipped", n)
 	}
