@@ -12,9 +12,10 @@ import (
 
 // Admin calls sluice's admin API (/admin/v1: tenants and their audit log)
 // and the visibility API with an admin token. It retries 429, 503 and
-// connection errors as Client does; every admin call is idempotent (PUT,
-// DELETE and a JSON merge patch give the same result when repeated), so a
-// retry after an unclear failure is safe. It is safe for concurrent use.
+// connection errors as Client does; every admin call but a redrive is
+// idempotent (PUT, DELETE and a JSON merge patch give the same result when
+// repeated), so a retry after an unclear failure is safe (a redrive's may
+// enqueue a job twice: at least once). It is safe for concurrent use.
 type Admin struct {
 	c *Client
 }

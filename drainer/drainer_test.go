@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/dlq"
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
@@ -225,16 +226,12 @@ func TestDrainerRetriesAndDeadLetters(t *testing.T) {
 	if diff := cmp.Diff(want, attempts); diff != "" {
 		t.Errorf("Sluice-Attempt per job (-want +got):\n%s", diff)
 	}
-	recs, err := rdb.LRange(ctx, keys.DLQ(tenant), 0, -1).Result()
+	recs, err := dlq.Letters(ctx, rdb, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	for _, r := range recs {
-		var dl queue.DeadLetter
-		if err := json.Unmarshal([]byte(r), &dl); err != nil {
-			t.Fatal(err)
-		}
+	for _, dl := range recs {
 		env, err := queue.Decode(dl.Job)
 		if err != nil {
 			t.Fatal(err)

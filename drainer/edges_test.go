@@ -2,7 +2,6 @@ package drainer_test
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"sort"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/dlq"
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
@@ -76,16 +76,16 @@ func TestDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 10, Capacity: 5})}})
 
 	testenv.WaitFor(t, 5*time.Second, "the normal job delivered", func() bool { return s.count(tenant) == 1 })
-	testenv.WaitFor(t, 5*time.Second, "two dead letters", func() bool { return rdb.LLen(ctx, keys.DLQ(tenant)).Val() == 2 })
+	testenv.WaitFor(t, 5*time.Second, "two dead letters", func() bool { return rdb.ZCard(ctx, keys.JobIndex(tenant, "dead")).Val() == 2 })
 	if d := s.deliveries(); d[0].id != "ok" {
 		t.Errorf("delivered %s, want ok", d[0].id)
 	}
 	var got []string
-	for _, r := range rdb.LRange(ctx, keys.DLQ(tenant), 0, -1).Val() {
-		var dl queue.DeadLetter
-		if err := json.Unmarshal([]byte(r), &dl); err != nil {
-			t.Fatal(err)
-		}
+	recs, err := dlq.Letters(ctx, rdb, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dl := range recs {
 		env, err := queue.Decode(dl.Job)
 		if err != nil {
 			t.Fatal(err)

@@ -83,7 +83,7 @@ func TestDrainerFollowsRuntimeTenants(t *testing.T) {
 	if n, _ := rdb.LLen(ctx, keys.Queue("old")).Result(); n != 1 {
 		t.Errorf("deleted tenant's queue holds %d jobs, want 1 (kept, not dead-lettered)", n)
 	}
-	if n, _ := rdb.LLen(ctx, keys.DLQ("old")).Result(); n != 0 {
+	if n, _ := rdb.ZCard(ctx, keys.JobIndex("old", "dead")).Result(); n != 0 {
 		t.Errorf("deleted tenant's DLQ holds %d jobs, want 0", n)
 	}
 

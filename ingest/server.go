@@ -99,6 +99,7 @@ type Server struct {
 	handler     http.Handler
 	registry    *tenants.Registry
 	admin       *adminMetrics
+	dlqMetrics  *dlqMetrics
 	admins      atomic.Pointer[adminIndex]
 
 	snap     atomic.Pointer[snapshot]
@@ -131,6 +132,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	dm, err := newDLQMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		rdb:         cfg.Redis,
 		producer:    cfg.Producer,
@@ -144,6 +149,7 @@ func New(cfg Config) (*Server, error) {
 		admin:       am,
 		admissions:  newAdmissionCounts(),
 		paused:      newPausedMetric(),
+		dlqMetrics:  dm,
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.paused.g); err != nil {
@@ -191,6 +197,7 @@ func (s *Server) routes() http.Handler {
 	route("GET /healthz", "healthz", s.handleHealthz)
 	route("GET /readyz", "readyz", s.handleReadyz)
 	s.adminRoutes(route)
+	s.dlqRoutes(route)
 	route("/v1/jobs/{id}", "job", s.handleJobState)
 	route("/v1/tenants/{id}/stats", "stats", s.handleStats)
 	if s.gatherer != nil {

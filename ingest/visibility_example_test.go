@@ -26,7 +26,7 @@ import (
 func exampleVisibility(ctx context.Context, rdb *redis.Client) (string, func()) {
 	const t = "example-vis"
 	del := []string{keys.Queue(t), keys.Backlog(t), keys.JobSeq(t), keys.JobsDispatched(t), keys.Water(t),
-		keys.Delivering(t), keys.Outflow(t), keys.DLQ(t), keys.JobState(t, "report-1"), keys.JobState(t, "report-2"),
+		keys.Delivering(t), keys.Outflow(t), keys.JobIndex(t, "dead"), keys.DeadRecords(t), keys.JobState(t, "report-1"), keys.JobState(t, "report-2"),
 		keys.Idempotency(t, "report-1"), keys.Idempotency(t, "report-2")}
 	rdb.Del(ctx, del...)
 	cfg, err := config.Parse([]byte(`

@@ -31,9 +31,8 @@ type statsAnswer struct {
 	// InFlight counts deliveries in progress across all drainers
 	// (keys.Delivering members whose deadline has not passed).
 	InFlight int64 `json:"in_flight"`
-	// DLQ counts dead jobs: the length of the tenant's dead-letter list
-	// (Redis backend), or its counter of records written to the DLQ topic
-	// (Kafka backend, keys.DLQCount).
+	// DLQ counts the tenant's dead letters (the size of its dead index,
+	// keys.JobIndex(t, "dead"), on both backends; package dlq).
 	DLQ int64 `json:"dlq"`
 	// ETASeconds is Backlog ÷ Outflow.EffectiveRate; null when the tenant's
 	// outflow is unlimited (Outflow.Unlimited). A paused tenant keeps it:
@@ -120,26 +119,26 @@ func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (
 	if ts := snap.tenants[tenant]; ts != nil {
 		o = ts.outflow
 	}
-	st := computeStats(tenant, o, snap.backend, res)
+	st := computeStats(tenant, o, res)
 	st.Admission = adm
 	return st, nil
 }
 
 // statsCall is tenant_stats.lua's call: KEYS backlog, override, water,
-// delivering, DLQ list, DLQ counter, outflow per second; ARGV the window.
+// delivering, dead index, outflow per second; ARGV the window.
 func statsCall(tenant string) lua.Call {
 	return lua.Call{Script: lua.TenantStats, Keys: []string{
 		keys.Backlog(tenant), keys.Override(tenant), keys.Water(tenant), keys.Delivering(tenant),
-		keys.DLQ(tenant), keys.DLQCount(tenant), keys.Outflow(tenant),
+		keys.JobIndex(tenant, "dead"), keys.Outflow(tenant),
 	}, Args: []any{measureWindow}}
 }
 
-// parseStats checks tenant_stats.lua's reply: 13 strings (statsOf reads
+// parseStats checks tenant_stats.lua's reply: 12 strings (statsOf reads
 // them). Its error wraps lua.ErrReply.
 func parseStats(v any) ([]string, error) {
 	res, err := lua.TenantStats.Strings(v)
-	if err == nil && len(res) != 13 {
-		err = lua.TenantStats.ReplyError("%d values, want 13", len(res))
+	if err == nil && len(res) != 12 {
+		err = lua.TenantStats.ReplyError("%d values, want 12", len(res))
 	}
 	return res, err
 }
@@ -150,12 +149,11 @@ type tenantStats struct {
 	Backlog  int64         // keys.Backlog
 	Outflow  outflow.State // the override and water hashes
 	InFlight int64         // deliveries whose deadline has not passed
-	DLQList  int64         // the dead-letter list's length (Redis backend)
-	DLQCount int64         // the dead-job counter (Kafka backend)
+	DLQ      int64         // the dead index's size
 	Units    float64       // units dispatched in the measuring window
 }
 
-// statsOf names the 13 values of tenant_stats.lua's reply. Stored values
+// statsOf names the 12 values of tenant_stats.lua's reply. Stored values
 // are read defensively: a missing, malformed or non-finite number is 0
 // (NaN or ±Inf would make the answer unencodable), and a count beyond
 // int64 is the largest int64, never wrapped.
@@ -186,22 +184,18 @@ func statsOf(res []string) tenantStats {
 			OverrideRate: num(2), OverrideCapacity: num(3), WaterMicro: num(4), TSMicro: num(5),
 			Eff: num(6), EffTSMicro: num(7), EffInc: num(8),
 		},
-		InFlight: count(9), DLQList: count(10), DLQCount: count(11), Units: num(12),
+		InFlight: count(9), DLQ: count(10), Units: num(11),
 	}
 }
 
-// computeStats turns the raw values of tenant_stats.lua (13, parseStats)
-// into the answer, for a tenant configured with outflow o on the queue
-// backend ("redis" or "kafka"). The rates and the level are
+// computeStats turns the raw values of tenant_stats.lua (12, parseStats)
+// into the answer, for a tenant configured with outflow o. The rates and the level are
 // outflow.Limit.At's, the drainers' formulas: an unlimited outflow has no
 // bucket and ignores the override; the override (when > 0) replaces a
 // configured rate and capacity.
-func computeStats(tenant string, o config.Outflow, backend string, res []string) statsAnswer {
+func computeStats(tenant string, o config.Outflow, res []string) statsAnswer {
 	st := statsOf(res)
-	out := statsAnswer{Tenant: tenant, Backlog: st.Backlog, InFlight: st.InFlight, DLQ: st.DLQList, Paused: o.Paused}
-	if backend == "kafka" {
-		out.DLQ = st.DLQCount
-	}
+	out := statsAnswer{Tenant: tenant, Backlog: st.Backlog, InFlight: st.InFlight, DLQ: st.DLQ, Paused: o.Paused}
 	out.Outflow.MeasuredRate = st.Units / measureWindow
 	lim := outflow.Of(o)
 	if !lim.Shaped() {

@@ -112,7 +112,7 @@ func TestTenantStats(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rdb.RPush(ctx, keys.DLQ(tenant), "{}", "{}")
+			rdb.ZAdd(ctx, keys.JobIndex(tenant, "dead"), redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 2, Member: "b"})
 		}, with(func(w *want) { w.inFlight, w.dlq = 1, 2 })},
 		{"measured outflow over the last 10 complete seconds", "", func(t *testing.T, tenant string) {
 			// 5 units in every second from 12 s ago to 2 s ahead: any

@@ -43,8 +43,11 @@ type Settle struct {
 	// LastError ("" keeps the recorded one) and Reason (of a dead job).
 	LastError string
 	Reason    string
-	// DeadLettered adds one to the tenant's keys.DLQCount.
-	DeadLettered bool
+	// DeadLetter, when not "", is the dead job's letter (dlq.Encode), written
+	// to the tenant's keys.DeadRecords and dead index; it died at DiedAt
+	// (zero: Redis TIME).
+	DeadLetter string
+	DiedAt     time.Time
 	// Due is a Retrying job's retry time, its score in the retrying index
 	// (keys.JobIndex); zero is Redis TIME.
 	Due time.Time
@@ -53,19 +56,21 @@ type Settle struct {
 // Call is the call of job_state_settle.lua that records s; SettleReply
 // reads its reply.
 func (s Settle) Call() lua.Call {
-	dlq := 0
-	if s.DeadLettered {
-		dlq = 1
+	var died int64
+	if !s.DiedAt.IsZero() {
+		died = s.DiedAt.UnixMilli()
 	}
 	var due int64
 	if !s.Due.IsZero() {
 		due = s.Due.UnixMilli()
 	}
+	t := s.Tenant
 	return lua.Call{
 		Script: lua.JobStateSettle,
-		Keys:   []string{keys.JobState(s.Tenant, s.JobID), keys.JobsDispatched(s.Tenant), keys.Delivering(s.Tenant), keys.DLQCount(s.Tenant)},
-		Args: []any{s.Member, s.State, s.LastError, s.Reason, keys.JobStateTTL.Milliseconds(), dlq,
-			keys.QueueTTL.Milliseconds(), due},
+		Keys: []string{keys.JobState(t, s.JobID), keys.JobsDispatched(t), keys.Delivering(t),
+			keys.JobIndex(t, "dead"), keys.DeadRecords(t)},
+		Args: []any{s.Member, s.State, s.LastError, s.Reason, keys.JobStateTTL.Milliseconds(), s.DeadLetter,
+			keys.DeadTTL.Milliseconds(), died, keys.DeadMaxJobs, s.JobID, due},
 	}
 }
 

@@ -71,7 +71,7 @@ func TestSettleKafka(t *testing.T) {
 		err   string
 	}{
 		{jobstate.Settle{JobID: "ok", State: jobstate.Done}, "done", ""},
-		{jobstate.Settle{JobID: "dead", State: jobstate.Dead, LastError: "410 Gone", Reason: "rejected", DeadLettered: true}, "dead", "410 Gone"},
+		{jobstate.Settle{JobID: "dead", State: jobstate.Dead, LastError: "410 Gone", Reason: "rejected", DeadLetter: `{"reason":"rejected"}`}, "dead", "410 Gone"},
 		{jobstate.Settle{JobID: "retry", State: jobstate.Retrying, LastError: "timeout"}, "retrying", "timeout"},
 		{jobstate.Settle{JobID: "late", State: jobstate.Expired}, "expired", ""},
 	}
@@ -89,8 +89,11 @@ func TestSettleKafka(t *testing.T) {
 			t.Errorf("after %+v: state %q last_error %q reason %q, want %q %q %q", tt.s, r.State, r.LastError, r.Reason, tt.state, tt.err, tt.s.Reason)
 		}
 	}
-	if n, _ := rdb.Get(ctx, keys.DLQCount(tenant)).Int(); n != 1 {
-		t.Errorf("DLQ counter = %d, want 1", n)
+	if ids := rdb.ZRange(ctx, keys.JobIndex(tenant, "dead"), 0, -1).Val(); len(ids) != 1 || ids[0] != "dead" {
+		t.Errorf("dead index = %v, want [dead]", ids)
+	}
+	if rec := rdb.HGet(ctx, keys.DeadRecords(tenant), "dead").Val(); rec != `{"reason":"rejected"}` {
+		t.Errorf("dead letter = %q, want the one settled", rec)
 	}
 	if got, _ := rdb.Get(ctx, keys.JobsDispatched(tenant)).Int64(); got != 4 {
 		t.Errorf("dispatched sequence = %d, want 4 (the expired job, seq 4, left the queue)", got)

@@ -114,9 +114,9 @@ func Delivering(tenant string) string { return tag(tenant) + ":delivering" }
 // every write.
 func Outflow(tenant string) string { return tag(tenant) + ":outflow" }
 
-// DLQCount counts the tenant's dead jobs written to the Kafka dead-letter
-// topic (the Redis backend counts its keys.DLQ list instead).
-// TTL: QueueTTL, refreshed on every write.
+// DLQCount counted the tenant's dead jobs written to the Kafka dead-letter
+// topic. Retired: nothing writes it; the dead-letter count is the size of
+// JobIndex(tenant, "dead") on both backends (docs/adr/0014-dead-letters.md).
 func DLQCount(tenant string) string { return tag(tenant) + ":dlq:count" }
 
 // Tenants is the set of tenants with runtime state. It is not tenant-scoped,
@@ -129,9 +129,10 @@ func Tenants() string { return Prefix + "tenants" }
 // members are envelope JSON (Redis queue backend). TTL: QueueTTL.
 func Delayed(tenant string) string { return tag(tenant) + ":delayed" }
 
-// DLQ is the tenant's dead-letter list: one JSON record per dead job with
-// the envelope, the reason and the last response (Redis queue backend).
-// TTL: QueueTTL, refreshed on every push.
+// DLQ was the tenant's dead-letter list (Redis queue backend). Retired:
+// dead letters are DeadRecords with their index JobIndex(tenant, "dead");
+// a list left by an older version is not migrated and expires with its
+// TTL (QueueTTL) (docs/adr/0014-dead-letters.md).
 func DLQ(tenant string) string { return tag(tenant) + ":dlq" }
 
 // Audit is the tenant's capped list of admin changes, newest first: one JSON

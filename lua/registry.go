@@ -15,7 +15,7 @@ var (
 	// Queue, Redis backend (queue/redisq).
 	Enqueue     = register(include("enqueue.lua", "job_state_final.lua"))
 	Claim       = register(mustLoad("claim.lua"))
-	Ack         = register(include("ack.lua", "job_state_final.lua"))
+	Ack         = register(include("ack.lua", "job_state_final.lua", "dead_letter.lua"))
 	Release     = register(mustLoad("release.lua"))
 	LeaseDefer  = register(include("lease_defer.lua", "job_state_final.lua"))
 	LeaseExtend = register(mustLoad("lease_extend.lua"))
@@ -28,7 +28,7 @@ var (
 	// Job state records (jobstate).
 	JobStateEnqueue  = register(include("job_state_enqueue.lua", "job_state_final.lua"))
 	JobStateDispatch = register(include("job_state_dispatch.lua", "job_state_final.lua"))
-	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua"))
+	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua", "dead_letter.lua"))
 	JobStateCancel   = register(include("job_state_cancel.lua", "job_state_final.lua"))
 	JobList          = register(mustLoad("job_list.lua"))
 	Purge            = register(include("purge.lua", "job_state_final.lua"))
@@ -49,11 +49,15 @@ var (
 	GCRARescale = register(mustLoad("gcra_rescale.lua"))
 	TenantWrite = register(mustLoad("tenant_write.lua"))
 	AuditPage   = register(mustLoad("audit_page.lua"))
+
+	// Dead letters (dlq).
+	DLQPage   = register(mustLoad("dlq_page.lua"))
+	DLQRemove = register(mustLoad("dlq_remove.lua"))
 )
 
 // Modules are the embedded files that are not scripts of their own: each
 // only defines local functions for the scripts that include it.
-var Modules = append([]string{"admit_prelude.lua", "admit.lua", "job_state_final.lua"}, AdmitModules...)
+var Modules = append([]string{"admit_prelude.lua", "admit.lua", "job_state_final.lua", "dead_letter.lua"}, AdmitModules...)
 
 var (
 	regMu    sync.Mutex

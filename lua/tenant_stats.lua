@@ -6,16 +6,14 @@
 -- KEYS[2]  override hash (keys.Override): outflow_rate, outflow_capacity
 -- KEYS[3]  water hash (keys.Water): water, ts, eff, eff_ts, eff_inc
 -- KEYS[4]  deliveries in progress (keys.Delivering), scored by deadline ms
--- KEYS[5]  dead-letter list (keys.DLQ, Redis backend)
--- KEYS[6]  dead-job counter (keys.DLQCount, Kafka backend)
--- KEYS[7]  outflow per second (keys.Outflow), field = unix second
+-- KEYS[5]  the dead index (keys.JobIndex(t, "dead"), both backends)
+-- KEYS[6]  outflow per second (keys.Outflow), field = unix second
 -- ARGV[1]  the measuring window, whole seconds >= 1: the seconds now-window
 --          .. now-1 are summed (the current, incomplete second is not)
 --
--- Returns 13 strings ("" for a missing value):
+-- Returns 12 strings ("" for a missing value):
 --   {now_us, backlog, override_rate, override_capacity, water_micro, ts_us,
---    eff, eff_ts_us, eff_inc, in_flight, dlq_list_length, dlq_count,
---    units_in_window}
+--    eff, eff_ts_us, eff_inc, in_flight, dead_letters, units_in_window}
 -- where now_us is Redis TIME and in_flight counts the deliveries whose
 -- deadline has not passed.
 
@@ -35,18 +33,18 @@ end
 local ov = redis.call('HMGET', KEYS[2], 'outflow_rate', 'outflow_capacity')
 local st = redis.call('HMGET', KEYS[3], 'water', 'ts', 'eff', 'eff_ts', 'eff_inc')
 local inflight = redis.call('ZCOUNT', KEYS[4], '(' .. now_ms, '+inf')
-local dlq_len = redis.call('LLEN', KEYS[5])
+local dead = redis.call('ZCARD', KEYS[5])
 local fields = {}
 for i = window, 1, -1 do
   fields[#fields + 1] = tostring(sec - i)
 end
 local units = 0
-for _, v in ipairs(redis.call('HMGET', KEYS[7], unpack(fields))) do
+for _, v in ipairs(redis.call('HMGET', KEYS[6], unpack(fields))) do
   units = units + (tonumber(v) or 0)
 end
 return {
   t[1] .. string.format('%06d', tonumber(t[2])),
   s(redis.call('GET', KEYS[1])), s(ov[1]), s(ov[2]),
   s(st[1]), s(st[2]), s(st[3]), s(st[4]), s(st[5]),
-  tostring(inflight), tostring(dlq_len), s(redis.call('GET', KEYS[6])), tostring(units),
+  tostring(inflight), tostring(dead), tostring(units),
 }

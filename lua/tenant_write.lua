@@ -14,9 +14,9 @@
 -- ARGV[1]  expected version: the hash's version the change was computed
 --          from (0 when the hash has none)
 -- ARGV[2]  mode: "put" (store spec, clear a tombstone), "tombstone" (delete
---          spec, set deleted), "clear" (delete spec and tombstone) or "note"
---          (leave spec and tombstone: an action on the tenant's jobs, such as
---          a purge, that only raises the version and records its entry)
+--          spec, set deleted), "clear" (delete spec and tombstone) or
+--          "note" (change nothing but the version: an audited operation
+--          that is not a spec change, such as a purge or a dead-letter redrive)
 -- ARGV[3]  spec JSON (mode put; otherwise ignored)
 -- ARGV[4]  outflow_rate, units/s, > 0 or "" for none (mode put)
 -- ARGV[5]  outflow_capacity, units, > 0 or "" for none (mode put)

@@ -94,12 +94,12 @@ func TestLevelFromTenantStats(t *testing.T) {
 	rdb.PExpire(ctx, keys.Water(tenant), time.Minute)
 	v, err := lua.TenantStats.Strings(lua.Call{Script: lua.TenantStats, Keys: []string{
 		keys.Backlog(tenant), keys.Override(tenant), keys.Water(tenant), keys.Delivering(tenant),
-		keys.DLQ(tenant), keys.DLQCount(tenant), keys.Outflow(tenant),
+		keys.JobIndex(tenant, "dead"), keys.Outflow(tenant),
 	}, Args: []any{10}}.Run(ctx, rdb).Val())
-	if err != nil || len(v) != 13 {
+	if err != nil || len(v) != 12 {
 		t.Fatalf("tenant_stats = %v, %v", v, err)
 	}
-	raw := make([]any, 13)
+	raw := make([]any, 12)
 	for i, s := range v {
 		raw[i] = s
 	}

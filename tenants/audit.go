@@ -62,7 +62,18 @@ type AuditEntry struct {
 	// Truncated says Changes lists only the first changes, by path, that fit
 	// in AuditEntryMaxBytes.
 	Truncated bool `json:"truncated"`
+	// Count is how many jobs an operation on the tenant's jobs touched
+	// (actions dlq_redrive, dlq_delete; they change no field).
+	Count int64 `json:"count,omitempty"`
 }
+
+// Audited operations that are not spec changes (Registry.Note).
+const (
+	// ActionDLQRedrive: dead letters put back on the queue (Count).
+	ActionDLQRedrive = "dlq_redrive"
+	// ActionDLQDelete: dead letters deleted (Count).
+	ActionDLQDelete = "dlq_delete"
+)
 
 // AuditChange is one field of the spec that a change set, changed or
 // removed.
@@ -344,9 +355,13 @@ func clip(s string) (string, bool) {
 // new spec's JSON, "" for none), at most AuditEntryMaxBytes.
 func (c Change) auditEntry(spec string) (string, error) {
 	if c.Op == OpNote {
-		// The entry of a purge: one change, queue.purged = the count.
-		spec = fmt.Sprintf(`{"queue":{"purged":%d}}`, c.Purged)
-		c.Old = nil
+		who, _ := clip(c.Who)
+		b, err := json.Marshal(AuditEntry{At: c.At.UTC(), Who: who, Action: c.Action, Version: c.Expect + 1,
+			Changes: []AuditChange{}, Count: c.Count})
+		if err != nil {
+			return "", fmt.Errorf("tenants: audit entry: %w", err)
+		}
+		return string(b), nil
 	}
 	var old []byte
 	if c.Old != nil {

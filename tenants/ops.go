@@ -251,6 +251,31 @@ func replace(recs []Record, next Record) []Record {
 	return append(out, next)
 }
 
+// Note records an operation on tenant id that changes no field of its spec
+// (action ActionDLQRedrive or ActionDLQDelete, touching count jobs) as one
+// audit entry, by who at at. Like every audit entry it takes a version of
+// the tenant (the spec stays as it is; a tenant of the file stays one).
+func (r *Registry) Note(ctx context.Context, id, who string, at time.Time, action string, count int64) error {
+	if !keys.ValidTenant(id) {
+		return fmt.Errorf("tenants: note %q: invalid tenant id", id)
+	}
+	for try := 1; ; try++ {
+		rec, err := r.store.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		_, err = r.store.Write(ctx, Change{Tenant: id, Expect: rec.Version, Op: OpNote, Who: who, Action: action, At: at, Count: count})
+		switch {
+		case errors.Is(err, ErrConflict) && try < maxWriteTries:
+			continue
+		case errors.Is(err, ErrNotAnnounced):
+			r.log.Warn("tenants: audit note stored but not announced", "tenant", id, "err", err)
+			return nil
+		}
+		return err
+	}
+}
+
 // IsSpecError reports whether err is a *SpecError and returns it.
 func IsSpecError(err error) (*SpecError, bool) {
 	var se *SpecError

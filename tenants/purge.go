@@ -2,7 +2,6 @@ package tenants
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,7 +10,7 @@ import (
 
 // RecordPurge records in tenant id's audit that who purged n of its queued
 // jobs at at (POST /admin/v1/tenants/{id}/queue:purge): an entry with action
-// ActionPurge and the one change queue.purged = n. The tenant's spec is
+// ActionPurge and count n (Registry.Note). The tenant's spec is
 // left as it is; its version rises by one (one entry per version, as
 // tenant_write.lua keeps the audit), which other instances see as a change
 // that changes nothing. A tenant that does not exist is ErrNotFound.
@@ -19,24 +18,15 @@ func (r *Registry) RecordPurge(ctx context.Context, id string, n int64, who stri
 	if !keys.ValidTenant(id) {
 		return ErrNotFound
 	}
-	for try := 1; ; try++ {
-		rec, err := r.store.Get(ctx, id)
-		if err != nil {
-			return err
-		}
-		if _, ok := view(r.Base(), rec); !ok {
-			return ErrNotFound
-		}
-		_, err = r.store.Write(ctx, Change{Tenant: id, Expect: rec.Version, Op: OpNote, Who: who, At: at, Action: ActionPurge, Purged: n})
-		switch {
-		case errors.Is(err, ErrConflict) && try < maxWriteTries:
-			continue
-		case errors.Is(err, ErrNotAnnounced):
-			r.log.Warn("tenants: purge recorded but not announced", "tenant", id, "err", err)
-			return nil
-		case err != nil:
-			return fmt.Errorf("tenants: record purge of %s: %w", id, err)
-		}
-		return nil
+	rec, err := r.store.Get(ctx, id)
+	if err != nil {
+		return err
 	}
+	if _, ok := view(r.Base(), rec); !ok {
+		return ErrNotFound
+	}
+	if err := r.Note(ctx, id, who, at, ActionPurge, n); err != nil {
+		return fmt.Errorf("tenants: record purge of %s: %w", id, err)
+	}
+	return nil
 }

@@ -39,7 +39,7 @@ const (
 	ActionCreate = "create"
 	ActionUpdate = "update"
 	ActionDelete = "delete"
-	// ActionPurge is a purge of the tenant's queue (OpNote; Change.Purged
+	// ActionPurge is a purge of the tenant's queue (OpNote; Change.Count
 	// jobs).
 	ActionPurge = "purge"
 )
@@ -56,9 +56,9 @@ const (
 	// OpClear removes the spec and any tombstone: the file's tenant, if
 	// any, applies again.
 	OpClear
-	// OpNote leaves spec and tombstone as they are: it only raises the
-	// version and records the audit entry of an action on the tenant's
-	// jobs (ActionPurge).
+	// OpNote changes nothing but the version: it records an audited
+	// operation that is not a spec change (Registry.Note: a purge, a
+	// dead-letter redrive or delete).
 	OpNote
 )
 
@@ -78,8 +78,8 @@ type Change struct {
 	Action string
 	At     time.Time
 	Old    *config.Tenant
-	// Purged is how many jobs an ActionPurge cancelled.
-	Purged int64
+	// Count is an OpNote's count (AuditEntry.Count).
+	Count int64
 }
 
 // Store reads and writes runtime tenants in Redis. Every write is one Lua

@@ -168,7 +168,7 @@ func TestNothingLostWhenADrainerIsKilled(t *testing.T) {
 	if q, _ := rdb.LLen(ctx, keys.Queue(tenant)).Result(); q != 0 {
 		t.Errorf("queue length = %d, want 0", q)
 	}
-	if d, _ := rdb.LLen(ctx, keys.DLQ(tenant)).Result(); d != 0 {
+	if d, _ := rdb.ZCard(ctx, keys.JobIndex(tenant, "dead")).Result(); d != 0 {
 		t.Errorf("dead letters = %d, want 0", d)
 	}
 }

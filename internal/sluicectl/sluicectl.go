@@ -12,6 +12,7 @@
 //	purge TENANT
 //	top [--interval 1s] [--frames N] [TENANT...]
 //	pause TENANT | resume TENANT
+//	dlq list TENANT [--limit N] [--cursor C] | show TENANT ID | redrive TENANT ID...|--all | delete TENANT ID...|--all
 //	hash-key KEY|-
 //
 // Global flags, each with an environment variable as its default: --url
@@ -163,6 +164,7 @@ func init() {
 		"pause":    (*cmd).pause,
 		"resume":   (*cmd).resume,
 		"hash-key": (*cmd).hashKey,
+		"dlq":      (*cmd).dlq,
 		"help": func(*cmd, context.Context, []string) error {
 			return errHelp
 		},
@@ -198,6 +200,13 @@ Commands:
                        live view of every tenant (admin token) or of the given ones; q quits
   pause TENANT         stop delivery (in-flight jobs finish; jobs are still admitted)
   resume TENANT        deliver again, at the outflow rate
+  dlq list TENANT [--limit N] [--cursor C]
+                       a tenant's dead jobs, newest first (admin token)
+  dlq show TENANT ID   one dead job with its payload and the sink's last response
+  dlq redrive TENANT ID...|--all
+                       put dead jobs back on the tenant's queue (same id, attempts reset)
+  dlq delete TENANT ID...|--all
+                       delete dead letters
   hash-key KEY|-       the sha256:<hex> form of an API key or admin token for the config
 
 Exit codes: 0 ok, 1 a request failed, 2 bad usage.

@@ -90,8 +90,8 @@ func TestKafkaJobStates(t *testing.T) {
 	if unique, _ := dl.counts(); unique != 3 {
 		t.Errorf("%d jobs delivered, want 3 (not the cancelled one)", unique)
 	}
-	if n, _ := e.rdb.Get(ctx, keys.DLQCount(tenant)).Int(); n != 1 {
-		t.Errorf("DLQ counter = %d, want 1", n)
+	if n := e.rdb.ZCard(ctx, keys.JobIndex(tenant, "dead")).Val(); n != 1 {
+		t.Errorf("dead index = %d jobs, want 1", n)
 	}
 	if n := e.rdb.ZCard(ctx, keys.Delivering(tenant)).Val(); n != 0 {
 		t.Errorf("deliveries in progress = %d, want 0", n)

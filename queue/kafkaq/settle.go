@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/dlq"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
@@ -84,8 +85,14 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 	t := job.Envelope.Tenant
 	state, lastErr, reason := out.State()
 	st := jobstate.Settle{Tenant: t, JobID: job.Envelope.ID, Member: job.Token(), State: state,
-		LastError: lastErr, Reason: reason, DeadLettered: out.Dead != nil}.Call()
-	cmds := lua.Exec(ctx, c.rdb, []lua.Call{backlogDecrCall(t, job.Envelope.ID, job.Envelope.Cost), st}, nil)
+		LastError: lastErr, Reason: reason}
+	if out.Dead != nil {
+		// The DLQ topic has the letter already; a failure here loses only
+		// its listing (logged below with the state).
+		st.DeadLetter, _ = dlq.Encode(*out.Dead, job.Raw)
+		st.DiedAt = out.Dead.At
+	}
+	cmds := lua.Exec(ctx, c.rdb, []lua.Call{backlogDecrCall(t, job.Envelope.ID, job.Envelope.Cost), st.Call()}, nil)
 	err := cmds[0].Err()
 	if err == nil {
 		_, err = parseBacklogDecr(cmds[0].Val())

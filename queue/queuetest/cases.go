@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/dlq"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -87,6 +89,16 @@ func testFinishDead(t *testing.T, nb NewBackend) {
 	got, err := queue.Decode(dl[0].Job)
 	if dl[0].Reason != "rejected" || dl[0].Status != 422 || err != nil || got.ID != "x" {
 		t.Errorf("dead letter %+v (job %v), want reason rejected, status 422 and job x", dl[0], err)
+	}
+	// The operator's copy, the same on every backend (package dlq): the
+	// tenant's dead index, scored by when the job died, and its record.
+	ctx := context.Background()
+	idx, err := b.Redis.ZRangeWithScores(ctx, keys.JobIndex(tenant, "dead"), 0, -1).Result()
+	if err != nil || len(idx) != 1 || idx[0].Member != "x" || int64(idx[0].Score) != dead.At.UnixMilli() {
+		t.Errorf("dead index %v (%v), want x scored %d", idx, err, dead.At.UnixMilli())
+	}
+	if recs, err := dlq.Letters(ctx, b.Redis, tenant); err != nil || len(recs) != 1 || recs[0].Reason != "rejected" || recs[0].Status != 422 {
+		t.Errorf("dead records %+v (%v), want x's, rejected with status 422", recs, err)
 	}
 	r := state(t, b, tenant, "x")
 	if r.State != jobstate.Dead || r.Reason != "rejected" || r.LastError != dead.Error {

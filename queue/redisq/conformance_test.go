@@ -2,12 +2,12 @@ package redisq
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/dlq"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 		t.Cleanup(func() {
 			for _, tn := range tenants {
 				rdb.Del(context.Background(), keys.Queue(tn), keys.Backlog(tn), keys.Processing(tn), keys.Leased(tn),
-					keys.Delayed(tn), keys.DLQ(tn), keys.JobSeq(tn), keys.JobsDispatched(tn))
+					keys.Delayed(tn), keys.JobIndex(tn, "dead"), keys.DeadRecords(tn), keys.JobSeq(tn), keys.JobsDispatched(tn))
 			}
 		})
 		p, err := NewProducer(ProducerConfig{Redis: rdb, Registerer: prometheus.NewRegistry()})
@@ -44,15 +44,13 @@ func TestConformance(t *testing.T) {
 				return newTestConsumer(t, cfg)
 			},
 			DeadLetters: func(t *testing.T, tenant string) []queue.DeadLetter {
-				raw, err := rdb.LRange(context.Background(), keys.DLQ(tenant), 0, -1).Result()
+				recs, err := dlq.Letters(context.Background(), rdb, tenant)
 				if err != nil {
 					t.Fatal(err)
 				}
-				out := make([]queue.DeadLetter, len(raw))
-				for i := range raw {
-					if err := json.Unmarshal([]byte(raw[len(raw)-1-i]), &out[i]); err != nil {
-						t.Fatalf("dead letter %q: %v", raw[i], err)
-					}
+				out := make([]queue.DeadLetter, len(recs))
+				for i := range recs {
+					out[i] = recs[len(recs)-1-i].DeadLetter
 				}
 				return out
 			},

@@ -102,12 +102,14 @@ func parseClaim(v any) (claimReply, error) {
 }
 
 // ackArgs are lua/ack.lua's arguments: finish the job leased under Member,
-// push DeadLetter (JSON, "" when not dead), lower the backlog by Cost and
+// write DeadLetter (JSON, "" when not dead; it died at DiedAt unix ms, 0
+// for Redis TIME) to the tenant's dead letters, lower the backlog by Cost and
 // record State with LastError and Reason.
 type ackArgs struct {
 	Tenant, JobID, Member string
 	Cost                  int64
 	DeadLetter            string
+	DiedAt                int64
 	State                 string
 	LastError             string
 	Reason                string
@@ -117,10 +119,10 @@ type ackArgs struct {
 func (a ackArgs) Call() lua.Call {
 	t := a.Tenant
 	return lua.Call{Script: lua.Ack,
-		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.DLQ(t),
-			keys.JobState(t, a.JobID), keys.JobsDispatched(t), keys.Delivering(t)},
-		Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.QueueTTL.Milliseconds(), a.DeadLetter,
-			a.State, a.LastError, a.Reason, keys.JobStateTTL.Milliseconds()}}
+		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead"),
+			keys.JobState(t, a.JobID), keys.JobsDispatched(t), keys.Delivering(t), keys.DeadRecords(t)},
+		Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), a.DeadLetter,
+			a.State, a.LastError, a.Reason, keys.JobStateTTL.Milliseconds(), a.JobID, a.DiedAt, keys.DeadMaxJobs}}
 }
 
 // parseHeld checks the reply of a script that answers 1 when the lease was

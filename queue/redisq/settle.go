@@ -2,15 +2,16 @@ package redisq
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
+	"github.com/sluicehq/sluice/dlq"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
-// Finish ends the job's lease, pushes out.Dead (when not nil) onto the
-// tenant's dead-letter list keys.DLQ, lowers the backlog by the job's cost
+// Finish ends the job's lease, writes out.Dead (when not nil) to the
+// tenant's dead letters (dlq.Encode into keys.DeadRecords and the dead
+// index keys.JobIndex(t, "dead"), trimmed to their bounds), lowers the backlog by the job's cost
 // and records the job's state (out.State; package jobstate), in one script
 // (lua/ack.lua). It returns queue.ErrLeaseLost when the lease had expired
 // and the job was returned to the queue. Concurrent Finishes share round
@@ -19,16 +20,15 @@ func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Out
 	id := job.Envelope.ID
 	rec := ""
 	if out.Dead != nil {
-		b, err := json.Marshal(out.Dead.WithJob(job.Raw))
-		if err != nil {
-			return fmt.Errorf("queue: finish %s: encode dead letter: %w", id, err)
+		var err error
+		if rec, err = dlq.Encode(*out.Dead, job.Raw); err != nil {
+			return fmt.Errorf("queue: finish %s: %w", id, err)
 		}
-		rec = string(b)
 	}
 	state, lastErr, reason := out.State()
 	v, err := c.finishes.Do(ctx, ackArgs{
 		Tenant: job.Envelope.Tenant, JobID: id, Member: job.Token(), Cost: job.Envelope.Cost,
-		DeadLetter: rec, State: state, LastError: lastErr, Reason: reason,
+		DeadLetter: rec, DiedAt: deadAt(out), State: state, LastError: lastErr, Reason: reason,
 	}.Call())
 	if err != nil {
 		return queue.Unavailable("finish "+id, err)
@@ -110,4 +110,12 @@ func (c *Consumer) reapAt(ctx context.Context, tenant string, nowMS int64) (int,
 		return 0, fmt.Errorf("queue: reap %s: %w", tenant, err)
 	}
 	return n, nil
+}
+
+// deadAt is when out's job died in unix ms (0: Redis TIME).
+func deadAt(out queue.Outcome) int64 {
+	if out.Dead == nil || out.Dead.At.IsZero() {
+		return 0
+	}
+	return out.Dead.At.UnixMilli()
 }

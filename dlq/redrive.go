@@ -1,0 +1,204 @@
+package dlq
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// MaxIDs is the most job ids one Redrive or Delete call takes
+// (POST …/dlq:redrive {"job_ids": […]}).
+const MaxIDs = 1000
+
+// chunk is how many dead letters one step of a redrive reads, enqueues
+// and removes.
+const chunk = 100
+
+// Why a dead letter was not redriven.
+const (
+	// SkipPoison: the stored job is no envelope of the tenant.
+	SkipPoison = "poison"
+	// SkipTruncated: the record was cut to MaxRecordBytes.
+	SkipTruncated = "truncated"
+)
+
+// Skip is a dead letter that was not redriven; it stays in the DLQ.
+type Skip struct {
+	JobID  string `json:"job_id"`
+	Reason string `json:"reason"`
+}
+
+// Result is what a Redrive did.
+type Result struct {
+	// Redriven counts the jobs put back on the queue.
+	Redriven int
+	// Skipped lists the dead letters that could not be redriven.
+	Skipped []Skip
+}
+
+// Redrive puts tenant's dead jobs ids back on its queue through the
+// Store's Producer, oldest first in chunks: each with the same id, type,
+// cost, payload and deadline, Attempt 0 and a fresh EnqueuedAt, so it is
+// queued and counted in the backlog like any submitted job (admission
+// limits and max_backlog do not apply: an operator asked for it). Once the
+// producer has acknowledged a chunk, the chunk's dead letters are removed
+// (lua/dlq_remove.lua), each only if its record is still the one read: a
+// crash in between leaves them in the DLQ as well as on the queue (at least
+// once; a second redrive enqueues the id again), and a job that died again
+// meanwhile keeps its new dead letter. Unknown ids are not counted; a
+// record with no envelope or a cut one is skipped and stays.
+func (s *Store) Redrive(ctx context.Context, tenant string, ids []string) (Result, error) {
+	var res Result
+	for start := 0; start < len(ids); start += chunk {
+		part := ids[start:min(start+chunk, len(ids))]
+		recs, err := s.rdb.HMGet(ctx, keys.DeadRecords(tenant), part...).Result()
+		if err != nil {
+			return res, fmt.Errorf("dlq: redrive %s: %w", tenant, err)
+		}
+		found := make([]found, 0, len(part))
+		var gone []removal
+		for i, v := range recs {
+			if rec, ok := v.(string); ok {
+				found = append(found, foundRec(part[i], rec))
+			} else {
+				gone = append(gone, removal{id: part[i]})
+			}
+		}
+		if len(gone) > 0 { // index entries left without a record
+			if _, err := s.remove(ctx, tenant, gone); err != nil {
+				return res, err
+			}
+		}
+		if err := s.redriveChunk(ctx, tenant, found, &res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// RedriveAll redrives every dead letter of tenant that died no later than
+// the newest one when it starts, oldest first, chunk by chunk (as Redrive).
+func (s *Store) RedriveAll(ctx context.Context, tenant string) (Result, error) {
+	var res Result
+	idx := keys.JobIndex(tenant, "dead")
+	newest, err := s.rdb.ZRevRangeWithScores(ctx, idx, 0, 0).Result()
+	if err != nil || len(newest) == 0 {
+		return res, wrapErr("redrive", tenant, err)
+	}
+	upTo := strconv.FormatFloat(newest[0].Score, 'f', -1, 64)
+	// Each step removes its redriven entries, so the entries up to upTo
+	// left are the skipped ones, then those not read yet; a step that
+	// finds none is the last. The bound only guards against a loop.
+	for step := 0; step < 2*keys.DeadMaxJobs/chunk+10; step++ {
+		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: idx, Start: "-inf", Stop: upTo, ByScore: true,
+			Offset: int64(len(res.Skipped)), Count: chunk}).Result()
+		if err != nil || len(ids) == 0 {
+			return res, wrapErr("redrive", tenant, err)
+		}
+		part, err := s.Redrive(ctx, tenant, ids)
+		res.Redriven += part.Redriven
+		res.Skipped = append(res.Skipped, part.Skipped...)
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// found is one dead letter read for a redrive.
+type found struct {
+	id, sha1 string
+	st       Stored
+	ok       bool
+}
+
+func foundRec(id, rec string) found {
+	sum := sha1.Sum([]byte(rec))
+	st, ok := decodeStored(rec)
+	return found{id: id, sha1: hex.EncodeToString(sum[:]), st: st, ok: ok}
+}
+
+// redriveChunk enqueues the redrivable dead letters of recs in one
+// Producer call and then removes them, adding to res.
+func (s *Store) redriveChunk(ctx context.Context, tenant string, recs []found, res *Result) error {
+	now := s.clock.Now().UTC()
+	jobs := make([]queue.Envelope, 0, len(recs))
+	done := make([]removal, 0, len(recs))
+	for _, f := range recs {
+		env, skip := f.st.envelope(tenant)
+		if !f.ok {
+			skip = SkipPoison
+		}
+		if skip != "" {
+			res.Skipped = append(res.Skipped, Skip{JobID: f.id, Reason: skip})
+			continue
+		}
+		env.Attempt, env.EnqueuedAt = 0, now
+		jobs = append(jobs, env)
+		done = append(done, removal{id: f.id, sha1: f.sha1})
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	if err := s.producer.Enqueue(ctx, jobs); err != nil {
+		return fmt.Errorf("dlq: redrive %s: enqueue: %w", tenant, err)
+	}
+	res.Redriven += len(jobs)
+	if _, err := s.remove(ctx, tenant, done); err != nil {
+		return fmt.Errorf("dlq: redrive %s: enqueued, but the dead letters stay: %w", tenant, err)
+	}
+	return nil
+}
+
+// Delete removes tenant's dead letters of jobs ids and reports how many
+// there were (unknown ids count 0).
+func (s *Store) Delete(ctx context.Context, tenant string, ids []string) (int, error) {
+	rm := make([]removal, len(ids))
+	for i, id := range ids {
+		rm[i] = removal{id: id}
+	}
+	n := 0
+	for start := 0; start < len(rm); start += chunk {
+		k, err := s.remove(ctx, tenant, rm[start:min(start+chunk, len(rm))])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// DeleteAll removes every dead letter of tenant and reports how many there
+// were.
+func (s *Store) DeleteAll(ctx context.Context, tenant string) (int, error) {
+	return s.remove(ctx, tenant, nil)
+}
+
+// remove runs dlq_remove.lua for jobs (nil: all).
+func (s *Store) remove(ctx context.Context, tenant string, jobs []removal) (int, error) {
+	v, err := removeCall(tenant, jobs).Run(ctx, s.rdb).Result()
+	if err != nil {
+		return 0, fmt.Errorf("dlq: delete %s: %w", tenant, err)
+	}
+	n, err := parseRemove(v)
+	if err != nil {
+		return 0, fmt.Errorf("dlq: delete %s: %w", tenant, err)
+	}
+	return n, nil
+}
+
+// wrapErr wraps a Redis error of op on tenant; nil stays nil.
+func wrapErr(op, tenant string, err error) error {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return fmt.Errorf("dlq: %s %s: %w", op, tenant, err)
+}
