@@ -39,7 +39,9 @@ func (s *server) checkDLQ(t *testing.T) {
 	s.deadLetter(t, a, "dead-1", raw)
 	s.deadLetter(t, a, "dead-2", nil)
 	base := "/admin/v1/tenants/" + a + "/dlq"
-	admin := func(method, path, body string) req { return req{method: method, path: path, auth: adminToken, body: body} }
+	admin := func(method, path, body string) req {
+		return req{method: method, path: path, auth: adminToken, body: body}
+	}
 
 	s.expect(t, "dlq list", 200, admin("GET", base, ""))
 	s.expect(t, "dlq list, a page", 200, admin("GET", base+"?limit=1", ""))
@@ -86,4 +88,13 @@ func (s *server) checkDLQDown(t *testing.T) {
 	s.expect(t, "dlq redrive", 503, req{method: "POST", path: base + ":redrive", auth: adminToken, body: `{"all":true}`})
 	s.expect(t, "dlq delete one", 503, req{method: "DELETE", path: base + "/x", auth: adminToken})
 	s.expect(t, "dlq delete all", 503, req{method: "DELETE", path: base, auth: adminToken})
+}
+
+// The dead-letter routes' checks, a conformanceGroup of TestHandlersMatchSpec.
+func init() {
+	addConformanceGroup(conformanceGroup{
+		name:      "dlq",
+		run:       func(t *testing.T, s *server) { s.checkDLQ(t) },
+		redisDown: func(t *testing.T, s *server) { s.checkDLQDown(t) },
+	})
 }
