@@ -159,9 +159,13 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 }
 
 // dropUnsent finishes a job that must not be sent: poison (dead-lettered),
-// cancelled or past its deadline (dropped and counted). It reports whether
-// the job was dealt with. Dropping spends no outflow turn. The deadline
-// is read on the drainer's Clock.
+// cancelled, past its deadline, or a heartbeat job whose submitter stopped
+// polling (dropped as expired, reason heartbeat, and counted). It reports
+// whether the job was dealt with. Dropping spends no concurrency slot and no
+// outflow turn. The deadline is read on the drainer's Clock; the heartbeat
+// is compared at the backend's time the claim read it (Redis TIME,
+// queue.Claimed.HeartbeatLapsed), at the head of the lane only: the queue is
+// never scanned.
 func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
@@ -176,6 +180,9 @@ func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 	case env.Deadline != nil && d.clock.Now().After(*env.Deadline):
 		d.m.dropped.WithLabelValues(lbl, "expired").Inc()
 		out.Dropped = jobstate.Expired
+	case job.HeartbeatLapsed():
+		d.m.dropped.WithLabelValues(lbl, queue.ReasonHeartbeat).Inc()
+		out.Dropped, out.Reason = jobstate.Expired, queue.ReasonHeartbeat
 	default:
 		return false
 	}

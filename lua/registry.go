@@ -31,6 +31,15 @@ var (
 	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua"))
 	JobStateCancel   = register(mustLoad("job_state_cancel.lua"))
 
+	// Scheduled jobs (internal/scheduler: Add and Cancel for ingest, the
+	// mover for the drainers) and heartbeat jobs (ingest).
+	ScheduleAdd    = register(mustLoad("schedule_add.lua"))
+	ScheduleTake   = register(mustLoad("schedule_take.lua"))
+	ScheduleDone   = register(mustLoad("schedule_done.lua"))
+	ScheduleCancel = register(mustLoad("schedule_cancel.lua"))
+	ScheduleDue    = register(mustLoad("schedule_due.lua"))
+	JobBeat        = register(mustLoad("job_beat.lua"))
+
 	// Outflow: the shared bucket, the concurrency semaphore, the adaptive
 	// rate (outflow), and a tenant's stats read (ingest).
 	LeakyBucket      = register(mustLoad("leaky_bucket.lua"))
