@@ -2,7 +2,9 @@
 -- queue (internal/scheduler, after the Producer's Enqueue returned).
 --
 -- Each job leaves the moving set and the scheduled hash. Its state hash was
--- rewritten by the enqueue (state queued); a job cancelled during its move
+-- rewritten by the enqueue (state queued; on Kafka the post-ack write adds
+-- the queue fields only, so a state still scheduled becomes queued here,
+-- and one the drainer recorded meanwhile is kept); a job cancelled during its move
 -- (its scheduled envelope reads "cancelled", schedule_cancel.lua) is
 -- cancelled again here (state cancelled, out of the queued index), so the
 -- drainer drops it at the head of its lane. A heartbeat job gets its
@@ -39,6 +41,10 @@ for i = 0, n - 1 do
     end
   else
     if env then moved = moved + 1 end
+    if exists and redis.call('HGET', sk, 'state') == 'scheduled' then
+      local t = redis.call('TIME')
+      redis.call('HSET', sk, 'state', 'queued', 'updated_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    end
     if exists and tonumber(ARGV[b + 2]) > 0 then
       local beat = math.max(tonumber(ARGV[b + 1]), tonumber(redis.call('HGET', sk, 'beat_at')) or 0)
       redis.call('HSET', sk, 'heartbeat_ms', ARGV[b + 2], 'beat_at', beat)

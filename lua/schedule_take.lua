@@ -8,7 +8,11 @@
 -- the lease holds. A job whose envelope is gone or reads "cancelled" (it
 -- was cancelled) is dropped from the moving set and not returned. With
 -- ARGV[2] = 0 nothing is taken: the call reads the next due time and the
--- count only.
+-- count only. A taken job's state hash loses enqueued_at (its state stays
+-- scheduled): the Kafka producer's post-ack write (job_state_enqueue.lua)
+-- then adds its queue fields without replacing a state the drainer may have
+-- recorded first (in_flight, done: Kafka can hand a job out before that
+-- write), and schedule_done.lua turns a state still scheduled into queued.
 --
 -- KEYS[1]  the scheduled index (keys.JobIndex(t, "scheduled")), score = due ms
 -- KEYS[2]  the scheduled hash (keys.ScheduledJobs), id → envelope
@@ -17,6 +21,7 @@
 -- ARGV[2]  at most this many jobs are taken
 -- ARGV[3]  the move lease, ms
 -- ARGV[4]  PEXPIRE of the moving set, ms (keys.JobStateTTL)
+-- ARGV[5]  job-state key prefix (keys.JobState(tenant, "")), same hash tag
 --
 -- Returns {now_ms, next_ms, count, id1, envelope1, id2, envelope2, ...}:
 -- next_ms is the earliest due time or lease deadline left (after this
@@ -46,6 +51,9 @@ if max > 0 then
       redis.call('HDEL', KEYS[2], id)
     else
       redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), id)
+      if redis.call('TYPE', ARGV[5] .. id)['ok'] == 'hash' then
+        redis.call('HDEL', ARGV[5] .. id, 'enqueued_at')
+      end
       out[#out + 1] = id
       out[#out + 1] = env
     end

@@ -11,19 +11,13 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// otherTenant is the metric label of a tenant that is not configured.
-const otherTenant = "_other"
-
 // maxRounds bounds the moves of one tenant per tick (Batch jobs each).
 const maxRounds = 10
 
 // move moves tenant's due jobs onto the queue, Batch at a time, then sets
 // its hint to its next due time.
-func (s *Scheduler) move(ctx context.Context, tenant string, known map[string]bool) {
+func (s *Scheduler) move(ctx context.Context, tenant string) {
 	lbl := tenant
-	if !known[tenant] {
-		lbl = otherTenant
-	}
 	for range maxRounds {
 		r, err := s.take(ctx, tenant, s.cfg.Batch)
 		if err != nil {

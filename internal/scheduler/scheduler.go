@@ -32,7 +32,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clock"
-	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -120,8 +119,9 @@ func New(cfg Config) (*Scheduler, error) {
 }
 
 // Run moves due jobs until ctx is done, then returns nil. tenants returns
-// the configured tenants (for the sweep and the metric labels); it starts
-// with a sweep, so jobs that fell due while no drainer ran move at once.
+// the configured tenants, the only ones whose jobs it moves and sweeps; it
+// starts with a sweep, so jobs that fell due while no drainer ran move at
+// once.
 func (s *Scheduler) Run(ctx context.Context, tenants func() []string) error {
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
@@ -144,7 +144,9 @@ func (s *Scheduler) Run(ctx context.Context, tenants func() []string) error {
 	return nil
 }
 
-// tick moves the jobs of every tenant whose hint is due.
+// tick moves the jobs of every configured tenant whose hint is due. A
+// tenant that is not configured keeps its scheduled jobs, as a removed
+// tenant's lane leaves its queued jobs, until it is configured again.
 func (s *Scheduler) tick(ctx context.Context, known map[string]bool) {
 	v, err := dueCall(maxDueTenants).Run(ctx, s.cfg.Redis).Result()
 	var due []string
@@ -159,11 +161,12 @@ func (s *Scheduler) tick(ctx context.Context, known map[string]bool) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !keys.ValidTenant(t) {
-			s.cfg.Redis.ZRem(ctx, keys.ScheduledTenants(), t)
+		if !known[t] {
+			// Not configured here (removed, or another deployment's):
+			// its jobs wait, as its queued jobs do.
 			continue
 		}
-		s.move(ctx, t, known)
+		s.move(ctx, t)
 	}
 }
 

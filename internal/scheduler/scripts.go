@@ -17,7 +17,7 @@ import (
 func takeCall(tenant string, max int, lease time.Duration) lua.Call {
 	return lua.Call{Script: lua.ScheduleTake,
 		Keys: []string{keys.JobIndex(tenant, "scheduled"), keys.ScheduledJobs(tenant), keys.ScheduledMoving(tenant)},
-		Args: []any{0, max, lease.Milliseconds(), keys.JobStateTTL.Milliseconds()}}
+		Args: []any{0, max, lease.Milliseconds(), keys.JobStateTTL.Milliseconds(), keys.JobState(tenant, "")}}
 }
 
 // taken is one job schedule_take.lua leased: its id and stored envelope.
