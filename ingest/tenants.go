@@ -23,8 +23,8 @@ type snapshot struct {
 	tenants map[string]*tenantState
 	// maxBody, maxBatch, retryAfter, redisTimeout and shutdown are the
 	// effective ingest settings.
-	maxBody      int64
-	maxBatch     int
+	maxBody  int64
+	maxBatch int
 	// maxDelay and maxScheduled bound scheduled jobs (ingest.max_delay,
 	// ingest.max_scheduled).
 	maxDelay     time.Duration
