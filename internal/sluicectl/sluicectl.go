@@ -154,6 +154,7 @@ func init() {
 		"stats":    (*cmd).stats,
 		"job":      (*cmd).job,
 		"cancel":   (*cmd).cancel,
+		"jobs":     (*cmd).jobs,
 		"top":      (*cmd).top,
 		"hash-key": (*cmd).hashKey,
 		"help": func(*cmd, context.Context, []string) error {
@@ -170,7 +171,9 @@ Usage: sluicectl [global flags] <command> [flags] [args]
 
 Commands:
   submit --type T [--payload JSON|@file|@-] [--cost N] [--id ID] [--count N] [--batch] [--tries N]
-                       submit jobs as the --key tenant
+         [--delay D | --not-before T] [--heartbeat D]
+                       submit jobs as the --key tenant (scheduled: --delay/--not-before;
+                       heartbeat jobs: --heartbeat, kept while polled)
   tenants list         every tenant (admin token)
   tenants get ID       one tenant's spec
   tenants set ID --file spec.json|-        create or replace a tenant (PUT)
@@ -182,7 +185,9 @@ Commands:
   stats TENANT         backlog, outflow (configured/effective/measured), water level, ETA
   job ID [--tenant T]  a job's state, queue position and ETA (--tenant: with an admin token)
   cancel ID [--tenant T]
-                       cancel a waiting job
+                       cancel a waiting (queued, retrying or scheduled) job
+  jobs heartbeat ID [--tenant T]
+                       poll a heartbeat job, keeping it wanted
   top [--interval 1s] [--frames N] [TENANT...]
                        live view of every tenant (admin token) or of the given ones; q quits
   hash-key KEY|-       the sha256:<hex> form of an API key or admin token for the config
