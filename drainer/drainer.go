@@ -67,8 +67,9 @@ type Config struct {
 
 // Scheduler is what Config.Scheduler runs: *scheduler.Scheduler.
 type Scheduler interface {
-	// Run works until ctx is done; tenants returns the configured ones.
-	Run(ctx context.Context, tenants func() []string) error
+	// Run works until ctx is done; tenants returns the configured ones, and
+	// moved is called after jobs of tenant were put on its queue.
+	Run(ctx context.Context, tenants func() []string, moved func(tenant string)) error
 }
 
 // DefaultMaxInFlight is Config.MaxInFlight's default.
@@ -95,6 +96,7 @@ type Drainer struct {
 	starts   *lua.Group                    // delivery-start records, in shared pipelines
 	wake     chan struct{}                 // SetTenants asks Run to start lanes at once
 	changed  atomic.Pointer[chan struct{}] // closed and replaced by SetTenants
+	arrivals sync.Map                      // tenant → *laneWake of its lane's first loop (jobsArrived)
 }
 
 // New checks cfg, fills its defaults and returns a Drainer. A missing
@@ -254,7 +256,7 @@ func (d *Drainer) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); d.sampleDepth(ctx) }()
 	if sc := d.cfg.Scheduler; sc != nil {
 		bg.Add(1)
-		go func() { defer bg.Done(); _ = sc.Run(bgCtx, d.tenantIDs) }()
+		go func() { defer bg.Done(); _ = sc.Run(bgCtx, d.tenantIDs, d.jobsArrived) }()
 	}
 
 	ls := &laneSet{d: d, ctx: ctx, workCtx: workCtx, started: map[string]bool{}}

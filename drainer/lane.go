@@ -46,14 +46,26 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 	}
 	var wg sync.WaitGroup
 	var w laneWake
+	arrived := &laneWake{}
+	d.arrivals.Store(tenant, arrived)
+	defer d.arrivals.CompareAndDelete(tenant, arrived)
 	for i := range laneClaimers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.pull(ctx, workCtx, tenant, dispatches, stop, &w, i > 0)
+			d.pull(ctx, workCtx, tenant, dispatches, stop, &w, arrived, i > 0)
 		}()
 	}
 	wg.Wait()
+}
+
+// jobsArrived wakes tenant's lane from its idle poll: jobs were put on its
+// queue (the scheduler moved due scheduled jobs), so a lane that saw it
+// empty claims at once instead of after up to idlePollMax.
+func (d *Drainer) jobsArrived(tenant string) {
+	if w, ok := d.arrivals.Load(tenant); ok {
+		w.(*laneWake).wake()
+	}
 }
 
 // pull is one pull loop of a lane: claim → drop when cancelled or expired
@@ -62,9 +74,9 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 // when ctx is done or stop reports the tenant removed. An extra loop idles
 // while the tenant has an outflow rate or a concurrency cap, and parks on w
 // while the tenant's queue is empty; the first loop backs its polling off
-// while the queue stays empty (idlePoll) and wakes the others at each job
-// it claims.
-func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, w *laneWake, extra bool) {
+// while the queue stays empty (idlePoll), unless arrived wakes it
+// (jobsArrived), and wakes the others at each job it claims.
+func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, w, arrived *laneWake, extra bool) {
 	var pause errorBackoff
 	var idle idleBackoff
 	for ctx.Err() == nil {
@@ -75,7 +87,7 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 			sleep(ctx, discoverEvery)
 			continue
 		}
-		var woken <-chan struct{}
+		woken := arrived.wait() // the first loop's idle poll ends early on jobsArrived
 		if extra {
 			woken = w.wait()
 		}
@@ -96,7 +108,7 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 			d.park(ctx, woken, stop)
 			continue
 		case job == nil:
-			sleep(ctx, idle.next(wait))
+			sleepOrChange(ctx, idle.next(wait), woken)
 			continue
 		}
 		idle = idleBackoff{}

@@ -15,9 +15,9 @@ import (
 )
 
 // dueSlack is how late after its due time a scheduled job of a tenant with
-// no backlog may be delivered: the scheduler's interval (200ms) plus the
-// lane's idle poll (at most 1 s) and a claim.
-const dueSlack = 1500 * time.Millisecond
+// no backlog may be delivered: the scheduler's interval (200ms), the move
+// and a claim (the move wakes the lane from its idle poll).
+const dueSlack = time.Second
 
 // skew allows for Redis TIME (the due check) and the test's clock being
 // read at different instants on one host.

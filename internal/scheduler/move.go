@@ -15,33 +15,34 @@ import (
 const maxRounds = 10
 
 // move moves tenant's due jobs onto the queue, Batch at a time, then sets
-// its hint to its next due time.
-func (s *Scheduler) move(ctx context.Context, tenant string) {
-	lbl := tenant
+// its hint to its next due time. It returns how many it moved.
+func (s *Scheduler) move(ctx context.Context, tenant string) (total int64) {
 	for range maxRounds {
 		r, err := s.take(ctx, tenant, s.cfg.Batch)
 		if err != nil {
 			s.fail(ctx, "take", tenant, err)
-			return
+			return total
 		}
 		if len(r.Jobs) == 0 {
 			s.setHint(ctx, tenant, r.NextMS)
-			return
+			return total
 		}
 		moved, next, err := s.enqueue(ctx, tenant, r.Jobs)
 		if err != nil {
 			// The moves stay leased: the next take after Lease retries them.
 			s.fail(ctx, "enqueue", tenant, err)
 			s.setHint(ctx, tenant, r.NextMS)
-			return
+			return total
 		}
-		s.m.moved.WithLabelValues(lbl).Add(float64(moved))
-		s.m.scheduled.WithLabelValues(lbl).Set(float64(r.Count))
+		total += moved
+		s.m.moved.WithLabelValues(tenant).Add(float64(moved))
+		s.m.scheduled.WithLabelValues(tenant).Set(float64(r.Count))
 		s.setHint(ctx, tenant, next)
 		if len(r.Jobs) < s.cfg.Batch {
-			return
+			return total
 		}
 	}
+	return total
 }
 
 // take runs schedule_take.lua for up to max of tenant's due jobs.

@@ -119,10 +119,14 @@ func New(cfg Config) (*Scheduler, error) {
 }
 
 // Run moves due jobs until ctx is done, then returns nil. tenants returns
-// the configured tenants, the only ones whose jobs it moves and sweeps; it
-// starts with a sweep, so jobs that fell due while no drainer ran move at
-// once.
-func (s *Scheduler) Run(ctx context.Context, tenants func() []string) error {
+// the configured tenants, the only ones whose jobs it moves and sweeps;
+// moved (nil: none) is called with a tenant after jobs of it were put on
+// its queue. It starts with a sweep, so jobs that fell due while no drainer
+// ran move at once.
+func (s *Scheduler) Run(ctx context.Context, tenants func() []string, moved func(tenant string)) error {
+	if moved == nil {
+		moved = func(string) {}
+	}
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
 	var swept time.Time
@@ -135,7 +139,7 @@ func (s *Scheduler) Run(ctx context.Context, tenants func() []string) error {
 			swept = now
 			s.sweep(ctx, known)
 		}
-		s.tick(ctx, known)
+		s.tick(ctx, known, moved)
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
@@ -147,7 +151,7 @@ func (s *Scheduler) Run(ctx context.Context, tenants func() []string) error {
 // tick moves the jobs of every configured tenant whose hint is due. A
 // tenant that is not configured keeps its scheduled jobs, as a removed
 // tenant's lane leaves its queued jobs, until it is configured again.
-func (s *Scheduler) tick(ctx context.Context, known map[string]bool) {
+func (s *Scheduler) tick(ctx context.Context, known map[string]bool, moved func(string)) {
 	v, err := dueCall(maxDueTenants).Run(ctx, s.cfg.Redis).Result()
 	var due []string
 	if err == nil {
@@ -166,7 +170,9 @@ func (s *Scheduler) tick(ctx context.Context, known map[string]bool) {
 			// its jobs wait, as its queued jobs do.
 			continue
 		}
-		s.move(ctx, t)
+		if s.move(ctx, t) > 0 {
+			moved(t)
+		}
 	}
 }
 

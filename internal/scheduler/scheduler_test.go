@@ -208,7 +208,7 @@ func TestSweepRepairsLostHint(t *testing.T) {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- s.Run(rctx, func() []string { return []string{tenant} }) }()
+	go func() { done <- s.Run(rctx, func() []string { return []string{tenant} }, nil) }()
 	defer func() { cancel(); <-done }()
 	testenv.WaitFor(t, 2*time.Second, "the job moved", func() bool {
 		prod.mu.Lock()
