@@ -38,16 +38,9 @@ func (c *cmd) submit(ctx context.Context, args []string) error {
 	if *count < 1 {
 		return usagef("--count must be >= 1 (got %d)", *count)
 	}
-	var raw json.RawMessage
-	if *payload != "" {
-		b, err := c.readArg(*payload)
-		if err != nil {
-			return err
-		}
-		if !json.Valid(b) {
-			return usagef("--payload is not valid JSON")
-		}
-		raw = b
+	raw, err := c.payloadArg(*payload)
+	if err != nil {
+		return err
 	}
 	cl, err := c.tenantClient(client.WithMaxTries(*tries))
 	if err != nil {
@@ -76,6 +69,22 @@ func (c *cmd) submit(ctx context.Context, args []string) error {
 		return nil
 	}
 	return c.submitEach(ctx, cl, jobs)
+}
+
+// payloadArg reads --payload (JSON, @file or @-; "" is none) and checks it
+// is JSON.
+func (c *cmd) payloadArg(arg string) (json.RawMessage, error) {
+	if arg == "" {
+		return nil, nil
+	}
+	b, err := c.readArg(arg)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, usagef("--payload is not valid JSON")
+	}
+	return b, nil
 }
 
 // submitEach submits jobs one by one and sums up when there is more than one.
