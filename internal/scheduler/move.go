@@ -36,7 +36,7 @@ func (s *Scheduler) move(ctx context.Context, tenant string) (total int64) {
 		}
 		total += moved
 		s.m.moved.WithLabelValues(tenant).Add(float64(moved))
-		s.m.scheduled.WithLabelValues(tenant).Set(float64(r.Count))
+		s.m.scheduled.WithLabelValues(tenant).Set(float64(max(r.Count-int64(len(r.Jobs)), 0)))
 		s.setHint(ctx, tenant, next)
 		if len(r.Jobs) < s.cfg.Batch {
 			return total

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
@@ -78,6 +81,12 @@ func (r *recorder) Enqueue(_ context.Context, jobs []queue.Envelope) error {
 
 func (r *recorder) Close() error { return nil }
 
+// producerFunc is a Producer of a function.
+type producerFunc func(context.Context, []queue.Envelope) error
+
+func (f producerFunc) Enqueue(ctx context.Context, jobs []queue.Envelope) error { return f(ctx, jobs) }
+func (f producerFunc) Close() error                                             { return nil }
+
 // TestAddBoundAndHint: Add stores up to max scheduled jobs per tenant
 // (an id scheduled again is replaced, not counted twice), refuses beyond
 // with a *FullError writing nothing, records state scheduled with due_at,
@@ -127,7 +136,16 @@ func TestCancelDuringMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Redis: rdb, Producer: p, Lease: time.Second})
+	// The enqueue also indexes the job as queued (as enqueue.lua does
+	// once job lists exist): the re-cancel takes it out of that index,
+	// whose key the script builds from the state key's hash tag.
+	indexed := producerFunc(func(ctx context.Context, jobs []queue.Envelope) error {
+		if err := p.Enqueue(ctx, jobs); err != nil {
+			return err
+		}
+		return rdb.ZAdd(ctx, keys.JobIndex(tenant, "queued"), redis.Z{Score: 1, Member: jobs[0].ID}).Err()
+	})
+	s, err := New(Config{Redis: rdb, Producer: indexed, Lease: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +166,9 @@ func TestCancelDuringMove(t *testing.T) {
 	rec, err := jobstate.Get(ctx, rdb, tenant, "x")
 	if err != nil || rec.State != jobstate.Cancelled {
 		t.Errorf("state after the move %q (%v), want cancelled", rec.State, err)
+	}
+	if err := rdb.ZScore(ctx, keys.JobIndex(tenant, "queued"), "x").Err(); err != redis.Nil {
+		t.Errorf("the re-cancelled job is still in the queued index (%v)", err)
 	}
 	time.Sleep(1100 * time.Millisecond) // past the move lease
 	if r, _ := s.take(ctx, tenant, 10); len(r.Jobs) != 0 || r.NextMS != -1 {
@@ -202,7 +223,8 @@ func TestSweepRepairsLostHint(t *testing.T) {
 	}
 	rdb.ZRem(ctx, keys.ScheduledTenants(), tenant)
 	prod := &recorder{}
-	s, err := New(Config{Redis: rdb, Producer: prod, Interval: 20 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	s, err := New(Config{Redis: rdb, Producer: prod, Interval: 20 * time.Millisecond, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,4 +240,10 @@ func TestSweepRepairsLostHint(t *testing.T) {
 	testenv.WaitFor(t, time.Second, "the hint removed", func() bool {
 		return rdb.ZScore(ctx, keys.ScheduledTenants(), tenant).Err() != nil
 	})
+	if v := testenv.MetricValue(t, reg, "sluice_scheduled_moved_total", map[string]string{"tenant": tenant}); v != 1 {
+		t.Errorf("sluice_scheduled_moved_total = %v, want 1", v)
+	}
+	if v, ok := testenv.Metric(t, reg, "sluice_jobs_scheduled", map[string]string{"tenant": tenant}); !ok || v != 0 {
+		t.Errorf("sluice_jobs_scheduled = %v (%v), want 0 after the move", v, ok)
+	}
 }
