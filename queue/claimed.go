@@ -80,8 +80,8 @@ type Outcome struct {
 }
 
 // State returns the job state Finish records for o (package jobstate), with
-// the last error and dead-letter reason that go with it: dead with the dead
-// letter's error and reason, else Dropped, else done.
+// the last error and reason that go with it: dead with the dead letter's
+// error and reason, else Dropped with Reason, else done.
 func (o Outcome) State() (state, lastError, reason string) {
 	switch {
 	case o.Dead != nil:
