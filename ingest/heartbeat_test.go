@@ -67,3 +67,23 @@ func TestHeartbeatPolls(t *testing.T) {
 }
 
 func str(v any) string { s, _ := v.(string); return s }
+
+// TestHeartbeatScheduled: a scheduled heartbeat job's heartbeat counts from
+// its due time, also after a poll while it waits: last_beat is the due
+// time, expires_at an interval after it.
+func TestHeartbeatScheduled(t *testing.T) {
+	t.Parallel()
+	tenant := testenv.Name(t, "hbsched")
+	h, _, _ := schedHarness(t, "redis", tenant, "")
+	if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","id":"s","delay":"1h","heartbeat":"30s"}`); a.status != 202 {
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	g := h.request(t, "GET", "/v1/jobs/s", apiKey(tenant), "", "").json(t)
+	hb, _ := g["heartbeat"].(map[string]any)
+	due, _ := time.Parse(time.RFC3339Nano, str(g["due_at"]))
+	last, _ := time.Parse(time.RFC3339Nano, str(hb["last_beat"]))
+	exp, _ := time.Parse(time.RFC3339Nano, str(hb["expires_at"]))
+	if g["state"] != "scheduled" || due.IsZero() || !last.Equal(due) || exp.Sub(due) != 30*time.Second {
+		t.Errorf("scheduled heartbeat job: %v, want last_beat = due_at and expires_at 30s after", g)
+	}
+}

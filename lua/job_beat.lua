@@ -4,9 +4,9 @@
 --
 -- A job whose state hash has heartbeat_ms > 0 is a heartbeat job. With
 -- ARGV[1] = "1", one that still waits (queued, scheduled or retrying) gets
--- beat_at = Redis TIME. Its last beat is beat_at, else the later of
+-- beat_at = Redis TIME. Its last beat is the latest of beat_at,
 -- enqueued_at and due_at (a scheduled job's heartbeat starts when it is
--- due). Other jobs, and a missing or older string marker, are untouched.
+-- due, as queue.Claimed.HeartbeatLapsed counts it). Other jobs, and a missing or older string marker, are untouched.
 --
 -- KEYS[1]  the job's state hash (keys.JobState)
 -- ARGV[1]  "1" to refresh the beat, "0" to read only
@@ -27,10 +27,10 @@ if f[1] == 'scheduled' then due = tonumber(f[5]) or 0 end
 if hb <= 0 then
   return {0, 0, now, due}
 end
-local beat = tonumber(f[3]) or math.max(tonumber(f[4]) or 0, tonumber(f[5]) or 0)
+local beat = math.max(tonumber(f[3]) or 0, tonumber(f[4]) or 0, tonumber(f[5]) or 0)
 local st = f[1]
 if ARGV[1] == '1' and (st == 'queued' or st == 'scheduled' or st == 'retrying') then
   redis.call('HSET', KEYS[1], 'beat_at', now)
-  beat = now
+  beat = math.max(beat, now)
 end
 return {hb, beat, now, due}
