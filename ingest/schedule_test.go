@@ -137,6 +137,8 @@ func TestScheduledRefusals(t *testing.T) {
 		{`{"type":"t","heartbeat":"500ms"}`, 422, "heartbeat", "between 1s and 24h0m0s"},
 		{`{"type":"t","heartbeat":"25h"}`, 422, "heartbeat", "between 1s and 24h0m0s"},
 		{`{"jobs":[{"type":"t"},{"type":"t","heartbeat":"x"}]}`, 400, "jobs[1].heartbeat", "Go duration"},
+		{`{"type":"t","Delay":"1m"}`, 400, "Delay", "unknown field"},
+		{`{"type":"t","delay":"1m","delay":"2m"}`, 400, "delay", "more than once"},
 	}
 	for _, c := range cases {
 		path := "/v1/jobs"
