@@ -120,6 +120,11 @@ func (s *spec) match(path string) (string, bool) {
 			case strings.HasPrefix(want[i], "{") && strings.HasSuffix(want[i], "}"):
 				params++
 				ok = ok && got[i] != ""
+			case strings.HasPrefix(want[i], "{") && strings.Contains(want[i], "}"):
+				// A parameter with a literal suffix ("{id}:heartbeat"): more
+				// specific than a bare parameter, so it counts as none.
+				suffix := want[i][strings.Index(want[i], "}")+1:]
+				ok = ok && strings.HasSuffix(got[i], suffix) && len(got[i]) > len(suffix)
 			default:
 				ok = ok && want[i] == got[i]
 			}

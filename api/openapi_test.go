@@ -272,6 +272,13 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "cancel unknown", 404, req{method: "DELETE", path: "/v1/jobs/nosuch", auth: keyA})
 		s.expect(t, "cancel, no key", 401, req{method: "DELETE", path: "/v1/jobs/" + queuedID})
 		s.expect(t, "cancel, admin token", 200, req{method: "DELETE", path: "/v1/jobs/" + queuedID + "?tenant=" + b, auth: adminToken})
+		s.expect(t, "heartbeat job in tenant B", 202, req{method: "POST", path: "/v1/jobs", auth: keyB, body: `{"type":"email","id":"hb-1","heartbeat":"30s"}`})
+		s.expect(t, "heartbeat", 200, req{method: "POST", path: "/v1/jobs/hb-1:heartbeat", auth: keyB})
+		s.expect(t, "heartbeat, admin token, ambiguous", 400, req{method: "POST", path: "/v1/jobs/" + queuedID + ":heartbeat", auth: adminToken})
+		s.expect(t, "heartbeat of a job without one", 409, req{method: "POST", path: "/v1/jobs/" + queuedID + ":heartbeat", auth: keyB})
+		s.expect(t, "heartbeat, unknown job", 404, req{method: "POST", path: "/v1/jobs/nosuch:heartbeat", auth: keyB})
+		s.expect(t, "heartbeat, no key", 401, req{method: "POST", path: "/v1/jobs/hb-1:heartbeat"})
+		s.expect(t, "scheduled job in tenant B", 202, req{method: "POST", path: "/v1/jobs", auth: keyB, body: `{"type":"email","delay":"1h"}`})
 	})
 
 	t.Run("job lists and purge", func(t *testing.T) { s.checkJobLists(t, a) })
@@ -340,6 +347,7 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "stats", 503, req{method: "GET", path: "/v1/tenants/" + a + "/stats", auth: keyA})
 		s.expect(t, "job", 503, req{method: "GET", path: "/v1/jobs/x", auth: keyA})
 		s.expect(t, "cancel", 503, req{method: "DELETE", path: "/v1/jobs/x", auth: keyA})
+		s.expect(t, "heartbeat", 503, req{method: "POST", path: "/v1/jobs/x:heartbeat", auth: keyA})
 		s.expect(t, "admin list", 503, req{method: "GET", path: "/admin/v1/tenants", auth: adminToken})
 		tb := "/admin/v1/tenants/" + b
 		s.expect(t, "admin put", 503, req{method: "PUT", path: tb, auth: adminToken, body: `{"target":{"url":"http://127.0.0.1:9/hook"}}`})

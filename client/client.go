@@ -89,6 +89,14 @@ type Job struct {
 	Cost int64 `json:"cost,omitempty"`
 	// Deadline, when set, is when the job stops being worth delivering.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// NotBefore or Delay (not both) schedule the job: it is not delivered
+	// before NotBefore, or Delay from the server's now (a Go duration in
+	// the request). At most the server's ingest.max_delay ahead.
+	NotBefore *time.Time    `json:"not_before,omitempty"`
+	Delay     time.Duration `json:"-"`
+	// Heartbeat, when > 0, makes it a heartbeat job: it is dropped unsent
+	// unless polled (Job, Heartbeat) at least this often. 1s to 24h.
+	Heartbeat time.Duration `json:"-"`
 }
 
 // Accepted is the server's answer to an admitted job: it is durably queued.
@@ -96,6 +104,8 @@ type Accepted struct {
 	JobID      string    `json:"job_id"`
 	Tenant     string    `json:"tenant"`
 	EnqueuedAt time.Time `json:"enqueued_at"`
+	// DueAt is a scheduled job's due time (nil for an ordinary job).
+	DueAt *time.Time `json:"due_at,omitempty"`
 }
 
 // Error is a non-2xx answer. Type, Title and Detail come from the server's

@@ -87,6 +87,10 @@ type JobStatus struct {
 	UpdatedAt  time.Time `json:"updated_at"`
 	// LastError is the last failed delivery's reason.
 	LastError string `json:"last_error,omitempty"`
+	// DueAt is a scheduled job's due time (state "scheduled"), else nil.
+	DueAt *time.Time `json:"due_at,omitempty"`
+	// Heartbeat is a heartbeat job's interval and beats, else nil.
+	Heartbeat *JobHeartbeat `json:"heartbeat,omitempty"`
 }
 
 // Stats returns the backlog, outflow rates, water level, jobs in flight,

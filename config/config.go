@@ -78,6 +78,15 @@ type Ingest struct {
 	// A tenant's own bound is lower when its admission policies' capacities
 	// or its outflow capacity are: a job above it is a 422, never queued.
 	MaxJobCost int64 `mapstructure:"max_job_cost"`
+	// MaxDelay bounds how far ahead a job may be scheduled ("not_before"
+	// or "delay"; default DefaultMaxDelay, 720h = 30 days; at most
+	// MaxMaxDelay, 8760h). A due time beyond now + MaxDelay is a 422.
+	MaxDelay time.Duration `mapstructure:"max_delay"`
+	// MaxScheduled bounds each tenant's scheduled jobs not yet due
+	// (default DefaultMaxScheduled, 100,000). A submission that would
+	// exceed it is a 429 naming ingest.max_scheduled; scheduled jobs do not
+	// count in the backlog (max_backlog) until they are due.
+	MaxScheduled int64 `mapstructure:"max_scheduled"`
 	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM
 	// (default 10s).
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`

@@ -57,6 +57,9 @@ func TestLoadDefaultsOnly(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("client bounds: read_header, body, write, idle timeouts, max_header_bytes (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]any{720 * time.Hour, int64(100_000)}, []any{in.MaxDelay, in.MaxScheduled}); diff != "" {
+		t.Errorf("max_delay, max_scheduled (-want +got):\n%s", diff)
+	}
 }
 
 // TestMaxJobCost: ingest.max_job_cost defaults to 1,000,000 and takes any
@@ -172,6 +175,9 @@ func TestInvalid(t *testing.T) {
 		{"bad duration", "redis: {timeout: soon}\n", "timeout"},
 		{"bad on_limiter_error", "tenants: {a: {on_limiter_error: maybe}}\n", "tenants.a.on_limiter_error: must be allow or deny"},
 		{"bad listen", "ingest: {listen: nowhere}\n", "ingest.listen: must be host:port"},
+		{"max_delay zero", "ingest: {max_delay: 0s}\n", "ingest.max_delay: must be a duration between 1s and 8760h0m0s (got 0s)"},
+		{"max_delay above its bound", "ingest: {max_delay: 8761h}\n", "ingest.max_delay: must be a duration between 1s and 8760h0m0s (got 8761h0m0s)"},
+		{"max_scheduled zero", "ingest: {max_scheduled: 0}\n", "ingest.max_scheduled: must be >= 1 (got 0)"},
 		{"max_job_cost zero", "ingest: {max_job_cost: 0}\n", "ingest.max_job_cost: must be between 1 and 1000000000 (got 0)"},
 		{"max_job_cost above its bound", "ingest: {max_job_cost: 1000000001}\n", "ingest.max_job_cost: must be between 1 and 1000000000 (got 1000000001)"},
 		{"case-only duplicate tenants", "tenants: {a: {}, A: {}}\n", "differing only in case"},

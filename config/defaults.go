@@ -42,6 +42,16 @@ const (
 	DefaultTargetTimeout = 10 * time.Second
 )
 
+// DefaultMaxDelay is the default of ingest.max_delay, MaxMaxDelay its
+// largest value.
+const (
+	DefaultMaxDelay = 720 * time.Hour
+	MaxMaxDelay     = 8760 * time.Hour
+)
+
+// DefaultMaxScheduled is the default of ingest.max_scheduled.
+const DefaultMaxScheduled = 100_000
+
 // DefaultRedisTimeout is the default of redis.timeout.
 const DefaultRedisTimeout = 250 * time.Millisecond
 
@@ -55,6 +65,8 @@ func DefaultIngest() Ingest {
 		MaxBodyBytes:      1 << 20,
 		MaxBatchJobs:      1000,
 		MaxJobCost:        DefaultMaxJobCost,
+		MaxDelay:          DefaultMaxDelay,
+		MaxScheduled:      DefaultMaxScheduled,
 		ShutdownTimeout:   10 * time.Second,
 		RetryAfter:        time.Second,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -75,6 +87,8 @@ func (i Ingest) WithDefaults() Ingest {
 	orDefault(&i.MaxBodyBytes, d.MaxBodyBytes)
 	orDefault(&i.MaxBatchJobs, d.MaxBatchJobs)
 	orDefault(&i.MaxJobCost, d.MaxJobCost)
+	orDefault(&i.MaxDelay, d.MaxDelay)
+	orDefault(&i.MaxScheduled, d.MaxScheduled)
 	orDefault(&i.ShutdownTimeout, d.ShutdownTimeout)
 	orDefault(&i.RetryAfter, d.RetryAfter)
 	orDefault(&i.ReadHeaderTimeout, d.ReadHeaderTimeout)
@@ -116,6 +130,8 @@ func setDefaults(v *viper.Viper) {
 		"ingest.max_body_bytes":    in.MaxBodyBytes,
 		"ingest.max_batch_jobs":    in.MaxBatchJobs,
 		"ingest.max_job_cost":      in.MaxJobCost,
+		"ingest.max_delay":         in.MaxDelay,
+		"ingest.max_scheduled":     in.MaxScheduled,
 		"ingest.shutdown_timeout":  in.ShutdownTimeout,
 		"ingest.retry_after":       in.RetryAfter,
 		"drainer.listen":           "127.0.0.1:8081",

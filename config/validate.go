@@ -98,6 +98,12 @@ func (i Ingest) validate(bad badFunc) {
 	if i.MaxJobCost < 1 || i.MaxJobCost > MaxMaxJobCost {
 		bad("ingest.max_job_cost", "must be between 1 and %d (got %d)", MaxMaxJobCost, i.MaxJobCost)
 	}
+	if i.MaxDelay < time.Second || i.MaxDelay > MaxMaxDelay {
+		bad("ingest.max_delay", "must be a duration between 1s and %s (got %s)", MaxMaxDelay, i.MaxDelay)
+	}
+	if i.MaxScheduled < 1 {
+		bad("ingest.max_scheduled", "must be >= 1 (got %d)", i.MaxScheduled)
+	}
 	positiveDur(bad, "ingest.shutdown_timeout", i.ShutdownTimeout)
 	positiveDur(bad, "ingest.retry_after", i.RetryAfter)
 	i.validateBounds(bad)

@@ -50,6 +50,10 @@ type Config struct {
 	// DiscoverUnconfigured also runs lanes for tenants found in the queue
 	// backend that are not in Tenants (default false: their jobs wait).
 	DiscoverUnconfigured bool
+	// Scheduler, when not nil, runs beside the lanes from Run's start to
+	// its end (internal/scheduler: moves due scheduled jobs onto the queue),
+	// given the configured tenants (default nil: none runs).
+	Scheduler Scheduler
 	// Logger receives the drainer's logs (nil: slog.Default()).
 	Logger *slog.Logger
 	// Registerer receives the drainer's metrics (nil: not registered; they
@@ -59,6 +63,13 @@ type Config struct {
 	// times, latencies (nil: clock.Real). Waits are real timers, and the
 	// scripts read Redis TIME.
 	Clock clock.Clock
+}
+
+// Scheduler is what Config.Scheduler runs: *scheduler.Scheduler.
+type Scheduler interface {
+	// Run works until ctx is done; tenants returns the configured ones, and
+	// moved is called after jobs of tenant were put on its queue.
+	Run(ctx context.Context, tenants func() []string, moved func(tenant string)) error
 }
 
 // DefaultMaxInFlight is Config.MaxInFlight's default.
@@ -85,6 +96,7 @@ type Drainer struct {
 	starts   *lua.Group                    // delivery-start records, in shared pipelines
 	wake     chan struct{}                 // SetTenants asks Run to start lanes at once
 	changed  atomic.Pointer[chan struct{}] // closed and replaced by SetTenants
+	arrivals sync.Map                      // tenant → *laneWake of its lane's first loop (jobsArrived)
 }
 
 // New checks cfg, fills its defaults and returns a Drainer. A missing
@@ -186,6 +198,16 @@ func (d *Drainer) tenant(id string) (config.Tenant, bool) {
 	return t, ok
 }
 
+// tenantIDs returns the configured tenants' ids.
+func (d *Drainer) tenantIDs() []string {
+	m := *d.tenants.Load()
+	out := make([]string, 0, len(m))
+	for t := range m {
+		out = append(out, t)
+	}
+	return out
+}
+
 // label is the tenant's metric label: its id when configured, else
 // "_other", so label sets stay bounded.
 func (d *Drainer) label(id string) string {
@@ -221,7 +243,8 @@ const discoverEvery = 2 * time.Second
 //  2. dispatches in flight may finish until Settings.ShutdownTimeout;
 //  3. at the deadline the rest are cancelled and their jobs released
 //     (delivered again later: at least once);
-//  4. the lease keeper, the reaper and the samplers stop.
+//  4. the lease keeper, the reaper, the samplers and the scheduler stop
+//     (a move in progress finishes or is taken again after its lease).
 //
 // Run returns nil after a clean shutdown, or an error when shutdown missed
 // its deadline by more than a few seconds (a backend hanging).
@@ -237,6 +260,10 @@ func (d *Drainer) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); d.reap(ctx) }()
 	go func() { defer bg.Done(); d.measure(ctx) }()
 	go func() { defer bg.Done(); d.sampleDepth(ctx) }()
+	if sc := d.cfg.Scheduler; sc != nil {
+		bg.Add(1)
+		go func() { defer bg.Done(); _ = sc.Run(bgCtx, d.tenantIDs, d.jobsArrived) }()
+	}
 
 	ls := &laneSet{d: d, ctx: ctx, workCtx: workCtx, started: map[string]bool{}}
 	ls.discover()

@@ -46,14 +46,26 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 	}
 	var wg sync.WaitGroup
 	var w laneWake
+	arrived := &laneWake{}
+	d.arrivals.Store(tenant, arrived)
+	defer d.arrivals.CompareAndDelete(tenant, arrived)
 	for i := range laneClaimers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.pull(ctx, workCtx, tenant, dispatches, stop, &w, i > 0)
+			d.pull(ctx, workCtx, tenant, dispatches, stop, &w, arrived, i > 0)
 		}()
 	}
 	wg.Wait()
+}
+
+// jobsArrived wakes tenant's lane from its idle poll: jobs were put on its
+// queue (the scheduler moved due scheduled jobs), so a lane that saw it
+// empty claims at once instead of after up to idlePollMax.
+func (d *Drainer) jobsArrived(tenant string) {
+	if w, ok := d.arrivals.Load(tenant); ok {
+		w.(*laneWake).wake()
+	}
 }
 
 // pull is one pull loop of a lane: claim → drop when cancelled or expired
@@ -62,9 +74,9 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 // when ctx is done or stop reports the tenant removed. An extra loop idles
 // while the tenant has an outflow rate or a concurrency cap, and parks on w
 // while the tenant's queue is empty; the first loop backs its polling off
-// while the queue stays empty (idlePoll) and wakes the others at each job
-// it claims.
-func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, w *laneWake, extra bool) {
+// while the queue stays empty (idlePoll), unless arrived wakes it
+// (jobsArrived), and wakes the others at each job it claims.
+func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, w, arrived *laneWake, extra bool) {
 	var pause errorBackoff
 	var idle idleBackoff
 	for ctx.Err() == nil {
@@ -79,7 +91,7 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 			sleep(ctx, discoverEvery)
 			continue
 		}
-		var woken <-chan struct{}
+		woken := arrived.wait() // the first loop's idle poll ends early on jobsArrived
 		if extra {
 			woken = w.wait()
 		}
@@ -100,7 +112,7 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 			d.park(ctx, woken, stop)
 			continue
 		case job == nil:
-			sleep(ctx, idle.next(wait))
+			sleepOrChange(ctx, idle.next(wait), woken)
 			continue
 		}
 		idle = idleBackoff{}
@@ -171,9 +183,13 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 }
 
 // dropUnsent finishes a job that must not be sent: poison (dead-lettered),
-// cancelled or past its deadline (dropped and counted). It reports whether
-// the job was dealt with. Dropping spends no outflow turn. The deadline
-// is read on the drainer's Clock.
+// cancelled, past its deadline, or a heartbeat job whose submitter stopped
+// polling (dropped as expired, reason heartbeat, and counted). It reports
+// whether the job was dealt with. Dropping spends no concurrency slot and no
+// outflow turn. The deadline is read on the drainer's Clock; the heartbeat
+// is compared at the backend's time the claim read it (Redis TIME,
+// queue.Claimed.HeartbeatLapsed), at the head of the lane only: the queue is
+// never scanned.
 func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
@@ -188,6 +204,9 @@ func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 	case env.Deadline != nil && d.clock.Now().After(*env.Deadline):
 		d.m.dropped.WithLabelValues(lbl, "expired").Inc()
 		out.Dropped = jobstate.Expired
+	case job.HeartbeatLapsed():
+		d.m.dropped.WithLabelValues(lbl, queue.ReasonHeartbeat).Inc()
+		out.Dropped, out.Reason = jobstate.Expired, queue.ReasonHeartbeat
 	default:
 		return false
 	}

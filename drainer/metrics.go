@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"tenant"}),
 		retries:    counterVec("sluice_retries_total", "Jobs deferred for a retry, by kind (backoff, retry_after).", "tenant", "kind"),
 		dlq:        counterVec("sluice_dlq_total", "Jobs sent to the dead-letter queue, by reason.", "tenant", "reason"),
-		dropped:    counterVec("sluice_dropped_total", "Jobs dropped unsent at the head of their lane, by reason (expired, cancelled).", "tenant", "reason"),
+		dropped:    counterVec("sluice_dropped_total", "Jobs dropped unsent at the head of their lane, by reason (expired, cancelled, heartbeat).", "tenant", "reason"),
 		water:      gaugeVec("sluice_water_level", "The tenant's shared leaky-bucket water level in units, as last seen by this drainer."),
 		configured: gaugeVec("sluice_outflow_configured_rate", "The tenant's configured (or overridden) outflow rate, units per second."),
 		effective:  gaugeVec("sluice_outflow_effective_rate", "The tenant's effective outflow rate after adaptive backoff, units per second."),

@@ -23,13 +23,18 @@ import (
 // without a deadline, with the default cost or with the last cost given.
 // The payload is free-form: its keys are the client's business and are not
 // looked at (a repeated key inside it reaches the target as sent). ID is nil
-// when no id (or null) was given; "" is an id, and refused.
+// when no id (or null) was given; "" is an id, and refused. NotBefore,
+// Delay and Heartbeat are the scheduled and heartbeat jobs' fields
+// (schedule.go).
 type jobRequest struct {
-	Type     string          `json:"type"`
-	Payload  json.RawMessage `json:"payload"`
-	ID       *string         `json:"id"`
-	Deadline *string         `json:"deadline"`
-	Cost     *int64          `json:"cost"`
+	Type      string          `json:"type"`
+	Payload   json.RawMessage `json:"payload"`
+	ID        *string         `json:"id"`
+	Deadline  *string         `json:"deadline"`
+	Cost      *int64          `json:"cost"`
+	NotBefore *string         `json:"not_before"`
+	Delay     *string         `json:"delay"`
+	Heartbeat *string         `json:"heartbeat"`
 }
 
 // batchRequest is the JSON body of POST /v1/jobs:batch. Its elements are
@@ -45,6 +50,10 @@ type job struct {
 	payload  json.RawMessage
 	deadline *time.Time
 	cost     int64
+	// due is when a scheduled job falls due (nil: an ordinary job);
+	// heartbeat is a heartbeat job's interval (0: none). schedule.go.
+	due       *time.Time
+	heartbeat time.Duration
 	// field is the job's path in the request: "" for a single job, "jobs[3]"
 	// in a batch; errors about the job name fields under it.
 	field string
@@ -201,20 +210,21 @@ func jsonKind(kind string) string {
 }
 
 // decodeJob decodes and validates one batch element.
-func decodeJob(raw json.RawMessage, prefix string, now time.Time) (job, *problem) {
+func decodeJob(raw json.RawMessage, prefix string, now time.Time, maxDelay time.Duration) (job, *problem) {
 	var req jobRequest
 	if p := decodeStrict(raw, prefix, 0, &req); p != nil {
 		return job{}, p
 	}
-	return validateJob(req, prefix, now)
+	return validateJob(req, prefix, now, maxDelay)
 }
 
 // validateJob checks one decoded job:
 //   - type is required and keys.ValidID (422);
 //   - id, when given, is keys.ValidID (422; "" too);
 //   - cost defaults to 1 and must be >= 1 (422);
-//   - deadline, when given, is RFC 3339 (400 otherwise) and after now (422).
-func validateJob(req jobRequest, prefix string, now time.Time) (job, *problem) {
+//   - deadline, when given, is RFC 3339 (400 otherwise) and after now (422);
+//   - not_before / delay and heartbeat as validateTiming says.
+func validateJob(req jobRequest, prefix string, now time.Time, maxDelay time.Duration) (job, *problem) {
 	unprocessable := func(name, format string, args ...any) (job, *problem) {
 		f := fieldName(prefix, name)
 		return job{}, newProblem(http.StatusUnprocessableEntity, f, f+" "+fmt.Sprintf(format, args...))
@@ -250,7 +260,7 @@ func validateJob(req jobRequest, prefix string, now time.Time) (job, *problem) {
 		}
 		j.deadline = &d
 	}
-	return j, nil
+	return validateTiming(j, req, now, maxDelay)
 }
 
 // decodeSingle reads the body of POST /v1/jobs.
@@ -259,7 +269,7 @@ func decodeSingle(w http.ResponseWriter, r *http.Request, snap *snapshot, now ti
 	if p := decodeBody(w, r, snap.maxBody, &req); p != nil {
 		return nil, p
 	}
-	j, p := validateJob(req, "", now)
+	j, p := validateJob(req, "", now, snap.maxDelay)
 	if p != nil {
 		return nil, p
 	}
@@ -287,7 +297,7 @@ func decodeBatch(w http.ResponseWriter, r *http.Request, snap *snapshot, now tim
 	jobs := make([]job, 0, len(req.Jobs))
 	seen := map[string]string{}
 	for i, raw := range req.Jobs {
-		j, p := decodeJob(raw, "jobs["+strconv.Itoa(i)+"]", now)
+		j, p := decodeJob(raw, "jobs["+strconv.Itoa(i)+"]", now, snap.maxDelay)
 		if p != nil {
 			return nil, p
 		}

@@ -19,6 +19,8 @@ type jobAnswer struct {
 	JobID      string    `json:"job_id"`
 	Tenant     string    `json:"tenant"`
 	EnqueuedAt time.Time `json:"enqueued_at"`
+	// DueAt is a scheduled job's due time (absent for an ordinary job).
+	DueAt *time.Time `json:"due_at,omitempty"`
 }
 
 // newJobID returns a time-ordered, unique 128-bit id as 32 hex digits: the
@@ -50,9 +52,21 @@ func envelopes(tenant string, jobs []job, now time.Time) []queue.Envelope {
 			Cost:       j.cost,
 			EnqueuedAt: now,
 			Deadline:   j.deadline,
+			NotBefore:  utcOrNil(j.due),
+
+			HeartbeatMS: j.heartbeat.Milliseconds(),
 		}
 	}
 	return out
+}
+
+// utcOrNil returns t in UTC, nil for nil.
+func utcOrNil(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // enqueue makes envs durable. It is not cancelled when the client goes away

@@ -29,7 +29,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 //
 //	auth → content type → body headers → decode and validate → cost and
 //	capacity check (chargeOf) → idempotency reservation → admission →
-//	enqueue → stored answers → 202
+//	schedule and enqueue (makeDurable) → stored answers → 202
 //
 // Everything up to the cost check needs no Redis, so a request it refuses
 // writes nothing (the limit-state headers of the answer are read by a dry
@@ -145,14 +145,13 @@ func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submis
 		return
 	}
 	envs := envelopes(ts.name, fresh, s.clock.Now().UTC())
-	if err := s.enqueue(ctx, q.snap, envs); err != nil {
+	if p := s.makeDurable(ctx, q.snap, ts.name, envs); p != nil {
 		s.releaseIDs(ctx, q.snap, ts, sub.reserved)
-		s.log.Warn("enqueue failed", "tenant", ts.name, "jobs", len(envs), "err", err)
-		s.fail(q, enqueueProblem(q.snap, ts.name, err))
+		s.fail(q, p)
 		return
 	}
 	for i, k := range sub.fresh {
-		b, err := json.Marshal(jobAnswer{JobID: envs[i].ID, Tenant: ts.name, EnqueuedAt: envs[i].EnqueuedAt})
+		b, err := json.Marshal(jobAnswer{JobID: envs[i].ID, Tenant: ts.name, EnqueuedAt: envs[i].EnqueuedAt, DueAt: envs[i].NotBefore})
 		if err != nil {
 			s.fail(q, newProblem(http.StatusInternalServerError, "", "encode answer"))
 			return

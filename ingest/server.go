@@ -198,6 +198,7 @@ func (s *Server) routes() http.Handler {
 	route("GET /readyz", "readyz", s.handleReadyz)
 	s.adminRoutes(route)
 	s.dlqRoutes(route)
+	s.heartbeatRoutes(route)
 	route("/v1/jobs/{id}", "job", s.handleJobState)
 	route("/v1/tenants/{id}/stats", "stats", s.handleStats)
 	if s.gatherer != nil {

@@ -23,8 +23,12 @@ type snapshot struct {
 	tenants map[string]*tenantState
 	// maxBody, maxBatch, retryAfter, redisTimeout and shutdown are the
 	// effective ingest settings.
-	maxBody      int64
-	maxBatch     int
+	maxBody  int64
+	maxBatch int
+	// maxDelay and maxScheduled bound scheduled jobs (ingest.max_delay,
+	// ingest.max_scheduled).
+	maxDelay     time.Duration
+	maxScheduled int64
 	retryAfter   time.Duration
 	redisTimeout time.Duration
 	shutdown     time.Duration
@@ -93,6 +97,8 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		tenants:      map[string]*tenantState{},
 		maxBody:      in.MaxBodyBytes,
 		maxBatch:     in.MaxBatchJobs,
+		maxDelay:     in.MaxDelay,
+		maxScheduled: in.MaxScheduled,
 		retryAfter:   in.RetryAfter,
 		redisTimeout: cfg.Redis.Timeout,
 		shutdown:     in.ShutdownTimeout,

@@ -17,7 +17,10 @@ import (
 // The visibility API (docs/adr/0009-job-states.md), on ingest's listener:
 //
 //	GET    /v1/jobs/{id}            the job's state, queue position and ETA
-//	DELETE /v1/jobs/{id}            cancel it while it waits (queued or retrying)
+//	                                (due_at of a scheduled job, heartbeat)
+//	DELETE /v1/jobs/{id}            cancel it while it waits (queued,
+//	                                retrying or scheduled)
+//	POST   /v1/jobs/{id}:heartbeat  a heartbeat job's poll (heartbeat.go)
 //	GET    /v1/tenants/{id}/stats   backlog, outflow rates, water level, in
 //	                                flight, DLQ and drain ETA (visibility_stats.go)
 //
@@ -96,7 +99,11 @@ func (s *Server) handleJobState(w http.ResponseWriter, r *http.Request) {
 		s.cancelJob(ctx, w, snap, tenant, id)
 		return
 	}
-	s.getJob(ctx, w, snap, tenant, id)
+	mode := beatRead
+	if v.tenant != "" {
+		mode = beatPoll
+	}
+	s.getJob(ctx, w, snap, tenant, id, mode)
 }
 
 // jobTenant returns the tenant whose job id the viewer asks about: a tenant
@@ -153,12 +160,22 @@ type jobStatus struct {
 	// LastError is the last failed delivery's error; for a dead job it is
 	// prefixed with the reason ("rejected: ...").
 	LastError string `json:"last_error"`
+	// DueAt is when a scheduled job falls due; null otherwise.
+	DueAt *time.Time `json:"due_at"`
+	// Heartbeat is a heartbeat job's interval and beats; null otherwise.
+	Heartbeat *jobHeartbeat `json:"heartbeat"`
 }
 
-// getJob answers GET /v1/jobs/{id}: the recorded state, and for a queued job
-// its position and ETA (one more round trip for the tenant's effective
-// rate).
-func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapshot, tenant, id string) {
+// getJob answers GET /v1/jobs/{id}: the recorded state, a scheduled job's
+// due time and a heartbeat job's beats (first refreshed as mode says;
+// lua/job_beat.lua, one round trip), and for a queued job its position and
+// ETA (one more round trip for the tenant's effective rate).
+func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapshot, tenant, id string, mode beatMode) {
+	x, err := readExtras(ctx, s.rdb, tenant, id, mode)
+	if err != nil {
+		writeProblem(w, s.redisProblem(snap, "get job", err))
+		return
+	}
 	rec, err := jobstate.Get(ctx, s.rdb, tenant, id)
 	switch {
 	case errors.Is(err, jobstate.ErrNotFound):
@@ -166,6 +183,10 @@ func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapsh
 		return
 	case err != nil:
 		writeProblem(w, s.redisProblem(snap, "get job", err))
+		return
+	}
+	if mode == beatRefresh && x.heartbeat == nil {
+		writeProblem(w, notHeartbeat(tenant, id))
 		return
 	}
 	var rate *outflowAnswer
@@ -178,6 +199,7 @@ func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapsh
 		rate = &st.Outflow
 	}
 	out := newJobStatus(rec, rate)
+	out.DueAt, out.Heartbeat = x.dueAt, x.heartbeat
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -186,7 +208,8 @@ func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapsh
 // tenant's outflow rate (nil: none known).
 func newJobStatus(rec jobstate.Record, rate *outflowAnswer) jobStatus {
 	out := jobStatus{JobID: rec.JobID, Tenant: rec.Tenant, Type: rec.Type, State: rec.State, Attempt: rec.Attempt,
-		EnqueuedAt: timeOrNil(rec.EnqueuedAt), UpdatedAt: timeOrNil(rec.UpdatedAt), LastError: rec.LastError}
+		EnqueuedAt: timeOrNil(rec.EnqueuedAt), UpdatedAt: timeOrNil(rec.UpdatedAt), LastError: rec.LastError,
+		DueAt: timeOrNil(rec.DueAt), Heartbeat: heartbeatOf(rec)}
 	if rec.Reason != "" {
 		out.LastError = strings.TrimSuffix(rec.Reason+": "+rec.LastError, ": ")
 	}
@@ -218,7 +241,14 @@ type cancelAnswer struct {
 // cancelJob answers DELETE /v1/jobs/{id}: 200 when the job was waiting and
 // is now cancelled, 409 naming the state that forbids it, 404 when unknown.
 func (s *Server) cancelJob(ctx context.Context, w http.ResponseWriter, snap *snapshot, tenant, id string) {
-	err := jobstate.Cancel(ctx, s.rdb, tenant, id)
+	done, err := s.cancelScheduled(ctx, tenant, id)
+	if done {
+		writeJSON(w, http.StatusOK, cancelAnswer{JobID: id, State: jobstate.Cancelled})
+		return
+	}
+	if err == nil {
+		err = jobstate.Cancel(ctx, s.rdb, tenant, id)
+	}
 	var conflict *jobstate.ConflictError
 	switch {
 	case err == nil:
@@ -227,7 +257,7 @@ func (s *Server) cancelJob(ctx context.Context, w http.ResponseWriter, snap *sna
 		writeProblem(w, notFound("job", id))
 	case errors.As(err, &conflict):
 		p := newProblem(http.StatusConflict, "",
-			fmt.Sprintf("job %q is %s; only a queued or retrying job can be cancelled", id, conflict.State))
+			fmt.Sprintf("job %q is %s; only a queued, retrying or scheduled job can be cancelled", id, conflict.State))
 		p.Tenant = tenant
 		writeProblem(w, p)
 	default:

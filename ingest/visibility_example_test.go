@@ -108,7 +108,7 @@ func ExampleServer_Handler_visibility() {
 	// Output:
 	// 200 true
 	// 200 {"job_id":"report-2","state":"cancelled"}
-	// 409 {"type":"about:blank","title":"Conflict","status":409,"detail":"job \"report-2\" is cancelled; only a queued or retrying job can be cancelled","tenant":"example-vis"}
+	// 409 {"type":"about:blank","title":"Conflict","status":409,"detail":"job \"report-2\" is cancelled; only a queued, retrying or scheduled job can be cancelled","tenant":"example-vis"}
 	// 200 {"tenant":"example-vis","backlog":2,"outflow":{"unlimited":false,"configured_rate":2,"effective_rate":2,"measured_rate":0,"capacity":2},"water_level":0,"in_flight":0,"dlq":0,"eta_seconds":1,"paused":false,"admission":{"admitted_rate":0,"refused_rate":0}}
 }
 

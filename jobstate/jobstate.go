@@ -92,6 +92,12 @@ type Record struct {
 	// poison or cost_exceeds_capacity; or why a job was dropped:
 	// ReasonPurged for a cancelled one a purge cancelled.
 	Reason string
+	// DueAt is a scheduled job's due time (zero: not scheduled).
+	DueAt time.Time
+	// Heartbeat is a heartbeat job's interval (0: none), BeatAt its last
+	// poll (zero: none yet).
+	Heartbeat time.Duration
+	BeatAt    time.Time
 	// Ahead is how many of the tenant's jobs are ahead of this one in its
 	// queue (0: next to leave), for a queued job with a Seq; -1 otherwise.
 	Ahead int64
@@ -152,6 +158,11 @@ func (r *Record) fill(h map[string]string) {
 	r.Seq, _ = strconv.ParseInt(h["seq"], 10, 64)
 	r.LastError = h["last_error"]
 	r.Reason = h["reason"]
+	r.DueAt = fromMS(h["due_at"])
+	if ms, err := strconv.ParseInt(h["heartbeat_ms"], 10, 64); err == nil && ms > 0 {
+		r.Heartbeat = time.Duration(ms) * time.Millisecond
+	}
+	r.BeatAt = fromMS(h["beat_at"])
 }
 
 // fromMS parses unix milliseconds; "" or junk is the zero time.

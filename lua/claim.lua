@@ -10,7 +10,9 @@
 -- encoding/json writes queue.Envelope), falling back to cjson for any other
 -- field order. The job's cancel marker is the key ARGV[6]..id (keys.JobState,
 -- same hash tag): a string "cancelled", or a hash whose field state is
--- "cancelled".
+-- "cancelled". The same read takes the job's last heartbeat (the hash's
+-- beat_at, else its enqueued_at), which the drainer compares with now for a
+-- heartbeat job (queue.Claimed.HeartbeatLapsed).
 --
 -- KEYS[1]  queue list (keys.Queue)
 -- KEYS[2]  processing zset (keys.Processing), score = lease deadline, unix ms
@@ -23,9 +25,11 @@
 -- ARGV[5]  at most this many due retries are moved per call
 -- ARGV[6]  job-state key prefix (keys.JobState(tenant, ""))
 --
--- Returns {member, envelope, cancelled (0|1), next_due_ms}: member and
--- envelope are "" when the queue is empty; next_due_ms is the due time of the
--- earliest delayed job, or -1 when there is none.
+-- Returns {member, envelope, cancelled (0|1), next_due_ms, beat_ms, now_ms}:
+-- member and envelope are "" when the queue is empty; next_due_ms is the due
+-- time of the earliest delayed job, or -1 when there is none; beat_ms is the
+-- job's last heartbeat (unix ms, 0 when none is recorded); now_ms is the
+-- time the claim ran at.
 
 local now = tonumber(ARGV[1])
 if now == nil or now <= 0 then
@@ -51,7 +55,7 @@ end
 
 local env = redis.call('LPOP', KEYS[1])
 if not env then
-  return {'', '', 0, next_due()}
+  return {'', '', 0, next_due(), 0, now}
 end
 
 local id = string.match(env, '^{"v":%d+,"id":"([^"\\]*)"')
@@ -70,7 +74,7 @@ redis.call('HSET', KEYS[3], member, env)
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
 
-local cancelled = 0
+local cancelled, beat = 0, 0
 if id ~= '?' then
   local sk = ARGV[6] .. id
   local kind = redis.call('TYPE', sk)['ok']
@@ -78,8 +82,10 @@ if id ~= '?' then
   if kind == 'string' then
     state = redis.call('GET', sk)
   elseif kind == 'hash' then
-    state = redis.call('HGET', sk, 'state')
+    local f = redis.call('HMGET', sk, 'state', 'beat_at', 'enqueued_at')
+    state = f[1]
+    beat = tonumber(f[2]) or tonumber(f[3]) or 0
   end
   if state == 'cancelled' then cancelled = 1 end
 end
-return {member, env, cancelled, next_due()}
+return {member, env, cancelled, next_due(), beat, now}

@@ -1,19 +1,35 @@
--- job_cancelled.lua: read a job's cancel marker (Kafka queue backend; the
--- Redis backend reads it inside claim.lua).
+-- job_cancelled.lua: read a job's cancel marker, and for a heartbeat job its
+-- last beat (Kafka queue backend; the Redis backend reads both inside
+-- claim.lua).
 --
 -- The marker is keys.JobState(tenant, id): a string "cancelled", or a hash
 -- whose field state is "cancelled". Any other value, or no key, is not a
--- cancel.
+-- cancel. With ARGV[1] = "1" the script also returns the job's last
+-- heartbeat (the hash's beat_at, else its enqueued_at) and Redis TIME, which
+-- the drainer compares (queue.Claimed.HeartbeatLapsed).
 --
 -- KEYS[1]  job state key (keys.JobState)
--- ARGV     none
+-- ARGV[1]  "1" to read the heartbeat (a heartbeat job), else "0" or absent
 --
--- Returns 1 when the job is cancelled, else 0.
+-- Returns {cancelled (1|0), beat_ms, now_ms}: beat_ms and now_ms are 0
+-- unless ARGV[1] is "1" (beat_ms is 0 when no beat is recorded either).
 
+local beats = ARGV[1] == '1'
+local cancelled, beat, now = 0, 0, 0
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'string' then
-  if redis.call('GET', KEYS[1]) == 'cancelled' then return 1 end
+  if redis.call('GET', KEYS[1]) == 'cancelled' then cancelled = 1 end
 elseif t == 'hash' then
-  if redis.call('HGET', KEYS[1], 'state') == 'cancelled' then return 1 end
+  if beats then
+    local f = redis.call('HMGET', KEYS[1], 'state', 'beat_at', 'enqueued_at')
+    if f[1] == 'cancelled' then cancelled = 1 end
+    beat = tonumber(f[2]) or tonumber(f[3]) or 0
+  elseif redis.call('HGET', KEYS[1], 'state') == 'cancelled' then
+    cancelled = 1
+  end
 end
-return 0
+if beats then
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+end
+return {cancelled, beat, now}

@@ -33,6 +33,15 @@ var (
 	JobList          = register(mustLoad("job_list.lua"))
 	Purge            = register(include("purge.lua", "job_state_final.lua"))
 
+	// Scheduled jobs (internal/scheduler: Add and Cancel for ingest, the
+	// mover for the drainers) and heartbeat jobs (ingest).
+	ScheduleAdd    = register(mustLoad("schedule_add.lua"))
+	ScheduleTake   = register(mustLoad("schedule_take.lua"))
+	ScheduleDone   = register(mustLoad("schedule_done.lua"))
+	ScheduleCancel = register(mustLoad("schedule_cancel.lua"))
+	ScheduleDue    = register(mustLoad("schedule_due.lua"))
+	JobBeat        = register(mustLoad("job_beat.lua"))
+
 	// Outflow: the shared bucket, the concurrency semaphore, the adaptive
 	// rate (outflow), and a tenant's stats read (ingest).
 	LeakyBucket      = register(mustLoad("leaky_bucket.lua"))

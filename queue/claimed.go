@@ -22,8 +22,35 @@ type Claimed struct {
 	// Cancelled reports that the job was cancelled (DELETE /v1/jobs/{id})
 	// while it was queued.
 	Cancelled bool
+	// BeatAt is the job's last heartbeat as the backend read it with the
+	// claim (the job-state hash's beat_at, else its enqueued_at); zero when
+	// none was read. Now is the backend's time of that read (Redis TIME);
+	// zero when not read. HeartbeatLapsed compares them.
+	BeatAt, Now time.Time
 
 	token string
+}
+
+// HeartbeatLapsed reports whether the job is a heartbeat job
+// (Envelope.HeartbeatMS) whose submitter stopped polling: more than its
+// interval passed between its last beat and Now. The last beat is the
+// latest of BeatAt, the envelope's EnqueuedAt and its NotBefore (a
+// scheduled job's heartbeat starts when it is due). A claim whose
+// backend read no time (Now zero, as when Redis failed) never lapses: a
+// job is never dropped on a failed read.
+func (c *Claimed) HeartbeatLapsed() bool {
+	iv := c.Envelope.Heartbeat()
+	if iv <= 0 || c.Now.IsZero() {
+		return false
+	}
+	last := c.BeatAt
+	if c.Envelope.EnqueuedAt.After(last) {
+		last = c.Envelope.EnqueuedAt
+	}
+	if nb := c.Envelope.NotBefore; nb != nil && nb.After(last) {
+		last = *nb
+	}
+	return c.Now.Sub(last) > iv
 }
 
 // NewClaimed returns a claimed job whose Token is token. Backends call it;
@@ -42,6 +69,10 @@ type Outcome struct {
 	// Dropped, when set, says why the job ends unsent: jobstate.Cancelled
 	// or jobstate.Expired, recorded as its state instead of jobstate.Done.
 	Dropped string
+	// Reason, with Dropped, says why it was dropped (recorded as the job
+	// state's reason): ReasonHeartbeat for a heartbeat job whose submitter
+	// stopped polling; "" for a cancel or a passed deadline.
+	Reason string
 	// Dead, when not nil, makes the job dead: its record goes to the
 	// dead-letter queue and its state is jobstate.Dead with Dead's reason
 	// and error. It takes precedence over Dropped.
@@ -49,17 +80,21 @@ type Outcome struct {
 }
 
 // State returns the job state Finish records for o (package jobstate), with
-// the last error and dead-letter reason that go with it: dead with the dead
-// letter's error and reason, else Dropped, else done.
+// the last error and reason that go with it: dead with the dead letter's
+// error and reason, else Dropped with Reason, else done.
 func (o Outcome) State() (state, lastError, reason string) {
 	switch {
 	case o.Dead != nil:
 		return jobstate.Dead, o.Dead.Error, o.Dead.Reason
 	case o.Dropped != "":
-		return o.Dropped, "", ""
+		return o.Dropped, "", o.Reason
 	}
 	return jobstate.Done, "", ""
 }
+
+// ReasonHeartbeat is the reason of a heartbeat job dropped as expired
+// because its last beat was older than its interval (Claimed.HeartbeatLapsed).
+const ReasonHeartbeat = "heartbeat"
 
 // Retry is a failed delivery's next attempt, given to Consumer.Defer.
 type Retry struct {

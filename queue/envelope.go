@@ -32,6 +32,21 @@ type Envelope struct {
 	EnqueuedAt time.Time `json:"enqueued_at"`
 	// Deadline, when set, is the time after which the job is dropped unsent.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// NotBefore, when set, is the time before which the job is not
+	// delivered (a scheduled job: "not_before" or "delay" at submission).
+	// It waits outside the queue until then (internal/scheduler).
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// HeartbeatMS, when > 0, makes the job a heartbeat job: it stays wanted
+	// while its submitter polls it at least every HeartbeatMS milliseconds
+	// (GET /v1/jobs/{id} or POST /v1/jobs/{id}:heartbeat); one whose last
+	// beat is older than that when it reaches the head of its queue is
+	// dropped unsent (state expired, reason heartbeat).
+	HeartbeatMS int64 `json:"heartbeat_ms,omitempty"`
+}
+
+// Heartbeat returns the job's heartbeat interval (0: not a heartbeat job).
+func (e *Envelope) Heartbeat() time.Duration {
+	return time.Duration(e.HeartbeatMS) * time.Millisecond
 }
 
 // ErrUnknownVersion is returned by Decode for an envelope of another version.

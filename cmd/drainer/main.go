@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/drainer"
 	"github.com/sluicehq/sluice/internal/boot"
+	"github.com/sluicehq/sluice/internal/scheduler"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/backend"
 )
@@ -78,9 +79,14 @@ func build(ctx context.Context, svc *boot.Service, rdb redis.UniversalClient, re
 		log.Error("queue consumer", "backend", cfg.Queue.Backend, "err", err)
 		return nil, nil, false
 	}
+	sched, err := newScheduler(ctx, boot.Queue(merged, rdb, log, reg))
+	if err != nil {
+		log.Error("scheduler", "backend", cfg.Queue.Backend, "err", err)
+		return nil, nil, false
+	}
 	d, err := drainer.New(drainer.Config{
 		Consumer: consumer, Redis: rdb, Tenants: merged.Tenants, Settings: cfg.Drainer,
-		Logger: log, Registerer: reg,
+		Scheduler: sched, Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		log.Error("drainer", "err", err)
@@ -150,6 +156,22 @@ func newConsumer(ctx context.Context, cfg backend.Config) (queue.Consumer, func(
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return backend.NewConsumer(ctx, cfg)
+}
+
+// newScheduler returns the scheduler of due scheduled jobs, which enqueues
+// them through a Producer of cfg.Backend (giving a Kafka producer's start
+// 30s). The producer lives as long as the process: the drainer stops the
+// scheduler before it returns, and a Kafka producer's buffered records are
+// acknowledged before each Enqueue returns.
+func newScheduler(ctx context.Context, cfg backend.Config) (*scheduler.Scheduler, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p, err := backend.NewProducer(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return scheduler.New(scheduler.Config{Redis: cfg.Redis, Producer: p, Lease: cfg.Lease,
+		Logger: cfg.Logger, Registerer: cfg.Registerer})
 }
 
 // ops serves /metrics, /healthz (the process is up) and /readyz (draining,

@@ -10,17 +10,20 @@ import (
 	"github.com/sluicehq/sluice/client"
 )
 
-// jobs runs "jobs list" (GET /v1/jobs).
+// jobs runs "jobs list" (GET /v1/jobs) and "jobs heartbeat"
+// (POST /v1/jobs/{id}:heartbeat).
 func (c *cmd) jobs(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("missing sub-command: list")
+		return usagef("missing sub-command: list or heartbeat")
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
 	case "list", "ls":
 		return c.jobsList(ctx, args)
+	case "heartbeat":
+		return c.jobsHeartbeat(ctx, args)
 	}
-	return usagef("unknown sub-command %q: want list", sub)
+	return usagef("unknown sub-command %q: want list or heartbeat", sub)
 }
 
 // jobsList prints a page of a tenant's jobs in one state, or with --all

@@ -89,6 +89,7 @@ func (c *cmd) job(ctx context.Context, args []string) error {
 	if js.LastError != "" {
 		fmt.Fprintf(tw, "last error\t%s\n", js.LastError)
 	}
+	printTiming(tw, js)
 	return tw.Flush()
 }
 

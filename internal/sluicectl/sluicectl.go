@@ -179,7 +179,9 @@ Usage: sluicectl [global flags] <command> [flags] [args]
 
 Commands:
   submit --type T [--payload JSON|@file|@-] [--cost N] [--id ID] [--count N] [--batch] [--tries N]
-                       submit jobs as the --key tenant
+         [--delay D | --not-before T] [--heartbeat D]
+                       submit jobs as the --key tenant (scheduled: --delay/--not-before;
+                       heartbeat jobs: --heartbeat, kept while polled)
   tenants list         every tenant (admin token)
   tenants get ID       one tenant's spec
   tenants set ID --file spec.json|-        create or replace a tenant (PUT)
@@ -191,11 +193,13 @@ Commands:
   stats TENANT         backlog, admitted/refused per s, outflow (configured/effective/measured), water level, ETA, paused
   job ID [--tenant T]  a job's state, queue position and ETA (--tenant: with an admin token)
   cancel ID [--tenant T]
-                       cancel a waiting job
+                       cancel a waiting (queued, retrying or scheduled) job
   jobs list --state S [--tenant T] [--limit N] [--cursor C | --all]
                        a tenant's jobs in one state: queued (positions, ETAs), scheduled,
                        in_flight, retrying, dead or done (the last hour), a page at a time
   purge TENANT         cancel every waiting job of a tenant (admin token); jobs in flight finish
+  jobs heartbeat ID [--tenant T]
+                       poll a heartbeat job, keeping it wanted
   top [--interval 1s] [--frames N] [TENANT...]
                        live view of every tenant (admin token) or of the given ones; q quits
   pause TENANT         stop delivery (in-flight jobs finish; jobs are still admitted)

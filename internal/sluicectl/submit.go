@@ -16,7 +16,7 @@ import (
 // next job is tried; any other error stops. The exit code is 1 when a job
 // was not accepted.
 func (c *cmd) submit(ctx context.Context, args []string) error {
-	fs := c.flags("", "--type T [--payload JSON|@file|@-] [--cost N] [--id ID] [--count N] [--batch] [--tries N]")
+	fs := c.flags("", "--type T [--payload JSON|@file|@-] [--cost N] [--id ID] [--count N] [--batch] [--tries N] [--delay D | --not-before T] [--heartbeat D]")
 	typ := fs.String("type", "", "job type (required)")
 	payload := fs.String("payload", "", "job payload: JSON, @file, or @- for stdin")
 	cost := fs.Int64("cost", 0, "units of the tenant's limits the job uses (server default 1)")
@@ -25,7 +25,11 @@ func (c *cmd) submit(ctx context.Context, args []string) error {
 	batch := fs.Bool("batch", false, "submit the jobs as one POST /v1/jobs:batch (admitted as one request of cost N)")
 	tries := fs.Int("tries", 5, "tries per request; 429 and 503 are retried after Retry-After, else with backoff")
 	deadline := fs.Duration("deadline", 0, "drop the job when not delivered within this time (0: never)")
+	sch := scheduleFlags(fs)
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if err := sch.check(); err != nil {
 		return err
 	}
 	if *typ == "" {
@@ -34,16 +38,9 @@ func (c *cmd) submit(ctx context.Context, args []string) error {
 	if *count < 1 {
 		return usagef("--count must be >= 1 (got %d)", *count)
 	}
-	var raw json.RawMessage
-	if *payload != "" {
-		b, err := c.readArg(*payload)
-		if err != nil {
-			return err
-		}
-		if !json.Valid(b) {
-			return usagef("--payload is not valid JSON")
-		}
-		raw = b
+	raw, err := c.payloadArg(*payload)
+	if err != nil {
+		return err
 	}
 	cl, err := c.tenantClient(client.WithMaxTries(*tries))
 	if err != nil {
@@ -59,6 +56,7 @@ func (c *cmd) submit(ctx context.Context, args []string) error {
 			d := c.env.Clock.Now().Add(*deadline)
 			jobs[i].Deadline = &d
 		}
+		sch.apply(&jobs[i])
 	}
 	if *batch {
 		accs, err := cl.SubmitBatch(ctx, jobs)
@@ -71,6 +69,22 @@ func (c *cmd) submit(ctx context.Context, args []string) error {
 		return nil
 	}
 	return c.submitEach(ctx, cl, jobs)
+}
+
+// payloadArg reads --payload (JSON, @file or @-; "" is none) and checks it
+// is JSON.
+func (c *cmd) payloadArg(arg string) (json.RawMessage, error) {
+	if arg == "" {
+		return nil, nil
+	}
+	b, err := c.readArg(arg)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, usagef("--payload is not valid JSON")
+	}
+	return b, nil
 }
 
 // submitEach submits jobs one by one and sums up when there is more than one.
@@ -105,6 +119,12 @@ func (c *cmd) submitEach(ctx context.Context, cl *client.Client, jobs []client.J
 	return nil
 }
 
+// printAccepted prints "<job_id> <enqueued_at>", and for a scheduled job
+// " due <due_at>".
 func (c *cmd) printAccepted(a client.Accepted) {
-	fmt.Fprintf(c.env.Stdout, "%s %s\n", a.JobID, a.EnqueuedAt.Format(time.RFC3339Nano))
+	due := ""
+	if a.DueAt != nil {
+		due = " due " + a.DueAt.Format(time.RFC3339Nano)
+	}
+	fmt.Fprintf(c.env.Stdout, "%s %s%s\n", a.JobID, a.EnqueuedAt.Format(time.RFC3339Nano), due)
 }

@@ -62,8 +62,9 @@ func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, ti
 // decode, or belongs to another tenant, is poison: DecodeErr is set and
 // the envelope holds the id from the message header (or the job's place in
 // the log), the tenant and cost 1. The cancel marker is read from Redis
-// (lua/job_cancelled.lua); when Redis fails, or answers something else, the
-// job is handed out as not cancelled.
+// (lua/job_cancelled.lua), with the last heartbeat of a heartbeat job;
+// when Redis fails, or answers something else, the job is handed out as not
+// cancelled and with no beat read (so not lapsed).
 func (c *Consumer) newClaimed(ctx context.Context, e *entry, tenant string) *queue.Claimed {
 	env, derr := queue.Decode(e.raw)
 	if derr == nil && env.Tenant != tenant {
@@ -82,15 +83,27 @@ func (c *Consumer) newClaimed(ctx context.Context, e *entry, tenant string) *que
 	job := queue.NewClaimed(env.ID + "|" + c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36))
 	job.Envelope, job.Raw, job.DecodeErr = env, e.raw, derr
 	if derr == nil && c.rdb != nil {
-		v, err := jobCancelledCall(tenant, env.ID).Run(ctx, c.rdb).Result()
+		v, err := jobCancelledCall(tenant, env.ID, env.HeartbeatMS > 0).Run(ctx, c.rdb).Result()
+		var r cancelledReply
 		if err == nil {
-			job.Cancelled, err = parseJobCancelled(v)
+			r, err = parseJobCancelled(v)
+		}
+		if err == nil {
+			job.Cancelled, job.BeatAt, job.Now = r.Cancelled, msTime(r.BeatMS), msTime(r.NowMS)
 		}
 		if err != nil && ctx.Err() == nil {
 			c.m.redisErrs.WithLabelValues("cancel_check").Inc()
 		}
 	}
 	return job
+}
+
+// msTime is unix ms as a time; 0 (none) is the zero time.
+func msTime(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // Extend keeps nothing alive (Kafka holds no lease): it returns the jobs

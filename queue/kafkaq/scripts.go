@@ -33,20 +33,33 @@ func parseBacklogDecr(v any) (int64, error) {
 }
 
 // jobCancelledCall is lua/job_cancelled.lua: read the cancel marker of
-// tenant's job id (keys.JobState).
-func jobCancelledCall(tenant, id string) lua.Call {
-	return lua.Call{Script: lua.JobCancelled, Keys: []string{keys.JobState(tenant, id)}}
+// tenant's job id (keys.JobState) and, when beats, its last heartbeat and
+// Redis TIME.
+func jobCancelledCall(tenant, id string, beats bool) lua.Call {
+	flag := "0"
+	if beats {
+		flag = "1"
+	}
+	return lua.Call{Script: lua.JobCancelled, Keys: []string{keys.JobState(tenant, id)}, Args: []any{flag}}
 }
 
-// parseJobCancelled checks job_cancelled.lua's reply: 1 when the job is
-// cancelled, 0 when not.
-func parseJobCancelled(v any) (bool, error) {
-	n, err := lua.JobCancelled.Int(v, "reply")
+// cancelledReply is job_cancelled.lua's reply: BeatMS (the last heartbeat)
+// and NowMS (Redis TIME) are unix ms, 0 when not read.
+type cancelledReply struct {
+	Cancelled     bool
+	BeatMS, NowMS int64
+}
+
+// parseJobCancelled checks job_cancelled.lua's reply {cancelled (1|0),
+// beat_ms, now_ms}.
+func parseJobCancelled(v any) (cancelledReply, error) {
+	s := lua.JobCancelled
+	n, err := s.Ints(v, 3)
 	if err != nil {
-		return false, err
+		return cancelledReply{}, err
 	}
-	if n != 0 && n != 1 {
-		return false, lua.JobCancelled.ReplyError("%d, want 1 or 0", n)
+	if n[0] != 0 && n[0] != 1 {
+		return cancelledReply{}, s.ReplyError("cancelled is %d, want 1 or 0", n[0])
 	}
-	return n == 1, nil
+	return cancelledReply{Cancelled: n[0] == 1, BeatMS: n[1], NowMS: n[2]}, nil
 }

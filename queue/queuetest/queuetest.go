@@ -56,6 +56,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"Extend", testExtend},
 		{"LeaseLostAndRedelivery", testRedelivery},
 		{"Cancelled", testCancelled},
+		{"Heartbeat", testHeartbeat},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -170,6 +170,7 @@ func (c *Consumer) claimAt(ctx context.Context, tenant string, nowMS int64) (*qu
 	}
 	job := queue.NewClaimed(r.Member)
 	job.Raw, job.Cancelled = []byte(r.Envelope), r.Cancelled
+	job.BeatAt, job.Now = msTime(r.BeatMS), msTime(r.NowMS)
 	env, derr := queue.Decode(job.Raw)
 	if derr == nil && env.Tenant != tenant {
 		derr = fmt.Errorf("queue: job %s of tenant %q found in the queue of %q", env.ID, env.Tenant, tenant)
@@ -183,6 +184,14 @@ func (c *Consumer) claimAt(ctx context.Context, tenant string, nowMS int64) (*qu
 	}
 	job.Envelope = env
 	return job, 0, nil
+}
+
+// msTime is unix ms as a time; 0 (none) is the zero time.
+func msTime(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // emptyWait is how long Claim tells the caller to wait on an empty queue:

@@ -64,19 +64,23 @@ func (a claimArgs) Call() lua.Call {
 }
 
 // claimReply is claim.lua's reply: Member and Envelope are "" when the
-// queue is empty; NextDueMS is the earliest retry's due time, -1 when none.
+// queue is empty; NextDueMS is the earliest retry's due time, -1 when none;
+// BeatMS the job's last heartbeat (0: none recorded) and NowMS the claim's
+// time, both unix ms.
 type claimReply struct {
 	Member    string
 	Envelope  string
 	Cancelled bool
 	NextDueMS int64
+	BeatMS    int64
+	NowMS     int64
 }
 
 // parseClaim checks claim.lua's reply {member, envelope, cancelled (0|1),
-// next_due_ms}.
+// next_due_ms, beat_ms, now_ms}.
 func parseClaim(v any) (claimReply, error) {
 	s := lua.Claim
-	arr, err := s.Array(v, 4, 4)
+	arr, err := s.Array(v, 6, 6)
 	if err != nil {
 		return claimReply{}, err
 	}
@@ -96,6 +100,12 @@ func parseClaim(v any) (claimReply, error) {
 	}
 	r.Cancelled = c == 1
 	if r.NextDueMS, err = s.Int(arr[3], "next_due_ms"); err != nil {
+		return r, err
+	}
+	if r.BeatMS, err = s.Int(arr[4], "beat_ms"); err != nil {
+		return r, err
+	}
+	if r.NowMS, err = s.Int(arr[5], "now_ms"); err != nil {
 		return r, err
 	}
 	return r, nil

@@ -1,0 +1,184 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/scheduler"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// Scheduled and heartbeat jobs on the submission path.
+//
+// A job with "not_before" (RFC 3339) or "delay" (a Go duration, >= 0), not
+// both, due after now, is a scheduled job: it passes admission like any job
+// but is stored outside the queue (internal/scheduler.Add) until a
+// drainer's scheduler moves it onto the queue when due. A due time at or
+// before now makes an ordinary job. A due time beyond now +
+// ingest.max_delay is a 422; a tenant over ingest.max_scheduled scheduled
+// jobs a 429. A job with "heartbeat" (a Go duration, MinHeartbeat to
+// MaxHeartbeat) is a heartbeat job: see heartbeat.go.
+
+// The bounds of a job's heartbeat interval.
+const (
+	MinHeartbeat = time.Second
+	MaxHeartbeat = 24 * time.Hour
+)
+
+// validateTiming checks and sets j's due time and heartbeat from req:
+// not_before and delay together are a 422 naming both; a malformed value
+// is a 400 naming its field; a negative delay, a due time beyond
+// maxDelay, a deadline not after the due time, or a heartbeat outside
+// MinHeartbeat..MaxHeartbeat a 422.
+func validateTiming(j job, req jobRequest, now time.Time, maxDelay time.Duration) (job, *problem) {
+	prefix := j.field
+	unprocessable := func(name, format string, args ...any) (job, *problem) {
+		f := fieldName(prefix, name)
+		return job{}, newProblem(http.StatusUnprocessableEntity, f, f+" "+fmt.Sprintf(format, args...))
+	}
+	malformed := func(name, want, got string) (job, *problem) {
+		f := fieldName(prefix, name)
+		return job{}, newProblem(http.StatusBadRequest, f, fmt.Sprintf("%s must be %s (got %q)", f, want, got))
+	}
+	var due time.Time
+	switch {
+	case req.NotBefore != nil && req.Delay != nil:
+		nb, d := fieldName(prefix, "not_before"), fieldName(prefix, "delay")
+		return job{}, newProblem(http.StatusUnprocessableEntity, nb+","+d,
+			fmt.Sprintf("%s and %s are both given; give one of them", nb, d))
+	case req.NotBefore != nil:
+		t, err := time.Parse(time.RFC3339Nano, *req.NotBefore)
+		if err != nil {
+			return malformed("not_before", "an RFC 3339 time such as 2026-01-02T15:04:05Z", *req.NotBefore)
+		}
+		due = t
+	case req.Delay != nil:
+		d, err := time.ParseDuration(*req.Delay)
+		if err != nil {
+			return malformed("delay", `a Go duration such as "90s" or "1h30m"`, *req.Delay)
+		}
+		if d < 0 {
+			return unprocessable("delay", "must be >= 0 (got %s)", *req.Delay)
+		}
+		due = now.Add(d)
+	}
+	if due.After(now) {
+		if due.Sub(now) > maxDelay {
+			name := "not_before"
+			if req.Delay != nil {
+				name = "delay"
+			}
+			return unprocessable(name, "is %s ahead, beyond ingest.max_delay (%s)", due.Sub(now).Round(time.Second), maxDelay)
+		}
+		if j.deadline != nil && !j.deadline.After(due) {
+			return unprocessable("deadline", "must be after the due time (%s)", due.UTC().Format(time.RFC3339))
+		}
+		j.due = &due
+	}
+	if req.Heartbeat != nil {
+		hb, err := time.ParseDuration(*req.Heartbeat)
+		if err != nil {
+			return malformed("heartbeat", `a Go duration such as "30s"`, *req.Heartbeat)
+		}
+		if hb < MinHeartbeat || hb > MaxHeartbeat {
+			return unprocessable("heartbeat", "must be between %s and %s (got %s)", MinHeartbeat, MaxHeartbeat, *req.Heartbeat)
+		}
+		j.heartbeat = hb
+	}
+	return j, nil
+}
+
+// splitScheduled returns envs' scheduled jobs (NotBefore set) and the
+// others, each in order.
+func splitScheduled(envs []queue.Envelope) (sched []scheduler.Job, now []queue.Envelope) {
+	for _, e := range envs {
+		if e.NotBefore != nil {
+			sched = append(sched, scheduler.Job{Envelope: e, Due: *e.NotBefore})
+			continue
+		}
+		now = append(now, e)
+	}
+	return sched, now
+}
+
+// schedule stores tenant's scheduled jobs (internal/scheduler.Add), bounded
+// like an enqueue. A failed hint write is logged: the jobs are stored, and
+// a scheduler's sweep finds them.
+func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jobs []scheduler.Job) *problem {
+	if len(jobs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.shutdown)
+	defer cancel()
+	err := scheduler.Add(ctx, s.rdb, tenant, jobs, snap.maxScheduled)
+	var full *scheduler.FullError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, scheduler.ErrHint):
+		s.log.Warn("scheduled jobs stored, hint not written; the scheduler's sweep will find them", "tenant", tenant, "err", err)
+		return nil
+	case errors.As(err, &full):
+		p := newProblem(http.StatusTooManyRequests, "", fmt.Sprintf(
+			"tenant %s holds %d scheduled jobs; %d more would exceed ingest.max_scheduled (%d)", tenant, full.Count, len(jobs), full.Max))
+		p.Type, p.Title, p.Limit, p.Tenant = quotaExceeded, "Too many scheduled jobs", full.Max, tenant
+		return p
+	}
+	s.log.Warn("storing scheduled jobs failed", "tenant", tenant, "jobs", len(jobs), "err", err)
+	p := newProblem(http.StatusServiceUnavailable, "", "scheduled jobs cannot be stored (redis); retry later")
+	p.Backend, p.RetryAfter, p.Tenant = "redis", retryAfterSeconds(snap.retryAfter), tenant
+	return p
+}
+
+// unschedule removes scheduled jobs stored by a request whose other jobs
+// could not be enqueued (the request is refused as a whole), best effort:
+// a failure is logged, and those jobs stay scheduled.
+func (s *Server) unschedule(ctx context.Context, snap *snapshot, tenant string, jobs []scheduler.Job) {
+	if len(jobs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
+	defer cancel()
+	for _, j := range jobs {
+		if _, _, err := scheduler.Cancel(ctx, s.rdb, tenant, j.Envelope.ID); err != nil {
+			s.log.Warn("removing scheduled jobs of a refused request failed", "tenant", tenant, "job_id", j.Envelope.ID, "err", err)
+			return
+		}
+		s.rdb.Del(ctx, keys.JobState(tenant, j.Envelope.ID))
+	}
+}
+
+// cancelScheduled cancels tenant's job id when it is scheduled
+// (internal/scheduler.Cancel, one round trip before jobstate.Cancel's):
+// done reports it was; otherwise the job is in another state for
+// jobstate.Cancel to decide, or err is the Redis failure.
+func (s *Server) cancelScheduled(ctx context.Context, tenant, id string) (done bool, err error) {
+	done, _, err = scheduler.Cancel(ctx, s.rdb, tenant, id)
+	return done, err
+}
+
+// makeDurable stores a request's scheduled jobs (schedule), then enqueues
+// the others and records their heartbeat intervals; it returns the problem
+// to answer when either fails. An enqueue that fails after the scheduled
+// jobs were stored removes them again (unschedule), so a refused request
+// leaves nothing behind that its retry would add twice.
+func (s *Server) makeDurable(ctx context.Context, snap *snapshot, tenant string, envs []queue.Envelope) *problem {
+	sched, now := splitScheduled(envs)
+	if p := s.schedule(ctx, snap, tenant, sched); p != nil {
+		return p
+	}
+	if len(now) == 0 {
+		return nil
+	}
+	if err := s.enqueue(ctx, snap, now); err != nil {
+		s.unschedule(ctx, snap, tenant, sched)
+		s.log.Warn("enqueue failed", "tenant", tenant, "jobs", len(now), "err", err)
+		return enqueueProblem(snap, tenant, err)
+	}
+	s.recordHeartbeats(ctx, snap, tenant, now)
+	return nil
+}

@@ -1,0 +1,205 @@
+// Package scheduler holds scheduled jobs (submitted with "not_before" or
+// "delay") outside the queue until they are due, and moves them onto it.
+//
+// Ingest stores a scheduled job with Add: its envelope in keys.ScheduledJobs,
+// its id in keys.JobIndex(t, "scheduled") scored by its due time, its state
+// "scheduled" with due_at, and a hint in the global keys.ScheduledTenants
+// (tenant → earliest due). It is not on the queue backend, so it holds up no
+// other job and spends no outflow slot or turn while it waits, and it is not
+// in the backlog counter (keys.Backlog) until due.
+//
+// A Scheduler runs in every drainer. Every Interval it reads the hint for
+// tenants with something due (by Redis TIME) and, for each, leases up to
+// Batch due jobs (lua/schedule_take.lua: into keys.ScheduledMoving, scored by
+// the lease deadline, so two drainers never move the same job and a dead
+// mover's jobs are taken again after Lease), enqueues them through the
+// configured backend's queue.Producer, where they get state queued, a seq
+// and the backlog like any new job, at the tail of their tenant's queue, and
+// then ends the moves (lua/schedule_done.lua). Every Sweep it also reads each
+// configured tenant's next due time, repairing a lost hint. All state is in
+// Redis, so scheduled jobs survive drainer restarts. A job whose Enqueue
+// succeeded but whose move was not ended (the drainer died between the two)
+// is enqueued again after its lease: at least once, with the same job id.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultInterval = 200 * time.Millisecond
+	DefaultSweep    = 10 * time.Second
+	DefaultBatch    = 100
+	DefaultLease    = 30 * time.Second
+)
+
+// enqueueTimeout bounds one move's Enqueue.
+const enqueueTimeout = 10 * time.Second
+
+// maxDueTenants bounds the tenants one tick reads from the hint.
+const maxDueTenants = 1000
+
+// Config wires a Scheduler. Redis and Producer are required; every other
+// field documents its default.
+type Config struct {
+	// Redis holds the scheduled jobs and the hint (required).
+	Redis redis.UniversalClient
+	// Producer enqueues due jobs on the configured queue backend
+	// (required).
+	Producer queue.Producer
+	// Interval is how often the hint is read (default DefaultInterval,
+	// 200ms): a due job of a tenant with no backlog is delivered within
+	// about Interval plus one claim of its lane.
+	Interval time.Duration
+	// Sweep is how often every configured tenant's next due time is read,
+	// to repair a hint lost to a failed write (default DefaultSweep, 10s).
+	Sweep time.Duration
+	// Batch is the most jobs one move takes (default DefaultBatch, 100).
+	Batch int
+	// Lease is how long a move may take before another scheduler takes its
+	// jobs again (default DefaultLease, 30s).
+	Lease time.Duration
+	// Logger receives the scheduler's logs (nil: slog.Default()).
+	Logger *slog.Logger
+	// Registerer receives its metrics (nil: not registered; they still
+	// count).
+	Registerer prometheus.Registerer
+	// Clock times the sweeps (nil: clock.Real); due times are Redis TIME.
+	Clock clock.Clock
+}
+
+// Scheduler moves due scheduled jobs onto the queue. Build it with New,
+// run it with Run.
+type Scheduler struct {
+	cfg   Config
+	log   *slog.Logger
+	clock clock.Clock
+	m     *metrics
+}
+
+// New checks cfg and fills its defaults. A missing Redis or Producer is an
+// error naming the field.
+func New(cfg Config) (*Scheduler, error) {
+	switch {
+	case cfg.Redis == nil:
+		return nil, errors.New("scheduler: new: Redis is required")
+	case cfg.Producer == nil:
+		return nil, errors.New("scheduler: new: Producer is required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Sweep <= 0 {
+		cfg.Sweep = DefaultSweep
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Scheduler{cfg: cfg, log: cfg.Logger, clock: clock.Or(cfg.Clock), m: m}, nil
+}
+
+// Run moves due jobs until ctx is done, then returns nil. tenants returns
+// the configured tenants, the only ones whose jobs it moves and sweeps;
+// moved (nil: none) is called with a tenant after jobs of it were put on
+// its queue. It starts with a sweep, so jobs that fell due while no drainer
+// ran move at once.
+func (s *Scheduler) Run(ctx context.Context, tenants func() []string, moved func(tenant string)) error {
+	if moved == nil {
+		moved = func(string) {}
+	}
+	tick := time.NewTicker(s.cfg.Interval)
+	defer tick.Stop()
+	var swept time.Time
+	for ctx.Err() == nil {
+		known := map[string]bool{}
+		for _, t := range tenants() {
+			known[t] = true
+		}
+		if now := s.clock.Now(); now.Sub(swept) >= s.cfg.Sweep || now.Before(swept) {
+			swept = now
+			s.sweep(ctx, known)
+		}
+		s.tick(ctx, known, moved)
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// tick moves the jobs of every configured tenant whose hint is due. A
+// tenant that is not configured keeps its scheduled jobs, as a removed
+// tenant's lane leaves its queued jobs, until it is configured again.
+func (s *Scheduler) tick(ctx context.Context, known map[string]bool, moved func(string)) {
+	v, err := dueCall(maxDueTenants).Run(ctx, s.cfg.Redis).Result()
+	var due []string
+	if err == nil {
+		due, err = parseDue(v)
+	}
+	if err != nil {
+		s.fail(ctx, "due", "", err)
+		return
+	}
+	for _, t := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		if !known[t] {
+			// Not configured here (removed, or another deployment's):
+			// its jobs wait, as its queued jobs do.
+			continue
+		}
+		if s.move(ctx, t) > 0 {
+			moved(t)
+		}
+	}
+}
+
+// sweep reads each configured tenant's next due time and count: the count
+// sets sluice_jobs_scheduled, and a next due time lowers the hint (ZADD LT),
+// so a tenant whose hint was lost is found again.
+func (s *Scheduler) sweep(ctx context.Context, known map[string]bool) {
+	for t := range known {
+		r, err := s.take(ctx, t, 0)
+		if err != nil {
+			s.fail(ctx, "sweep", t, err)
+			continue
+		}
+		s.m.scheduled.WithLabelValues(t).Set(float64(r.Count))
+		if r.NextMS >= 0 {
+			if err := lowerHint(ctx, s.cfg.Redis, t, r.NextMS); err != nil {
+				s.fail(ctx, "hint", t, err)
+			}
+		}
+	}
+}
+
+// fail counts and logs a failed step (not when ctx ended).
+func (s *Scheduler) fail(ctx context.Context, op, tenant string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.m.errors.WithLabelValues(op).Inc()
+	s.log.Warn("scheduler: "+op, "tenant", tenant, "err", err)
+}

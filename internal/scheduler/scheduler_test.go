@@ -1,0 +1,249 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
+)
+
+// TestScriptRepliesChecked: every twin's parser refuses a reply of the
+// wrong shape or type with an error wrapping lua.ErrReply naming its
+// script, and accepts the right one.
+func TestScriptRepliesChecked(t *testing.T) {
+	t.Parallel()
+	parsers := []struct {
+		script string
+		parse  func(any) error
+		good   any
+		bad    []any
+	}{
+		{"schedule_add.lua", func(v any) error { _, _, err := parseAdd(v); return err },
+			[]any{int64(1), int64(5)}, []any{int64(1), []any{int64(2), int64(1)}, []any{"1", int64(1)}}},
+		{"schedule_take.lua", func(v any) error { _, err := parseTake(v); return err },
+			[]any{int64(1), int64(-1), int64(0), "a", "{}"},
+			[]any{nil, []any{int64(1), int64(-1)}, []any{int64(1), int64(-1), int64(0), "a"}, []any{int64(1), "x", int64(0)}, []any{int64(1), int64(-1), int64(0), int64(2), "{}"}}},
+		{"schedule_done.lua", func(v any) error { _, _, err := parseDone(v); return err },
+			[]any{int64(1), int64(-1)}, []any{int64(1), []any{int64(-1), int64(0)}, []any{"1", int64(0)}}},
+		{"schedule_cancel.lua", func(v any) error { _, _, err := parseCancel(v); return err },
+			[]any{int64(1), "scheduled"}, []any{int64(1), []any{int64(2), ""}, []any{int64(0), int64(0)}}},
+		{"schedule_due.lua", func(v any) error { _, err := parseDue(v); return err },
+			[]any{"acme"}, []any{int64(1), []any{int64(1)}}},
+	}
+	for _, p := range parsers {
+		if err := p.parse(p.good); err != nil {
+			t.Errorf("%s: reply %#v = %v, want nil", p.script, p.good, err)
+		}
+		for _, v := range p.bad {
+			err := p.parse(v)
+			if !errors.Is(err, lua.ErrReply) || !strings.Contains(err.Error(), p.script) {
+				t.Errorf("%s: reply %#v = %v, want an error wrapping lua.ErrReply naming the script", p.script, v, err)
+			}
+		}
+	}
+}
+
+// job returns a scheduled job of tenant due at due.
+func job(tenant, id string, due time.Time) Job {
+	return Job{Due: due, Envelope: queue.Envelope{Version: queue.EnvelopeVersion, ID: id, Tenant: tenant, Type: "t", Cost: 1,
+		EnqueuedAt: time.Now(), NotBefore: &due}}
+}
+
+// recorder is a Producer that keeps what it was given.
+type recorder struct {
+	mu   sync.Mutex
+	jobs []queue.Envelope
+	fail error
+}
+
+func (r *recorder) Enqueue(_ context.Context, jobs []queue.Envelope) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.jobs = append(r.jobs, jobs...)
+	return nil
+}
+
+func (r *recorder) Close() error { return nil }
+
+// producerFunc is a Producer of a function.
+type producerFunc func(context.Context, []queue.Envelope) error
+
+func (f producerFunc) Enqueue(ctx context.Context, jobs []queue.Envelope) error { return f(ctx, jobs) }
+func (f producerFunc) Close() error                                             { return nil }
+
+// TestAddBoundAndHint: Add stores up to max scheduled jobs per tenant
+// (an id scheduled again is replaced, not counted twice), refuses beyond
+// with a *FullError writing nothing, records state scheduled with due_at,
+// and lowers the tenant's hint to its earliest due time.
+func TestAddBoundAndHint(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "add")
+	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
+	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "a", due), job(tenant, "b", due.Add(-time.Minute))}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "a", due)}, 2); err != nil {
+		t.Errorf("re-adding a scheduled id at the bound: %v, want nil", err)
+	}
+	var full *FullError
+	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "c", due)}, 2); !errors.As(err, &full) || full.Count != 2 || full.Max != 2 {
+		t.Errorf("third job over max 2: %v, want a FullError with count 2", err)
+	}
+	if ok, _ := rdb.HExists(ctx, keys.ScheduledJobs(tenant), "c").Result(); ok {
+		t.Error("a refused job was stored")
+	}
+	h, _ := rdb.HGetAll(ctx, keys.JobState(tenant, "a")).Result()
+	if h["state"] != "scheduled" || h["due_at"] != strconv.FormatInt(due.UnixMilli(), 10) {
+		t.Errorf("state hash %v, want state scheduled, due_at %d", h, due.UnixMilli())
+	}
+	if s, err := rdb.ZScore(ctx, keys.ScheduledTenants(), tenant).Result(); err != nil || int64(s) != due.Add(-time.Minute).UnixMilli() {
+		t.Errorf("hint %v (%v), want the earliest due %d", int64(s), err, due.Add(-time.Minute).UnixMilli())
+	}
+	if ttl, _ := rdb.PTTL(ctx, keys.JobState(tenant, "a")).Result(); ttl < time.Hour+keys.JobStateTTL-time.Minute {
+		t.Errorf("state TTL %v, want at least the due time + JobStateTTL", ttl)
+	}
+}
+
+// TestCancelDuringMove: a job cancelled while a scheduler moves it (taken,
+// not yet done) is not taken again, and the end of the move cancels it
+// again after its enqueue rewrote its state to queued.
+func TestCancelDuringMove(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "mid")
+	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
+	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The enqueue also indexes the job as queued (as enqueue.lua does
+	// once job lists exist): the re-cancel takes it out of that index,
+	// whose key the script builds from the state key's hash tag.
+	indexed := producerFunc(func(ctx context.Context, jobs []queue.Envelope) error {
+		if err := p.Enqueue(ctx, jobs); err != nil {
+			return err
+		}
+		return rdb.ZAdd(ctx, keys.JobIndex(tenant, "queued"), redis.Z{Score: 1, Member: jobs[0].ID}).Err()
+	})
+	s, err := New(Config{Redis: rdb, Producer: indexed, Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "x", time.Now().Add(20*time.Millisecond))}, 10); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	r, err := s.take(ctx, tenant, 10)
+	if err != nil || len(r.Jobs) != 1 {
+		t.Fatalf("take = %+v, %v; want the due job", r, err)
+	}
+	if ok, _, err := Cancel(ctx, rdb, tenant, "x"); err != nil || !ok {
+		t.Fatalf("Cancel during the move = %v, %v; want cancelled", ok, err)
+	}
+	if _, _, err := s.enqueue(ctx, tenant, r.Jobs); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := jobstate.Get(ctx, rdb, tenant, "x")
+	if err != nil || rec.State != jobstate.Cancelled {
+		t.Errorf("state after the move %q (%v), want cancelled", rec.State, err)
+	}
+	if err := rdb.ZScore(ctx, keys.JobIndex(tenant, "queued"), "x").Err(); err != redis.Nil {
+		t.Errorf("the re-cancelled job is still in the queued index (%v)", err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past the move lease
+	if r, _ := s.take(ctx, tenant, 10); len(r.Jobs) != 0 || r.NextMS != -1 {
+		t.Errorf("take after the move = %+v, want nothing left", r)
+	}
+}
+
+// TestMoveRetriesAfterEnqueueFailure: a move whose Enqueue fails keeps its
+// jobs leased; after the lease another take hands them out again.
+func TestMoveRetriesAfterEnqueueFailure(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "retry")
+	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
+	prod := &recorder{fail: queue.Unavailable("enqueue", errors.New("down"))}
+	s, err := New(Config{Redis: rdb, Producer: prod, Lease: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "y", time.Now())}, 10); err != nil {
+		t.Fatal(err)
+	}
+	s.move(ctx, tenant)
+	prod.mu.Lock()
+	prod.fail = nil
+	prod.mu.Unlock()
+	s.move(ctx, tenant) // within the lease: nothing to take
+	if len(prod.jobs) != 0 {
+		t.Fatalf("moved %d jobs within the failed move's lease, want 0", len(prod.jobs))
+	}
+	time.Sleep(400 * time.Millisecond)
+	s.move(ctx, tenant)
+	if len(prod.jobs) != 1 || prod.jobs[0].ID != "y" {
+		t.Fatalf("moved %+v after the lease, want job y", prod.jobs)
+	}
+	if n, _ := rdb.HLen(ctx, keys.ScheduledJobs(tenant)).Result(); n != 0 {
+		t.Errorf("scheduled hash holds %d after the move, want 0", n)
+	}
+}
+
+// TestSweepRepairsLostHint: a tenant whose hint was lost is found by the
+// sweep of the configured tenants, and Run then moves its due job.
+func TestSweepRepairsLostHint(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "lost")
+	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
+	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "z", time.Now())}, 10); err != nil {
+		t.Fatal(err)
+	}
+	rdb.ZRem(ctx, keys.ScheduledTenants(), tenant)
+	prod := &recorder{}
+	reg := prometheus.NewRegistry()
+	s, err := New(Config{Redis: rdb, Producer: prod, Interval: 20 * time.Millisecond, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx, func() []string { return []string{tenant} }, nil) }()
+	defer func() { cancel(); <-done }()
+	testenv.WaitFor(t, 2*time.Second, "the job moved", func() bool {
+		prod.mu.Lock()
+		defer prod.mu.Unlock()
+		return len(prod.jobs) == 1
+	})
+	testenv.WaitFor(t, time.Second, "the hint removed", func() bool {
+		return rdb.ZScore(ctx, keys.ScheduledTenants(), tenant).Err() != nil
+	})
+	if v := testenv.MetricValue(t, reg, "sluice_scheduled_moved_total", map[string]string{"tenant": tenant}); v != 1 {
+		t.Errorf("sluice_scheduled_moved_total = %v, want 1", v)
+	}
+	if v, ok := testenv.Metric(t, reg, "sluice_jobs_scheduled", map[string]string{"tenant": tenant}); !ok || v != 0 {
+		t.Errorf("sluice_jobs_scheduled = %v (%v), want 0 after the move", v, ok)
+	}
+}

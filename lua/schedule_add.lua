@@ -1,0 +1,61 @@
+-- schedule_add.lua: store one tenant's scheduled jobs until they are due
+-- (ingest; internal/scheduler.Add).
+--
+-- A scheduled job is not on the queue backend: its envelope waits in the
+-- tenant's scheduled hash, its id in the scheduled index scored by its due
+-- time, and its state hash (package jobstate) is replaced by state
+-- "scheduled" with type, enqueued_at, updated_at and due_at (and
+-- heartbeat_ms for a heartbeat job). A drainer's scheduler moves it to the
+-- queue when due (schedule_take.lua, schedule_done.lua). A job id already
+-- scheduled is replaced, not added twice. Refused as a whole, writing
+-- nothing, when the tenant would hold more than ARGV[1] scheduled jobs.
+-- Every key's TTL is at least (latest due − now) + ARGV[2], so a job
+-- scheduled beyond keys.JobStateTTL does not expire before it is due.
+--
+-- KEYS[1]    the scheduled index (keys.JobIndex(t, "scheduled"))
+-- KEYS[2]    the scheduled hash (keys.ScheduledJobs)
+-- KEYS[3..]  each job's state hash (keys.JobState), in ARGV's order
+-- ARGV[1]    the most scheduled jobs the tenant may hold (ingest.max_scheduled)
+-- ARGV[2]    PEXPIRE after the due time, ms (keys.JobStateTTL)
+-- ARGV[3..]  per job, 6 values: id, due (unix ms), envelope (JSON), type,
+--            enqueued_at (unix ms), heartbeat_ms (0: none)
+--
+-- Returns {1, earliest due ms of the tenant} when stored, {0, scheduled
+-- count} when refused by the bound.
+
+local n = (#ARGV - 2) / 6
+local max = tonumber(ARGV[1])
+local ttl = tonumber(ARGV[2])
+local fresh = 0
+for i = 0, n - 1 do
+  if not redis.call('ZSCORE', KEYS[1], ARGV[3 + i * 6]) then fresh = fresh + 1 end
+end
+local count = redis.call('ZCARD', KEYS[1])
+if count + fresh > max then
+  return {0, count}
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local latest = now
+for i = 0, n - 1 do
+  local b = 3 + i * 6
+  local id, due = ARGV[b], tonumber(ARGV[b + 1])
+  local sk = KEYS[3 + i]
+  redis.call('ZADD', KEYS[1], due, id)
+  redis.call('HSET', KEYS[2], id, ARGV[b + 2])
+  redis.call('DEL', sk)
+  redis.call('HSET', sk, 'state', 'scheduled', 'type', ARGV[b + 3], 'enqueued_at', ARGV[b + 4],
+    'updated_at', now, 'due_at', due)
+  if tonumber(ARGV[b + 5]) > 0 then
+    redis.call('HSET', sk, 'heartbeat_ms', ARGV[b + 5])
+  end
+  redis.call('PEXPIRE', sk, math.max(due - now, 0) + ttl)
+  if due > latest then latest = due end
+end
+local keep = latest - now + ttl
+for _, k in ipairs({KEYS[1], KEYS[2]}) do
+  if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, keep) end
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {1, tonumber(first[2])}

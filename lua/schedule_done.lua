@@ -1,0 +1,59 @@
+-- schedule_done.lua: end the moves of scheduled jobs that are now on the
+-- queue (internal/scheduler, after the Producer's Enqueue returned).
+--
+-- Each job leaves the moving set and the scheduled hash. Its state hash was
+-- rewritten by the enqueue (state queued; on Kafka the post-ack write adds
+-- the queue fields only, so a state still scheduled becomes queued here,
+-- and one the drainer recorded meanwhile is kept); a job cancelled during its move
+-- (its scheduled envelope reads "cancelled", schedule_cancel.lua) is
+-- cancelled again here (state cancelled, out of the queued index), so the
+-- drainer drops it at the head of its lane. A heartbeat job gets its
+-- heartbeat_ms back, and beat_at no earlier than its due time: its
+-- heartbeat starts when it is due. A state hash that no longer exists is
+-- not created.
+--
+-- KEYS[1]    the scheduled hash (keys.ScheduledJobs)
+-- KEYS[2]    the moving set (keys.ScheduledMoving)
+-- KEYS[3]    the scheduled index (keys.JobIndex(t, "scheduled"))
+-- KEYS[4..]  each job's state hash (keys.JobState), in ARGV's order
+-- ARGV[1]    PEXPIRE of a state hash, ms (keys.JobStateTTL)
+-- ARGV[2..]  per job, 3 values: id, due (unix ms), heartbeat_ms (0: none)
+--
+-- Returns {moved, next_ms}: moved counts the jobs that were still being
+-- moved (not cancelled); next_ms is the tenant's earliest due time or
+-- lease deadline left, -1 when none.
+
+local moved = 0
+local n = (#ARGV - 1) / 3
+for i = 0, n - 1 do
+  local b = 2 + i * 3
+  local id, sk = ARGV[b], KEYS[4 + i]
+  local env = redis.call('HGET', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('HDEL', KEYS[1], id)
+  local exists = redis.call('EXISTS', sk) == 1
+  if env == 'cancelled' then
+    if exists then
+      local t = redis.call('TIME')
+      redis.call('HSET', sk, 'state', 'cancelled', 'updated_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+      redis.call('PEXPIRE', sk, ARGV[1])
+      redis.call('ZREM', string.match(sk, '^(sluice:{[^}]*})') .. ':jobs:queued', id)
+    end
+  else
+    if env then moved = moved + 1 end
+    if exists and redis.call('HGET', sk, 'state') == 'scheduled' then
+      local t = redis.call('TIME')
+      redis.call('HSET', sk, 'state', 'queued', 'updated_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    end
+    if exists and tonumber(ARGV[b + 2]) > 0 then
+      local beat = math.max(tonumber(ARGV[b + 1]), tonumber(redis.call('HGET', sk, 'beat_at')) or 0)
+      redis.call('HSET', sk, 'heartbeat_ms', ARGV[b + 2], 'beat_at', beat)
+    end
+  end
+end
+local nxt = -1
+for _, k in ipairs({KEYS[3], KEYS[2]}) do
+  local first = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+  if #first > 0 and (nxt < 0 or tonumber(first[2]) < nxt) then nxt = tonumber(first[2]) end
+end
+return {moved, nxt}

@@ -1,0 +1,13 @@
+-- schedule_due.lua: the tenants whose scheduled jobs may be due, from the
+-- global hint (internal/scheduler). Not tenant-scoped: one key.
+--
+-- KEYS[1]  the hint (keys.ScheduledTenants), member tenant, score the
+--          earliest due time or move lease deadline, unix ms
+-- ARGV[1]  at most this many tenants are returned
+--
+-- Returns the tenants whose score is at or before Redis TIME, earliest
+-- first.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
