@@ -39,6 +39,9 @@ var (
 	DrainAdapt       = register(mustLoad("drain_adapt.lua"))
 	TenantStats      = register(mustLoad("tenant_stats.lua"))
 
+	// The backlog sampler and the console's history (internal/depth).
+	HistorySample = register(mustLoad("history_sample.lua"))
+
 	// Admission extras (limits) and runtime tenants (tenants).
 	GCRARescale = register(mustLoad("gcra_rescale.lua"))
 	TenantWrite = register(mustLoad("tenant_write.lua"))

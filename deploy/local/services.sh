@@ -12,7 +12,7 @@
 #   services.sh status        one line per service; exit 1 when one is not up
 #   services.sh env           SLUICE_TEST_* lines for the tests (make test uses them)
 #   services.sh clean         down, then remove the servers' data (keeps the jar cache)
-#   services.sh tools         install the test-only tools (promtool, from Debian's prometheus)
+#   services.sh tools         install the test-only tools (promtool, from Debian's prometheus; chromium)
 #
 #   services.sh kafka-start --dir D --port P --controller-port C
 #   services.sh kafka-stop  --dir D [--kill]
@@ -92,9 +92,11 @@ need_mvn() {
 }
 
 # cmd_tools installs the test-only tools from Debian's packages: promtool
-# (package prometheus) checks deploy/prometheus's rules in the deploy tests.
+# (package prometheus) checks deploy/prometheus's rules in the deploy tests;
+# chromium runs the web console's browser test (internal/consoletest).
 cmd_tools() {
 	command -v promtool >/dev/null || apt_install prometheus
+	command -v chromium >/dev/null || apt_install chromium
 }
 
 # with_lock NAME CMD...: run CMD while holding $CACHE/locks/NAME, so that parallel
