@@ -62,14 +62,15 @@
 
   // Formatting.
   S.count = (v) => (typeof v === "number" ? v.toLocaleString("en-US") : "—");
-  S.rate = (v) => (typeof v === "number" ? v.toFixed(v !== 0 && Math.abs(v) < 10 ? 2 : 1) : "—");
+  S.rate = (v) => (typeof v === "number" ? v.toFixed(Math.abs(v) < 1000 ? 2 : 0) : "—");
   S.eta = function (s) {
     if (typeof s !== "number") return "—";
     if (s < 60) return Math.round(s) + " s";
     if (s < 3600) return Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
     return Math.floor(s / 3600) + " h " + Math.round((s % 3600) / 60) + " min";
   };
-  S.time = (v) => (v ? new Date(v).toLocaleString("en-GB") : "—");
+  // time shows an instant as local "YYYY-MM-DD hh:mm:ss".
+  S.time = (v) => (v ? new Date(v).toLocaleString("sv-SE") : "—");
 
   // say shows a short message in the page's status line.
   let sayTimer = 0;
@@ -184,7 +185,7 @@
   // ------------------------------------------------------------- overview
 
   function stateBadge(st) {
-    if (typeof st.paused !== "boolean") return S.el("span", { class: "badge", text: "—", title: "not reported" });
+    if (typeof st.paused !== "boolean") return S.el("span", { class: "muted", text: "not reported" });
     return st.paused ? S.el("span", { class: "badge paused", text: "Paused" }) : S.el("span", { class: "badge running", text: "Running" });
   }
   S.stateBadge = stateBadge;

@@ -15,20 +15,20 @@
     return e;
   }
 
-  // niceMax rounds a maximum up to 1, 2 or 5 times a power of ten.
-  function niceMax(v) {
-    if (!(v > 0)) return 1;
+  // scale rounds a maximum up to 1, 2 or 5 times a power of ten, with
+  // gridlines at round values: {max, steps}.
+  function scale(v) {
+    if (!(v > 0)) return { max: 1, steps: 4 };
     const p = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
-    return 10 * p;
+    for (const m of [1, 2, 5, 10]) if (v <= m * p * 1.0000001) return { max: m * p, steps: m === 2 ? 4 : 5 };
+    return { max: 10 * p, steps: 5 };
   }
 
   function fmt(v) {
     if (v >= 1e6) return (v / 1e6).toFixed(1).replace(/\.0$/, "") + "M";
     if (v >= 1e4) return (v / 1e3).toFixed(0) + "k";
     if (v >= 1e3) return (v / 1e3).toFixed(1).replace(/\.0$/, "") + "k";
-    if (Number.isInteger(v)) return String(v);
-    return v.toFixed(v < 10 ? 1 : 0);
+    return String(Math.round(v * 100) / 100);
   }
 
   // path builds the d attribute of a series, breaking the line where two
@@ -45,17 +45,19 @@
   }
 
   // draw replaces the content of container with the chart of history h
-  // ({tenant, step_seconds, points}); opts.height sets the height in px.
+  // ({tenant, step_seconds, points}), as wide as the container (one SVG
+  // unit a pixel, so the text keeps its size); opts.height sets the height.
   function draw(container, h, opts) {
-    const W = 640, H = (opts && opts.height) || 200;
+    const W = Math.max(320, container.clientWidth || 640), H = (opts && opts.height) || 200;
     const L = 48, R = 52, T = 14, B = 26;
     const pts = (h && h.points) || [];
     const step = (h && h.step_seconds) || 5;
     const now = Math.max(Date.now() / 1000, pts.length ? pts[pts.length - 1].t + step : 0);
     const from = now - SPAN;
     const shown = pts.filter((p) => p.t >= from);
-    const bMax = niceMax(Math.max(0, ...shown.map((p) => p.backlog)));
-    const oMax = niceMax(Math.max(0, ...shown.map((p) => p.outflow)));
+    const bs = scale(Math.max(0, ...shown.map((p) => p.backlog)));
+    const os = scale(Math.max(0, ...shown.map((p) => p.outflow)));
+    const bMax = bs.max, oMax = os.max;
     const x = (t) => L + ((t - from) / SPAN) * (W - L - R);
     const yB = (v) => T + (1 - v / bMax) * (H - T - B);
     const yO = (v) => T + (1 - v / oMax) * (H - T - B);
@@ -66,11 +68,14 @@
     const root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img", "aria-label": label });
     root.appendChild(svg("title", {}, label));
 
-    for (let i = 0; i <= 4; i++) {
-      const yy = T + (i / 4) * (H - T - B);
-      root.appendChild(svg("line", { x1: L, x2: W - R, y1: yy, y2: yy, class: "grid" }));
-      root.appendChild(svg("text", { x: L - 6, y: yy + 4, class: "axis backlog", "text-anchor": "end" }, fmt(bMax * (1 - i / 4))));
-      root.appendChild(svg("text", { x: W - R + 6, y: yy + 4, class: "axis outflow" }, fmt(oMax * (1 - i / 4))));
+    for (let i = 0; i <= bs.steps; i++) {
+      const v = bMax * (i / bs.steps);
+      root.appendChild(svg("line", { x1: L, x2: W - R, y1: yB(v), y2: yB(v), class: "grid" }));
+      root.appendChild(svg("text", { x: L - 6, y: yB(v) + 4, class: "axis backlog", "text-anchor": "end" }, fmt(v)));
+    }
+    for (let i = 0; i <= os.steps; i++) {
+      const v = oMax * (i / os.steps);
+      root.appendChild(svg("text", { x: W - R + 6, y: yO(v) + 4, class: "axis outflow" }, fmt(v)));
     }
     for (const m of [15, 10, 5, 0]) {
       const xx = x(now - m * 60);

@@ -22,7 +22,7 @@
   }
 
   function figure(label, value, field) {
-    return [el("dt", { text: label }), el("dd", { "data-field": field, text: value })];
+    return el("div", {}, el("dt", { text: label }), el("dd", { "data-field": field, text: value }));
   }
 
   async function refreshStats() {
@@ -36,22 +36,22 @@
     const adm = st.admission || {};
     const shaped = !o.unlimited;
     $("tenant-stats").replaceChildren(
-      ...figure("Backlog (units)", S.count(st.backlog), "backlog"),
-      ...figure("Configured rate", shaped ? S.rate(o.configured_rate) + "/s" : "unlimited", "configured_rate"),
-      ...figure("Effective rate", shaped ? S.rate(o.effective_rate) + "/s" : "unlimited", "effective_rate"),
-      ...figure("Measured outflow", S.rate(o.measured_rate) + "/s", "measured_rate"),
-      ...figure("Water level", shaped ? S.rate(st.water_level) + " / " + S.rate(o.capacity) : "—", "water_level"),
-      ...figure("In flight", S.count(st.in_flight), "in_flight"),
-      ...figure("Dead letters", S.count(st.dlq), "dlq"),
-      ...figure("Admitted/s", S.rate(adm.admitted_rate), "admitted_rate"),
-      ...figure("Refused/s", S.rate(adm.refused_rate), "refused_rate"),
-      ...figure("Drain ETA", S.eta(st.eta_seconds), "eta"));
-    $("tenant-state").replaceChildren(S.stateBadge(st));
+      figure("Backlog (units)", S.count(st.backlog), "backlog"),
+      figure("Configured rate", shaped ? S.rate(o.configured_rate) + "/s" : "unlimited", "configured_rate"),
+      figure("Effective rate", shaped ? S.rate(o.effective_rate) + "/s" : "unlimited", "effective_rate"),
+      figure("Measured outflow", S.rate(o.measured_rate) + "/s", "measured_rate"),
+      figure("Water level", shaped ? S.rate(st.water_level) + " / " + S.rate(o.capacity) : "—", "water_level"),
+      figure("In flight", S.count(st.in_flight), "in_flight"),
+      figure("Dead letters", S.count(st.dlq), "dlq"),
+      figure("Admitted/s", S.rate(adm.admitted_rate), "admitted_rate"),
+      figure("Refused/s", S.rate(adm.refused_rate), "refused_rate"),
+      figure("Drain ETA", S.eta(st.eta_seconds), "eta"));
+    $("tenant-state").replaceChildren(typeof st.paused === "boolean" ? S.stateBadge(st) : el("span", { text: "Pause state not reported" }));
     $("pause-text").textContent = typeof st.paused !== "boolean"
       ? "This server does not report a paused state."
       : st.paused ? "Paused: no new deliveries start; ingest keeps admitting into the backlog."
         : "Running: deliveries start at the shaped rate.";
-    $("tenant-updated").textContent = "Updated " + new Date().toLocaleTimeString("en-GB");
+    $("tenant-updated").textContent = " · Updated " + new Date().toLocaleTimeString("en-GB");
   }
 
   async function refreshChart() {
@@ -162,10 +162,12 @@
     if (!r.ok) {
       $("dlq-rows").replaceChildren();
       $("dlq-more").hidden = true;
+      $("dlq-table").hidden = $("dlq-refresh").hidden = !!r.absent;
       if (r.absent) msg("dlq-msg", "Dead letters: not available on this server.");
       else msg("dlq-msg", "Dead letters: " + r.error, true);
       return;
     }
+    $("dlq-table").hidden = $("dlq-refresh").hidden = false;
     const rows = (r.data.jobs || []).map(dlqRow);
     if (fresh || !dlqCursor) $("dlq-rows").replaceChildren(...rows);
     else $("dlq-rows").append(...rows);
@@ -184,9 +186,11 @@
     if (!r.ok) {
       $("jobs-rows").replaceChildren();
       $("jobs-more").hidden = true;
+      $("jobs-table").hidden = $("jobs-form").hidden = !!r.absent;
       msg("jobs-msg", r.absent ? "Job lists: not available on this server." : "Job list: " + r.error, !r.absent);
       return;
     }
+    $("jobs-table").hidden = $("jobs-form").hidden = false;
     const rows = (r.data.jobs || []).map((j) => el("tr", { "data-job": j.job_id },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.job_id) + "?tenant=" + encodeURIComponent(tenant), text: j.job_id })),
       el("td", { text: j.type }), el("td", { text: j.state }), el("td", { class: "num", text: S.count(j.attempt) }),
