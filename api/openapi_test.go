@@ -331,6 +331,7 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "delete, no token", 401, req{method: "DELETE", path: tp})
 	})
 
+	t.Run("web console", func(t *testing.T) { s.checkConsole(t) })
 	t.Run("every route is documented", func(t *testing.T) { s.checkRoutes(t) })
 
 	t.Run("redis down", func(t *testing.T) {
@@ -348,6 +349,7 @@ func TestHandlersMatchSpec(t *testing.T) {
 		s.expect(t, "admin patch", 503, req{method: "PATCH", path: tb, auth: adminToken, body: `{"outflow":{"rate":1}}`})
 		s.expect(t, "admin delete", 503, req{method: "DELETE", path: tb, auth: adminToken})
 		s.expect(t, "admin audit", 503, req{method: "GET", path: tb + "/audit", auth: adminToken})
+		s.checkConsoleDown(t)
 	})
 
 	s.reportCoverage(t)
