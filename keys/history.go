@@ -8,7 +8,9 @@ import "time"
 // value = "<backlog> <outflow units/s>". The depth sampler of ingest and of
 // every drainer writes it (internal/depth); several instances writing the
 // same slot overwrite each other with equally fresh figures. The writer
-// trims fields older than HistorySpan whenever it opens a new slot.
+// trims fields older than HistorySpan whenever it opens a new slot, and
+// creates no history for a tenant with no state (no backlog counter, no
+// recent outflow).
 // TTL: HistoryTTL, refreshed on every write.
 func History(tenant string) string { return tag(tenant) + ":history" }
 

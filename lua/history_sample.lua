@@ -13,7 +13,9 @@
 -- "<backlog> <outflow>", where outflow is the units of the `step` complete
 -- seconds before sec (sec-step .. sec-1) divided by step, in units/s. A
 -- later sample of the same slot (from any instance) overwrites it. When
--- the slot is new, fields older than span are deleted.
+-- the slot is new, fields older than span are deleted. A tenant with no
+-- state at all (no backlog counter, no outflow in the window, no history)
+-- gets no history key: sampling an idle tenant creates nothing.
 --
 -- Returns the backlog counter's value as stored ("" when absent), so the
 -- caller's gauge needs no second read.
@@ -35,6 +37,10 @@ end
 local units = 0
 for _, v in ipairs(redis.call('HMGET', KEYS[2], unpack(fields))) do
   units = units + (tonumber(v) or 0)
+end
+
+if backlog == false and units == 0 and redis.call('EXISTS', KEYS[3]) == 0 then
+  return ''
 end
 
 local slot = sec - sec % step

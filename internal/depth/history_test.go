@@ -17,17 +17,19 @@ import (
 // TestSampleRecordsHistory: a sample sets the gauge and writes the slot of
 // Redis TIME with the backlog and the outflow of the last 5 complete
 // seconds; a new slot trims fields older than the span; the hash has a TTL;
-// ReadHistory returns the slots within the span, oldest first. On a single
-// Redis and on the cluster (several tenants, several slots, one round trip).
+// ReadHistory returns the slots within the span, oldest first. A tenant with
+// no state gets no history key; one with a history but no counter gets a
+// zero point. On a single Redis and on the cluster (several tenants, several
+// slots, one round trip).
 func TestSampleRecordsHistory(t *testing.T) {
 	t.Parallel()
 	for name, rdb := range map[string]redis.UniversalClient{"redis": testenv.Redis(t), "cluster": testenv.Cluster(t)} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			a, b := testenv.Name(t, "hist-a"), testenv.Name(t, "hist-b")
+			a, b, c := testenv.Name(t, "hist-a"), testenv.Name(t, "hist-b"), testenv.Name(t, "hist-c")
 			t.Cleanup(func() {
-				for _, tn := range []string{a, b} {
+				for _, tn := range []string{a, b, c} {
 					rdb.Del(ctx, keys.Backlog(tn), keys.Outflow(tn), keys.History(tn))
 				}
 			})
@@ -39,10 +41,12 @@ func TestSampleRecordsHistory(t *testing.T) {
 			// is not counted.
 			rdb.HSet(ctx, keys.Outflow(a), strconv.FormatInt(sec-1, 10), 3, strconv.FormatInt(sec-4, 10), 7, strconv.FormatInt(sec, 10), 100)
 			rdb.HSet(ctx, keys.History(a), strconv.FormatInt(stale, 10), "9 9", strconv.FormatInt(slot-60, 10), "5 1.5")
+			rdb.HSet(ctx, keys.History(c), strconv.FormatInt(slot-60, 10), "3 1")
+			rdb.Expire(ctx, keys.History(c), time.Minute)
 
 			g := NewGauge("test")
 			s := Sampler{Redis: rdb, Gauge: g}
-			if failed := s.Sample(ctx, []string{a, b}); failed != 0 {
+			if failed := s.Sample(ctx, []string{a, b, c}); failed != 0 {
 				t.Fatalf("Sample failed %d reads", failed)
 			}
 			if v := gaugeValue(t, g, a); v != 42 {
@@ -68,12 +72,15 @@ func TestSampleRecordsHistory(t *testing.T) {
 			if ttl := rdb.TTL(ctx, keys.History(a)).Val(); ttl <= 0 || ttl > keys.HistoryTTL {
 				t.Errorf("history TTL = %v, want in (0, %v]", ttl, keys.HistoryTTL)
 			}
-			gotB, err := ReadHistory(ctx, rdb, b)
+			if n := rdb.Exists(ctx, keys.History(b)).Val(); n != 0 {
+				t.Errorf("a tenant with no state got a history key")
+			}
+			gotC, err := ReadHistory(ctx, rdb, c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]Point{{T: slot}}, gotB); diff != "" {
-				t.Errorf("history of %s (-want +got):\n%s", b, diff)
+			if diff := cmp.Diff([]Point{{T: slot - 60, Backlog: 3, Outflow: 1}, {T: slot}}, gotC); diff != "" {
+				t.Errorf("history of %s (-want +got):\n%s", c, diff)
 			}
 		})
 	}

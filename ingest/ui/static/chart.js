@@ -64,7 +64,7 @@
 
     const last = shown.length ? shown[shown.length - 1] : null;
     const label = "Backlog and outflow of " + (h ? h.tenant : "") + " over the last 15 minutes" +
-      (last ? ": backlog now " + last.backlog + " units, outflow " + last.outflow.toFixed(1) + " units/s" : ": no samples yet");
+      (last ? ": backlog now " + last.backlog + " units, outflow " + last.outflow.toFixed(1) + " units/s" : ": no samples in the last 15 minutes");
     const root = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img", "aria-label": label });
     root.appendChild(svg("title", {}, label));
 
@@ -86,7 +86,7 @@
       root.appendChild(svg("path", { d: path(shown, "backlog", x, yB, step), class: "line backlog" }));
       root.appendChild(svg("path", { d: path(shown, "outflow", x, yO, step), class: "line outflow" }));
     } else {
-      root.appendChild(svg("text", { x: W / 2, y: H / 2, class: "axis", "text-anchor": "middle" }, "No samples yet"));
+      root.appendChild(svg("text", { x: W / 2, y: H / 2, class: "axis", "text-anchor": "middle" }, "No samples in the last 15 minutes"));
     }
 
     const legend = document.createElement("p");
