@@ -75,7 +75,7 @@ func TestConsoleFiles(t *testing.T) {
 // TestConsoleSelfContained: the console's files load nothing from another
 // origin, have no inline script or style (the CSP would block them), and
 // never put the token in a URL: it is read from sessionStorage and sent in
-// the Authorization header only.
+// the Authorization header only, and the login form names no field.
 func TestConsoleSelfContained(t *testing.T) {
 	t.Parallel()
 	external := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//|@import|fetch\(\s*["'\x60]https?:`)
@@ -103,6 +103,12 @@ func TestConsoleSelfContained(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A form submitted without the script (blocked, failed) sends its named
+	// fields in the URL: the token field has no name.
+	page, _ := fs.ReadFile(ui.Files(), "index.html")
+	if m := regexp.MustCompile(`<input id="token"[^>]*>`).Find(page); m == nil || bytes.Contains(m, []byte("name=")) {
+		t.Errorf("the token field %q must exist and have no name attribute", m)
 	}
 	app, _ := fs.ReadFile(ui.Files(), "app.js")
 	if !bytes.Contains(app, []byte(`headers.Authorization = "Bearer " + token`)) || !bytes.Contains(app, []byte("sessionStorage")) {
