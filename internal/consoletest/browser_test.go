@@ -30,6 +30,8 @@ type browser struct {
 	// browser logs them as network errors, which the page handles itself.
 	allowed, paths []string
 	bad            []string
+	// shots says whether screenshot saves its images.
+	shots bool
 }
 
 // chromiumPath returns chromium's path. Without it the test is skipped,
@@ -172,9 +174,12 @@ func (b *browser) press(what, sel string) {
 }
 
 // screenshot saves the whole page, or the element sel when sel is not "",
-// as docs/screenshots/name.
+// as docs/screenshots/name (when b.shots).
 func (b *browser) screenshot(name, sel string) {
 	b.t.Helper()
+	if !b.shots {
+		return
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	var img []byte

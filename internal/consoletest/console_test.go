@@ -35,14 +35,23 @@ func notRun(t *testing.T, step, why string) {
 	t.Logf("NOT RUN: step %q: %s", step, why)
 }
 
-// TestConsole drives the console in chromium against a live stack: login,
-// live overview and charts, a rate change (and a refused one showing the
-// problem's detail), pause and resume seen at the sink, a dead job redriven
-// to the sink, a job list and a job lookup; no console errors.
+// TestConsole drives the console in chromium against a live stack, on each
+// queue backend: login, live overview and charts, a rate change (and a
+// refused one showing the problem's detail), pause and resume seen at the
+// sink, a dead job redriven to the sink, a job list and a job lookup; no
+// console errors. The Redis run saves the screenshots.
 func TestConsole(t *testing.T) {
-	st := startStack(t)
+	chromiumPath(t)
+	for _, backend := range []string{"redis", "kafka"} {
+		t.Run(backend, func(t *testing.T) { testConsole(t, backend) })
+	}
+}
+
+func testConsole(t *testing.T, backend string) {
+	st := startStack(t, backend)
 	f := probe(t, st)
 	b := newBrowser(t)
+	b.shots = backend == "redis"
 	if !f.dlq {
 		b.allow("/dlq?")
 	}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/demosink"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -108,7 +110,9 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startStack(t *testing.T) *stack {
+// startStack starts the stack on the queue backend ("redis" or "kafka":
+// topics and a consumer group of the test's own on the shared Kafka).
+func startStack(t *testing.T, backend string) *stack {
 	st := &stack{busy: testenv.Name(t, "busy"), spare: testenv.Name(t, "spare"), sink: newSink(t)}
 	rdb := testenv.Redis(t)
 	t.Cleanup(func() {
@@ -130,8 +134,10 @@ func startStack(t *testing.T) *stack {
 		}
 	})
 	ingestAddr := freeAddr(t)
-	y := fmt.Sprintf(`redis: {addr: %q}
-queue: {backend: redis}
+	// A roomy Redis timeout: the shared servers are busy while tests run.
+	y := fmt.Sprintf(`redis: {addr: %q, timeout: 2s}
+queue: {backend: %s}
+%s
 ingest:
   listen: %q
   admin_tokens: {console: %q}
@@ -150,7 +156,7 @@ tenants:
   %s:
     api_keys: [%q]
     target: {url: %q, timeout: 5s}
-`, testenv.RedisAddr(t), ingestAddr, config.HashKey(adminToken), freeAddr(t),
+`, testenv.RedisAddr(t), backend, kafkaSection(t, backend), ingestAddr, config.HashKey(adminToken), freeAddr(t),
 		st.busy, config.HashKey("key-"+st.busy), st.sink.srv.URL+"/"+st.busy,
 		st.spare, config.HashKey("key-"+st.spare), st.sink.srv.URL+"/"+st.spare)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
@@ -160,7 +166,7 @@ tenants:
 	st.ingest = "http://" + ingestAddr
 	run(t, "ingest", path)
 	run(t, "drainer", path)
-	testenv.WaitFor(t, 30*time.Second, "ingest ready", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "ingest ready", func() bool {
 		resp, err := http.Get(st.ingest + "/readyz")
 		if err != nil {
 			return false
@@ -169,6 +175,24 @@ tenants:
 		return resp.StatusCode == 200
 	})
 	return st
+}
+
+// kafkaSection is the config's kafka section for backend kafka (topics
+// deleted when the test ends), "" for redis.
+func kafkaSection(t *testing.T, backend string) string {
+	if backend != "kafka" {
+		return ""
+	}
+	brokers := testenv.KafkaBrokers(t)
+	topic, dlq := testenv.Name(t, "jobs"), testenv.Name(t, "dlq")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+		_, _ = c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic, dlq}})
+	})
+	return fmt.Sprintf("kafka: {brokers: [%s], topic: %s, dlq_topic: %s, partitions: 2, consumer_group: %s}",
+		strings.Join(brokers, ", "), topic, dlq, testenv.Name(t, "group"))
 }
 
 // run starts the binary cmd with the config at path; it is stopped
