@@ -1,5 +1,5 @@
 // Package consoletest holds the web console's real-browser test: it runs
-// ingest and a drainer (built from cmd/) against the shared Redis, with the
+// ingest and a drainer (built from cmd/) on a Redis of its own, with the
 // demo sink (internal/demosink) in the test, and drives Debian's chromium
 // through the Chrome DevTools Protocol (github.com/chromedp/chromedp): it
 // logs in through the form, watches the live numbers, changes a rate,

@@ -23,7 +23,6 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/demosink"
 	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/keys"
 )
 
 // adminToken is the stack's admin token, typed into the login form.
@@ -93,8 +92,9 @@ func (s *sink) got(id string) bool {
 	return s.accepted[id]
 }
 
-// stack is ingest and one drainer serving two tenants: busy (rate 5/s,
-// under a steady load of 8 jobs/s) and spare (unlimited, for the dead job).
+// stack is ingest and one drainer on a private Redis, serving two tenants:
+// busy (rate 5/s, under a steady load of 8 jobs/s) and spare (unlimited,
+// for the dead job).
 type stack struct {
 	ingest      string // base URL
 	busy, spare string
@@ -114,25 +114,9 @@ func freeAddr(t *testing.T) string {
 // topics and a consumer group of the test's own on the shared Kafka).
 func startStack(t *testing.T, backend string) *stack {
 	st := &stack{busy: testenv.Name(t, "busy"), spare: testenv.Name(t, "spare"), sink: newSink(t)}
-	rdb := testenv.Redis(t)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		for _, tn := range []string{st.busy, st.spare} {
-			var cursor uint64
-			for {
-				ks, next, err := rdb.Scan(ctx, cursor, keys.Prefix+"{"+tn+"}:*", 1000).Result()
-				if err != nil {
-					break
-				}
-				if len(ks) > 0 {
-					rdb.Unlink(ctx, ks...)
-				}
-				if cursor = next; cursor == 0 {
-					break
-				}
-			}
-		}
-	})
+	// A Redis of the test's own: ingest's registry reads every runtime
+	// tenant, and other tests create and delete theirs on the shared one.
+	redisAddr := testenv.StartRedis(t).Addr()
 	ingestAddr := freeAddr(t)
 	// A roomy Redis timeout: the shared servers are busy while tests run.
 	y := fmt.Sprintf(`redis: {addr: %q, timeout: 2s}
@@ -156,7 +140,7 @@ tenants:
   %s:
     api_keys: [%q]
     target: {url: %q, timeout: 5s}
-`, testenv.RedisAddr(t), backend, kafkaSection(t, backend), ingestAddr, config.HashKey(adminToken), freeAddr(t),
+`, redisAddr, backend, kafkaSection(t, backend), ingestAddr, config.HashKey(adminToken), freeAddr(t),
 		st.busy, config.HashKey("key-"+st.busy), st.sink.srv.URL+"/"+st.busy,
 		st.spare, config.HashKey("key-"+st.spare), st.sink.srv.URL+"/"+st.spare)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
