@@ -11,6 +11,8 @@
 //	GET  /healthz        200 while the process runs
 //	GET  /readyz         200 when Redis and the queue backend answer
 //	GET  /metrics        Prometheus metrics (when a Gatherer is given)
+//	GET  /ui/            the web console (ui.go), with its admin routes
+//	                     /admin/v1/overview and /admin/v1/tenants/{id}/history
 //	/admin/v1/tenants…   the admin API (admin.go), with Config.Tenants and
 //	                     ingest.admin_tokens
 //	GET    /v1/jobs/{id}            a job's state, queue position and ETA
@@ -199,6 +201,7 @@ func (s *Server) routes() http.Handler {
 	s.adminRoutes(route)
 	s.dlqRoutes(route)
 	s.heartbeatRoutes(route)
+	s.uiRoutes(route)
 	route("/v1/jobs/{id}", "job", s.handleJobState)
 	route("/v1/tenants/{id}/stats", "stats", s.handleStats)
 	if s.gatherer != nil {

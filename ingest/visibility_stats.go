@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
@@ -98,8 +100,20 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 // (lua/tenant_stats.lua and lua/admission_rate_read.lua) and computes the
 // rates and the water level from them.
 func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (statsAnswer, error) {
-	cmds := lua.Exec(ctx, s.rdb, []lua.Call{statsCall(tenant), admissionReadCall(tenant)}, nil)
-	v, err := cmds[0].Result()
+	cmds := lua.Exec(ctx, s.rdb, statsCalls(tenant), nil)
+	return statsFromReplies(snap, tenant, cmds[0], cmds[1])
+}
+
+// statsCalls are the calls that read one tenant's stats (one pipeline):
+// statsCall and admissionReadCall; statsFromReplies reads their replies.
+func statsCalls(tenant string) []lua.Call {
+	return []lua.Call{statsCall(tenant), admissionReadCall(tenant)}
+}
+
+// statsFromReplies is tenant's stats from the replies of its statsCalls:
+// stats of tenant_stats.lua, adm of admission_rate_read.lua.
+func statsFromReplies(snap *snapshot, tenant string, stats, adm *redis.Cmd) (statsAnswer, error) {
+	v, err := stats.Result()
 	if err != nil {
 		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: %w", tenant, err)
 	}
@@ -107,10 +121,10 @@ func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (
 	if err != nil {
 		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: %w", tenant, err)
 	}
-	v, err = cmds[1].Result()
-	var adm admissionAnswer
+	v, err = adm.Result()
+	var rates admissionAnswer
 	if err == nil {
-		adm, err = parseAdmissionRead(v)
+		rates, err = parseAdmissionRead(v)
 	}
 	if err != nil {
 		return statsAnswer{}, fmt.Errorf("ingest: stats of %s: admission rates: %w", tenant, err)
@@ -120,7 +134,7 @@ func (s *Server) readStats(ctx context.Context, snap *snapshot, tenant string) (
 		o = ts.outflow
 	}
 	st := computeStats(tenant, o, res)
-	st.Admission = adm
+	st.Admission = rates
 	return st, nil
 }
 

@@ -53,6 +53,8 @@ var (
 	// Admission decisions per second, across ingest instances (ingest).
 	AdmissionRateAdd  = register(mustLoad("admission_rate_add.lua"))
 	AdmissionRateRead = register(mustLoad("admission_rate_read.lua"))
+	// The backlog sampler and the console's history (internal/depth).
+	HistorySample = register(mustLoad("history_sample.lua"))
 
 	// Admission extras (limits) and runtime tenants (tenants).
 	GCRARescale = register(mustLoad("gcra_rescale.lua"))

@@ -13,7 +13,7 @@
 #   services.sh env           SLUICE_TEST_* lines for the tests (make test uses them)
 #   services.sh clean         down, then remove the servers' data (keeps the jar cache)
 #   services.sh tools         install the test-only tools (promtool, from Debian's prometheus;
-#                             Redocly's CLI, from npm)
+#                             chromium, Debian's; Redocly's CLI, from npm)
 #   services.sh redocly ARGS  run Redocly's CLI (installing it first when missing): make lint-api
 #
 #   services.sh kafka-start --dir D --port P --controller-port C
@@ -97,10 +97,12 @@ need_mvn() {
 }
 
 # cmd_tools installs the test-only tools: promtool (Debian's package
-# prometheus) checks deploy/prometheus's rules in the deploy tests; Redocly's
-# CLI (need_redocly) lints api/openapi.yaml in make lint-api.
+# prometheus) checks deploy/prometheus's rules in the deploy tests; chromium
+# (Debian's) runs the web console's browser test (internal/consoletest);
+# Redocly's CLI (need_redocly) lints api/openapi.yaml in make lint-api.
 cmd_tools() {
 	command -v promtool >/dev/null || apt_install prometheus
+	command -v chromium >/dev/null || apt_install chromium
 	with_lock redocly need_redocly
 }
 

@@ -2,11 +2,15 @@
 // unfinished cost units) into the gauge sluice_queue_depth{tenant}. Ingest
 // and every drainer export it, so the backlog stays visible, and alertable,
 // when no drainer runs; dashboards and rules take max by tenant.
+//
+// The same read records the backlog and the measured outflow in the
+// tenant's short history (keys.History, one slot per keys.HistoryStep over
+// keys.HistorySpan), which ReadHistory returns for the web console's charts:
+// recent history needs no Prometheus.
 package depth
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"time"
@@ -14,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 )
 
 // Every is how often the services sample.
@@ -34,27 +38,29 @@ type Sampler struct {
 	shown map[string]bool
 }
 
-// Sample reads every tenant's counter in one pipeline and sets its series
-// (an absent counter is 0); a tenant no longer given loses its series. It
-// returns how many counters could not be read (their series keep their last
-// value).
+// Sample reads every tenant's counter and records its history sample
+// (history_sample.lua, one call per tenant, all in one round trip), and sets
+// its series (an absent counter is 0); a tenant no longer given loses its
+// series. It returns how many counters could not be read (their series keep
+// their last value).
 func (s *Sampler) Sample(ctx context.Context, tenants []string) (failed int) {
 	tenants = slices.Sorted(slices.Values(tenants))
-	cmds := make([]*redis.StringCmd, len(tenants))
-	_, _ = s.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, t := range tenants {
-			cmds[i] = p.Get(ctx, keys.Backlog(t))
-		}
-		return nil
-	})
+	calls := make([]lua.Call, len(tenants))
+	for i, t := range tenants {
+		calls[i] = sampleCall(t)
+	}
+	var cmds []*redis.Cmd
+	if len(calls) > 0 {
+		cmds = lua.Exec(ctx, s.Redis, calls, nil)
+	}
 	if s.shown == nil {
 		s.shown = map[string]bool{}
 	}
 	now := make(map[string]bool, len(tenants))
 	for i, t := range tenants {
 		now[t] = true
-		v, err := cmds[i].Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		v, err := parseSample(cmds[i].Result())
+		if err != nil {
 			failed++
 			continue
 		}
