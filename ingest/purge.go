@@ -16,7 +16,7 @@ import (
 // Every waiting job of the tenant (queued, or retrying: waiting for its
 // retry) becomes cancelled with reason purged and is never delivered, the
 // backlog counter becomes 0, sluice_jobs_purged_total{tenant} rises by N and
-// the audit records the purge (action purge, change queue.purged = N).
+// the audit records the purge (an entry of action purge with count N, Registry.Note).
 // Jobs in flight finish as they would; scheduled jobs (not yet due) stay.
 // jobstate.Purge has the steps on each queue backend.
 

@@ -16,7 +16,8 @@ func ScheduledJobs(tenant string) string { return tag(tenant) + ":sched:jobs" }
 // ScheduledMoving is the tenant's sorted set of the scheduled jobs a
 // scheduler is moving to the queue: member = job id, score = the move's
 // lease deadline (unix ms). A job whose lease passed (its mover died) is
-// taken again by the next scheduler. TTL: as ScheduledJobs.
+// taken again by the next scheduler. TTL: JobStateTTL, set when a job is
+// taken.
 func ScheduledMoving(tenant string) string { return tag(tenant) + ":sched:moving" }
 
 // ScheduledTenants is the global hint of which tenants have scheduled jobs:

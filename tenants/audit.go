@@ -45,8 +45,8 @@ type AuditEntry struct {
 	At time.Time `json:"at"`
 	// Who is the admin token's name (ingest.admin_tokens).
 	Who string `json:"who"`
-	// Action is create, update, delete or purge (Changes: queue.purged,
-	// the count).
+	// Action is create, update or delete (a spec change), or purge,
+	// dlq_redrive or dlq_delete (a note: no Changes, Count jobs).
 	Action string `json:"action"`
 	// Version is the tenant's version after the change: every version of a
 	// tenant has exactly one entry, so it identifies the entry (the cursor

@@ -252,7 +252,8 @@ func replace(recs []Record, next Record) []Record {
 }
 
 // Note records an operation on tenant id that changes no field of its spec
-// (action ActionDLQRedrive or ActionDLQDelete, touching count jobs) as one
+// (action ActionPurge, ActionDLQRedrive or ActionDLQDelete, touching
+// count jobs) as one
 // audit entry, by who at at. Like every audit entry it takes a version of
 // the tenant (the spec stays as it is; a tenant of the file stays one).
 func (r *Registry) Note(ctx context.Context, id, who string, at time.Time, action string, count int64) error {

@@ -209,6 +209,7 @@ cat >&2 <<EOF
 
 run: the sluice local stack is up ($CONFIG, queue backend ${backend:-redis})
   ingest      http://$INGEST      POST /v1/jobs, /admin/v1/tenants, /readyz, /metrics
+  console     http://$INGEST/ui/  the web console (sign in with the admin token $ADMIN_TOKEN)
   drainers    http://$DRAINER1/metrics   http://$DRAINER2/metrics
   demo sink   http://$SINK/stats  jobs received per tenant, rate over the last 10 s
   prometheus  $prom_line
@@ -217,6 +218,8 @@ run: the sluice local stack is up ($CONFIG, queue backend ${backend:-redis})
   live view   $ctl --admin-token $ADMIN_TOKEN top
   one tenant  $ctl --admin-token $ADMIN_TOKEN stats acme
   change      $ctl --admin-token $ADMIN_TOKEN tenants set acme --rate 20 --capacity 20
+  pause       $ctl --admin-token $ADMIN_TOKEN pause acme   (resume acme)
+  dead jobs   $ctl --admin-token $ADMIN_TOKEN dlq list acme
   submit      $ctl --key acme-local-key submit --type email --payload '{"to":"a@example.com"}'
   logs        .cache/run/logs/{ingest,drainer-1,drainer-2,demosink,demoload,prometheus}.log
 

@@ -61,6 +61,9 @@ curl -fsS --max-time 2 http://127.0.0.1:8080/metrics >"$OUT/ingest.metrics" || t
 CTL=(.cache/bin/sluicectl --admin-token "${RUN_ADMIN_TOKEN:-local-admin}")
 "${CTL[@]}" top --frames 1 >"$OUT/top.txt" 2>&1 || true
 "${CTL[@]}" stats acme --json >"$OUT/stats-acme.json" 2>&1 || true
+curl -fsS --max-time 2 http://127.0.0.1:8080/ui/ >"$OUT/console.html" || true
+curl -fsS --max-time 2 -H "Authorization: Bearer ${RUN_ADMIN_TOKEN:-local-admin}" \
+	http://127.0.0.1:8080/admin/v1/overview >"$OUT/overview.json" || true
 
 code=0
 wait "$run_pid" || code=$?
@@ -98,6 +101,9 @@ done
 check "$( ((rows == 3)) && echo 1)" "sluicectl top shows a row for each of the 3 tenants ($rows)"
 measured=$(grep -o '"measured_rate": *[0-9.e+-]*' "$OUT/stats-acme.json" | grep -o '[0-9.e+-]*$')
 check "$(within "$measured" 4 6 && echo 1)" "sluicectl stats acme: measured outflow ${measured:-?}/s across the drainers (configured 5/s, want 4..6)"
+check "$(grep -q '<title>sluice' "$OUT/console.html" && echo 1)" "the web console is served at http://127.0.0.1:8080/ui/"
+orows=$(grep -o '"tenant":"[a-z]*"' "$OUT/overview.json" | sort -u | wc -l)
+check "$( ((orows == 3)) && echo 1)" "GET /admin/v1/overview lists the 3 tenants ($orows)"
 
 # 4. Clean stop.
 check "$( ((code == 0)) && echo 1)" "run.sh exited $code"

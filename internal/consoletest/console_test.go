@@ -39,7 +39,8 @@ func notRun(t *testing.T, step, why string) {
 // queue backend: login, live overview and charts, a rate change (and a
 // refused one showing the problem's detail), pause and resume seen at the
 // sink, a dead job redriven to the sink, a job list and a job lookup; no
-// console errors. The Redis run saves the screenshots.
+// console errors. The Redis run saves the screenshots when
+// SLUICE_CONSOLE_SCREENSHOTS=1.
 func TestConsole(t *testing.T) {
 	chromiumPath(t)
 	for _, backend := range []string{"redis", "kafka"} {
@@ -51,7 +52,7 @@ func testConsole(t *testing.T, backend string) {
 	st := startStack(t, backend)
 	f := probe(t, st)
 	b := newBrowser(t)
-	b.shots = backend == "redis"
+	b.shots = backend == "redis" && os.Getenv("SLUICE_CONSOLE_SCREENSHOTS") == "1"
 	if !f.dlq {
 		b.allow("/dlq?")
 	}

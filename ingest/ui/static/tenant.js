@@ -138,14 +138,14 @@
       }
       clearTimeout(armed);
       const r = await S.api("DELETE", base() + "/dlq/" + encodeURIComponent(d.job_id));
+      await loadDLQ(true);
       msg("dlq-msg", r.ok ? "Deleted " + r.data.deleted + " dead job." : "Not deleted: " + r.error, !r.ok);
-      loadDLQ(true);
     });
     const redrive = el("button", { type: "button", "aria-label": "Redrive dead job " + d.job_id, text: "Redrive" });
     redrive.addEventListener("click", async () => {
       const r = await S.api("POST", base() + "/dlq:redrive", { job_ids: [d.job_id] });
+      await loadDLQ(true);
       msg("dlq-msg", r.ok ? "Redriven " + r.data.redriven + " job: it is back on the queue." : "Not redriven: " + r.error, !r.ok);
-      loadDLQ(true);
     });
     return el("tr", { "data-job": d.job_id },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(d.job_id) + "?tenant=" + encodeURIComponent(tenant), text: d.job_id })),
