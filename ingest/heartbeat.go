@@ -62,23 +62,11 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	snap := s.snap.Load()
-	v, p := s.authenticateViewer(r, snap)
-	if p != nil {
-		writeProblem(w, p)
-		return
-	}
-	if !keys.ValidID(id) {
-		writeProblem(w, notFound("job", id))
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), visibilityTimeout)
 	defer cancel()
-	tenant, p := s.jobTenant(ctx, snap, v, r.URL.Query().Get("tenant"), id)
-	if p != nil {
-		writeProblem(w, p)
-		return
+	if _, tenant, ok := s.jobRequest(ctx, w, r, snap, id); ok {
+		s.getJob(ctx, w, snap, tenant, id, beatRefresh)
 	}
-	s.getJob(ctx, w, snap, tenant, id, beatRefresh)
 }
 
 // beatMode says what a job read does with its heartbeat.

@@ -78,21 +78,11 @@ func (s *Server) handleJobState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	snap := s.snap.Load()
-	v, p := s.authenticateViewer(r, snap)
-	if p != nil {
-		writeProblem(w, p)
-		return
-	}
-	id := r.PathValue("id")
-	if !keys.ValidID(id) {
-		writeProblem(w, notFound("job", id))
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), visibilityTimeout)
 	defer cancel()
-	tenant, p := s.jobTenant(ctx, snap, v, r.URL.Query().Get("tenant"), id)
-	if p != nil {
-		writeProblem(w, p)
+	id := r.PathValue("id")
+	v, tenant, ok := s.jobRequest(ctx, w, r, snap, id)
+	if !ok {
 		return
 	}
 	if r.Method == http.MethodDelete {
@@ -104,6 +94,23 @@ func (s *Server) handleJobState(w http.ResponseWriter, r *http.Request) {
 		mode = beatPoll
 	}
 	s.getJob(ctx, w, snap, tenant, id, mode)
+}
+
+// jobRequest authenticates r, a request about job id, and finds the job's
+// tenant (jobTenant); when it cannot, it has answered r and ok is false.
+func (s *Server) jobRequest(ctx context.Context, w http.ResponseWriter, r *http.Request, snap *snapshot, id string) (v viewer, tenant string, ok bool) {
+	v, p := s.authenticateViewer(r, snap)
+	if p == nil && !keys.ValidID(id) {
+		p = notFound("job", id)
+	}
+	if p == nil {
+		tenant, p = s.jobTenant(ctx, snap, v, r.URL.Query().Get("tenant"), id)
+	}
+	if p != nil {
+		writeProblem(w, p)
+		return v, "", false
+	}
+	return v, tenant, true
 }
 
 // jobTenant returns the tenant whose job id the viewer asks about: a tenant
