@@ -53,10 +53,12 @@ type Result struct {
 // (lua/dlq_remove.lua), each only if its record is still the one read: a
 // crash in between leaves them in the DLQ as well as on the queue (at least
 // once; a second redrive enqueues the id again), and a job that died again
-// meanwhile keeps its new dead letter. Unknown ids are not counted; a
-// record with no envelope or a cut one is skipped and stays.
+// meanwhile keeps its new dead letter. Unknown ids are not counted, an id
+// given twice is redriven once; a record with no envelope or a cut one is
+// skipped and stays.
 func (s *Store) Redrive(ctx context.Context, tenant string, ids []string) (Result, error) {
 	var res Result
+	ids = unique(ids)
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]
 		recs, err := s.rdb.HMGet(ctx, keys.DeadRecords(tenant), part...).Result()
@@ -113,6 +115,19 @@ func (s *Store) RedriveAll(ctx context.Context, tenant string) (Result, error) {
 	return res, nil
 }
 
+// unique returns ids without repeats, in their first order.
+func unique(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // found is one dead letter read for a redrive.
 type found struct {
 	id, sha1 string
@@ -141,12 +156,25 @@ func (s *Store) redriveChunk(ctx context.Context, tenant string, recs []found, r
 			res.Skipped = append(res.Skipped, Skip{JobID: f.id, Reason: skip})
 			continue
 		}
-		env.Attempt, env.EnqueuedAt = 0, now
+		// A redriven job is the operator's: its submitter's heartbeat (if
+		// any) is not asked of it again.
+		env.Attempt, env.EnqueuedAt, env.HeartbeatMS = 0, now, 0
 		jobs = append(jobs, env)
 		done = append(done, removal{id: f.id, sha1: f.sha1})
 	}
 	if len(jobs) == 0 {
 		return nil
+	}
+	// The dead jobs' states lose enqueued_at first, so that on Kafka the
+	// post-ack write (job_state_enqueue.lua) records them queued even when
+	// a drainer got one first, and never over the state it recorded.
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, j := range jobs {
+			p.HDel(ctx, keys.JobState(tenant, j.ID), "enqueued_at")
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("dlq: redrive %s: %w", tenant, err)
 	}
 	if err := s.producer.Enqueue(ctx, jobs); err != nil {
 		return fmt.Errorf("dlq: redrive %s: enqueue: %w", tenant, err)

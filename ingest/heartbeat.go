@@ -155,7 +155,10 @@ func (s *Server) recordHeartbeats(ctx context.Context, snap *snapshot, tenant st
 	defer cancel()
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, e := range hb {
+			// PEXPIRE too: when the enqueue's state write was lost, the
+			// HSET creates the hash, which must not outlive keys.JobStateTTL.
 			p.HSet(ctx, keys.JobState(tenant, e.ID), "heartbeat_ms", e.HeartbeatMS)
+			p.PExpire(ctx, keys.JobState(tenant, e.ID), keys.JobStateTTL)
 		}
 		return nil
 	})

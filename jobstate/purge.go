@@ -20,7 +20,8 @@ const PurgeChunk = 1000
 const ReasonPurged = "purged"
 
 // Purge cancels every waiting job of tenant (state cancelled, reason
-// purged) and sets its backlog counter to 0, in calls of lua/purge.lua of at
+// purged) and takes their cost off its backlog counter (to 0 when no job is
+// in flight or arriving meanwhile), in calls of lua/purge.lua of at
 // most PurgeChunk jobs each, and returns how many jobs it cancelled. The
 // jobs purged are those queued before it starts (seq up to the tenant's
 // enqueue sequence then) and every retry waiting for its time; jobs queued
@@ -33,8 +34,11 @@ const ReasonPurged = "purged"
 //     jobs still waiting there (on Kafka, every one: its records stay in the
 //     topic) are marked, so the drainers' cancel check drops them unsent,
 //     without an outflow slot, when they come up;
-//  3. the backlog counter (keys.Backlog) is set to 0; a purged job dropped
-//     later does not lower it again (lua/backlog_decr.lua).
+//
+// Each call takes its purged jobs' cost off the backlog counter
+// (keys.Backlog) in the same script, so jobs in flight and jobs queued
+// meanwhile stay counted; a purged job dropped later does not lower it again
+// (lua/ack.lua, lua/backlog_decr.lua).
 //
 // Jobs in flight finish as they would; scheduled jobs (not yet due) are not
 // purged. A Redis error stops the purge where it is and is returned with
@@ -69,16 +73,13 @@ func Purge(ctx context.Context, rdb redis.UniversalClient, tenant string) (int64
 			return total, fmt.Errorf("jobstate: purge %s (%s): %w", tenant, src.kind, err)
 		}
 	}
-	if err := rdb.Set(ctx, keys.Backlog(tenant), 0, keys.BacklogTTL).Err(); err != nil {
-		return total, fmt.Errorf("jobstate: purge %s: backlog: %w", tenant, err)
-	}
 	return total, nil
 }
 
 // purgeCall is the call of purge.lua on one source of tenant's jobs.
 func purgeCall(tenant, kind, key, top string) lua.Call {
-	return lua.Call{Script: lua.Purge, Keys: []string{key, keys.JobsDispatched(tenant)},
-		Args: []any{kind, top, PurgeChunk, keys.JobState(tenant, ""), keys.JobStateTTL.Milliseconds()}}
+	return lua.Call{Script: lua.Purge, Keys: []string{key, keys.JobsDispatched(tenant), keys.Backlog(tenant)},
+		Args: []any{kind, top, PurgeChunk, keys.JobState(tenant, ""), keys.JobStateTTL.Milliseconds(), keys.BacklogTTL.Milliseconds()}}
 }
 
 // purgeReply reads purge.lua's reply {purged, read}, both >= 0.

@@ -2,7 +2,8 @@
 --
 -- Removes the lease; when the lease was still held, writes the dead letter
 -- (if any: dead_add of dead_letter.lua on KEYS[4] and KEYS[8]), lowers the
--- tenant's backlog by the job's cost (never below 0) and records the job's
+-- tenant's backlog by the job's cost (never below 0; not for a job a purge
+-- cancelled, whose cost the purge took off) and records the job's
 -- final state. When the lease was already
 -- gone (it expired and a reaper returned the job to the queue) nothing else
 -- is written: the job will be delivered again and finished by whoever holds
@@ -50,11 +51,15 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 if ARGV[5] ~= '' then
   dead_add(KEYS[4], KEYS[8], ARGV[10], ARGV[5], ARGV[11], ARGV[12], ARGV[4])
 end
-local left = redis.call('DECRBY', KEYS[3], ARGV[2])
-if left < 0 then
-  redis.call('SET', KEYS[3], 0)
+-- A job a purge cancelled left the backlog then (purge.lua); pcall: HGET
+-- fails (WRONGTYPE) only on the older string marker.
+if not (record and redis.pcall('HGET', KEYS[5], 'reason') == 'purged') then
+  local left = redis.call('DECRBY', KEYS[3], ARGV[2])
+  if left < 0 then
+    redis.call('SET', KEYS[3], 0)
+  end
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
 end
-redis.call('PEXPIRE', KEYS[3], ARGV[3])
 if not record then
   return 1
 end

@@ -6,7 +6,10 @@
 -- least the dispatched sequence. This runs after the broker's ack, so a
 -- drainer may have started the job already: a state hash that holds a
 -- state but no enqueued_at was written by the drainer, and only the fields
--- it lacks (type, enqueued_at, seq) are added, never the state. Any other
+-- it lacks (type, enqueued_at, seq, cost) are added, never the state;
+-- except that a state scheduled or dead without enqueued_at is a job the
+-- scheduler moves or a redrive puts back (both drop enqueued_at first),
+-- which becomes queued and joins the queued index. Any other
 -- hash (an older job under a reused id) is replaced, and the job's id joins
 -- the tenant's queued index (keys.JobIndex(tenant, "queued"), score its seq)
 -- and leaves the index of the older job's state (index_move of
@@ -16,13 +19,13 @@
 -- KEYS[2]   the tenant's dispatched sequence (keys.JobsDispatched)
 -- KEYS[3..] one job-state hash (keys.JobState) per job, in partition order
 -- ARGV[1]   PEXPIRE of the states and sequence, ms (keys.JobStateTTL)
--- ARGV[2..] per job, in order: its type, its enqueued_at in unix ms
+-- ARGV[2..] per job, in order: its type, its enqueued_at in unix ms, its cost
 --
 -- Returns the sequence number of the last job.
 
 local n = #KEYS - 2
-if n < 1 or #ARGV ~= 1 + 2 * n then
-  return redis.error_reply('ERR job_state_enqueue: ' .. n .. ' job keys need ' .. (1 + 2 * n) .. ' arguments, got ' .. #ARGV)
+if n < 1 or #ARGV ~= 1 + 3 * n then
+  return redis.error_reply('ERR job_state_enqueue: ' .. n .. ' job keys need ' .. (1 + 3 * n) .. ' arguments, got ' .. #ARGV)
 end
 local ttl = ARGV[1]
 local base = tonumber(redis.call('GET', KEYS[1])) or 0
@@ -30,16 +33,22 @@ local gone = tonumber(redis.call('GET', KEYS[2])) or 0
 if base < gone then base = gone end
 for i = 1, n do
   local sk = KEYS[2 + i]
-  local typ, at = ARGV[2 * i], ARGV[2 * i + 1]
+  local typ, at, cost = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   local kind = redis.call('TYPE', sk)['ok']
-  if kind == 'hash' and redis.call('HEXISTS', sk, 'state') == 1 and redis.call('HEXISTS', sk, 'enqueued_at') == 0 then
-    redis.call('HSET', sk, 'type', typ, 'enqueued_at', at, 'seq', base + i)
+  local old = kind == 'hash' and redis.call('HGET', sk, 'state')
+  if old and redis.call('HEXISTS', sk, 'enqueued_at') == 0 then
+    if old == 'scheduled' or old == 'dead' then
+      local id = job_id(sk)
+      if id then index_move(sk, id, 'queued', base + i) end
+      redis.call('HSET', sk, 'state', 'queued', 'attempt', 0, 'updated_at', at)
+    end
+    redis.call('HSET', sk, 'type', typ, 'enqueued_at', at, 'seq', base + i, 'cost', cost)
     redis.call('PEXPIRE', sk, ttl)
   elseif kind == 'hash' or kind == 'none' then
     local id = job_id(sk)
     if id then index_move(sk, id, 'queued', base + i) end
     redis.call('DEL', sk)
-    redis.call('HSET', sk, 'state', 'queued', 'type', typ, 'attempt', 0, 'enqueued_at', at, 'updated_at', at, 'seq', base + i)
+    redis.call('HSET', sk, 'state', 'queued', 'type', typ, 'attempt', 0, 'enqueued_at', at, 'updated_at', at, 'seq', base + i, 'cost', cost)
     redis.call('PEXPIRE', sk, ttl)
   end
 end

@@ -13,7 +13,10 @@
 --
 -- index_leave(sk, id, new_state) reads the job's recorded state from sk and
 -- ZREMs id from that state's index when it is a listed state other than
--- new_state (one HGET, at most one ZREM); it returns the old state, or false
+-- new_state and other than dead (one HGET, at most one ZREM): the dead index
+-- belongs to the dead letters, which only dlq_remove.lua and the trim of
+-- dead_letter.lua remove, so a redrive interrupted before its removal leaves
+-- the job listed in the DLQ and its letter reachable; it returns the old state, or false
 -- when none is recorded (or sk is the older string marker). Call it before
 -- the state field is written.
 --
@@ -55,7 +58,7 @@ local function index_leave(sk, id, new_state)
   -- pcall: HGET fails (WRONGTYPE) only on the older string marker.
   local old = redis.pcall('HGET', sk, 'state')
   if type(old) ~= 'string' then return false end
-  if old ~= new_state and JOB_LISTED[old] then
+  if old ~= new_state and JOB_LISTED[old] and old ~= 'dead' then
     redis.call('ZREM', job_index(sk, old), id)
   end
   return old
@@ -90,6 +93,8 @@ local function record_final(sk, seqk, state, last_error, reason, ttl, score)
   if type(redis.pcall('HSET', sk, unpack(f))) == 'table' then
     return
   end
+  -- A dead job's state lives as long as its dead letter (keys.DeadTTL).
+  if state == 'dead' then ttl = math.max(tonumber(ttl), DEAD_STATE_TTL) end
   redis.call('PEXPIRE', sk, ttl)
   if id then index_add(sk, id, state, score or now) end
   if state == 'cancelled' or state == 'expired' or reason == 'poison' then

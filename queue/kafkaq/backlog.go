@@ -55,7 +55,7 @@ func (k *backlog) add(msgs []message) {
 		}
 		cost[t] += msgs[i].cost
 		if j := msgs[i].job; j != nil {
-			states[t] = append(states[t], jobstate.QueuedJob{ID: j.ID, Type: j.Type, EnqueuedAt: j.EnqueuedAt})
+			states[t] = append(states[t], jobstate.QueuedJob{ID: j.ID, Type: j.Type, EnqueuedAt: j.EnqueuedAt, Cost: j.Cost})
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)

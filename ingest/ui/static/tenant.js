@@ -145,7 +145,9 @@
     redrive.addEventListener("click", async () => {
       const r = await S.api("POST", base() + "/dlq:redrive", { job_ids: [d.job_id] });
       await loadDLQ(true);
-      msg("dlq-msg", r.ok ? "Redriven " + r.data.redriven + " job: it is back on the queue." : "Not redriven: " + r.error, !r.ok);
+      const skipped = r.ok && (r.data.skipped || []).length ? r.data.skipped[0] : null;
+      if (skipped) msg("dlq-msg", "Not redriven: " + d.job_id + " is " + skipped.reason + " (it stays in the DLQ).", true);
+      else msg("dlq-msg", r.ok ? "Redriven " + r.data.redriven + " job: it is back on the queue." : "Not redriven: " + r.error, !r.ok);
     });
     return el("tr", { "data-job": d.job_id },
       el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(d.job_id) + "?tenant=" + encodeURIComponent(tenant), text: d.job_id })),
