@@ -14,8 +14,8 @@ import (
 //	POST /admin/v1/tenants/{id}/queue:purge   {"purged": N}
 //
 // Every waiting job of the tenant (queued, or retrying: waiting for its
-// retry) becomes cancelled with reason purged and is never delivered, the
-// backlog counter becomes 0, sluice_jobs_purged_total{tenant} rises by N and
+// retry) becomes cancelled with reason purged and is never delivered, their
+// cost leaves the backlog counter, sluice_jobs_purged_total{tenant} rises by N and
 // the audit records the purge (an entry of action purge with count N, Registry.Note).
 // Jobs in flight finish as they would; scheduled jobs (not yet due) stay.
 // jobstate.Purge has the steps on each queue backend.
