@@ -26,6 +26,17 @@
 local n = (#ARGV - 2) / 6
 local max = tonumber(ARGV[1])
 local ttl = tonumber(ARGV[2])
+-- Every argument is checked before the first write (Redis does not roll
+-- back a script that fails halfway).
+if n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + n or max == nil or max < 1 or ttl == nil or ttl < 1 then
+  return redis.error_reply('ERR schedule_add: want 2 keys + 1 per job, max >= 1, ttl >= 1 and 6 arguments per job')
+end
+for i = 0, n - 1 do
+  local b = 3 + i * 6
+  if tonumber(ARGV[b + 1]) == nil or tonumber(ARGV[b + 4]) == nil or tonumber(ARGV[b + 5]) == nil then
+    return redis.error_reply('ERR schedule_add: job ' .. (i + 1) .. ': due, enqueued_at and heartbeat_ms must be numbers')
+  end
+end
 local fresh = 0
 for i = 0, n - 1 do
   if not redis.call('ZSCORE', KEYS[1], ARGV[3 + i * 6]) then fresh = fresh + 1 end

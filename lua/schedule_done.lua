@@ -25,6 +25,14 @@
 
 local moved = 0
 local n = (#ARGV - 1) / 3
+if n ~= math.floor(n) or #KEYS ~= 3 + n or (tonumber(ARGV[1]) or 0) < 1 then
+  return redis.error_reply('ERR schedule_done: want 3 keys + 1 per job, a ttl >= 1 and 3 arguments per job')
+end
+for i = 0, n - 1 do
+  if tonumber(ARGV[3 + i * 3]) == nil or tonumber(ARGV[4 + i * 3]) == nil then
+    return redis.error_reply('ERR schedule_done: job ' .. (i + 1) .. ': due and heartbeat_ms must be numbers')
+  end
+end
 for i = 0, n - 1 do
   local b = 2 + i * 3
   local id, sk = ARGV[b], KEYS[4 + i]

@@ -34,6 +34,9 @@ if now == nil or now <= 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local max = tonumber(ARGV[2])
+if max == nil or max < 0 or (tonumber(ARGV[3]) or 0) < 1 or (tonumber(ARGV[4]) or 0) < 1 then
+  return redis.error_reply('ERR schedule_take: want max >= 0, a lease >= 1 ms and a ttl >= 1 ms')
+end
 local out = {now, -1, 0}
 if max > 0 then
   local ids = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, max)

@@ -247,3 +247,27 @@ func TestSweepRepairsLostHint(t *testing.T) {
 		t.Errorf("sluice_jobs_scheduled = %v (%v), want 0 after the move", v, ok)
 	}
 }
+
+// TestScriptsRefuseBadArguments: each scheduling script checks its
+// arguments before its first write, so a malformed call is an error that
+// writes nothing.
+func TestScriptsRefuseBadArguments(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "bad")
+	idx, hash, sk := keys.JobIndex(tenant, "scheduled"), keys.ScheduledJobs(tenant), keys.JobState(tenant, "a")
+	for _, c := range []lua.Call{
+		{Script: lua.ScheduleAdd, Keys: []string{idx, hash, sk}, Args: []any{10, 1000, "a", "soon", "{}", "t", 1, 0}},
+		{Script: lua.ScheduleAdd, Keys: []string{idx, hash, sk}, Args: []any{0, 1000, "a", 5, "{}", "t", 1, 0}},
+		{Script: lua.ScheduleTake, Keys: []string{idx, hash, keys.ScheduledMoving(tenant)}, Args: []any{0, 5, 0, 1000, keys.JobState(tenant, "")}},
+		{Script: lua.ScheduleDone, Keys: []string{hash, keys.ScheduledMoving(tenant), idx, sk}, Args: []any{1000, "a", "x", 0}},
+	} {
+		if err := c.Run(ctx, rdb).Err(); err == nil || !strings.Contains(err.Error(), "ERR schedule_") {
+			t.Errorf("%s %v: %v, want its own ERR", c.Script.Name(), c.Args, err)
+		}
+	}
+	if n := rdb.Exists(ctx, idx, hash, sk).Val(); n != 0 {
+		t.Errorf("%d keys written by refused calls, want 0", n)
+	}
+}
