@@ -66,6 +66,7 @@ func build(ctx context.Context, svc *boot.Service, rdb redis.UniversalClient, re
 		log.Error("load scripts", "err", err)
 		return nil, nil, false
 	}
+	boot.CheckPersistence(ctx, rdb, cfg.Queue.Backend, log, reg)
 	// Runtime tenants (admin API): the registry merges the file's tenants
 	// with those stored in Redis and hands every change to the drainer.
 	registry, err := boot.Tenants(ctx, rdb, cfg, log, reg)

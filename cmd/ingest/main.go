@@ -37,6 +37,7 @@ func run() int {
 		log.Error("load scripts", "err", err)
 		return 2
 	}
+	boot.CheckPersistence(ctx, rdb, cfg.Queue.Backend, log, reg)
 
 	admitter, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: rdb, Logger: log, Registerer: reg})
 	if err != nil {

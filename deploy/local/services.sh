@@ -211,8 +211,10 @@ redis_ping() {
 	[[ $(timeout 3 redis-cli -h "$HOST" -p "$1" ping 2>/dev/null) == PONG ]]
 }
 
-# redis_start DIR PORT [redis-server args...]: a daemonized redis-server without
-# persistence, waiting until it answers PING.
+# redis_start DIR PORT [redis-server args...]: a daemonized redis-server that
+# keeps its data in DIR with the append-only file (appendfsync everysec, as in
+# production: the Redis queue backend's jobs survive a restart; no RDB
+# snapshots), waiting until it answers PING.
 redis_start() {
 	local dir=$1 port=$2 i
 	shift 2
@@ -224,7 +226,7 @@ redis_start() {
 		return 0
 	fi
 	port_open "$port" && die "redis $HOST:$port: the port is taken by a process this script did not start"
-	redis-server --bind "$HOST" --port "$port" --dir "$dir" --save '' --appendonly no \
+	redis-server --bind "$HOST" --port "$port" --dir "$dir" --save '' --appendonly yes --appendfsync everysec \
 		--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" "$@" ||
 		die "redis $HOST:$port: redis-server failed; see $dir/redis.log"
 	for ((i = 0; i < 100; i++)); do
