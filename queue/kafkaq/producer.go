@@ -97,8 +97,10 @@ type ProducerConfig struct {
 // when ctx ends first, as soon as they are acknowledged). The jobs are
 // already durable then, so a Redis failure there does not fail Enqueue: it
 // is logged and counted in
-// sluice_redis_errors_total{op="backlog_incr"}, and the counter is low by
-// that cost until it expires (keys.BacklogTTL). The same pipeline records
+// sluice_redis_errors_total{op="backlog_incr"}, and the count is held and
+// written again every backlogRetry, so the counter is reconciled within
+// about a second of Redis' return (held in this process only: lost if it
+// stops first). The same pipeline records
 // each job's state "queued" with its tenant's next seq (package jobstate;
 // sluice_redis_errors_total{op="job_state_queued"} counts failures).
 //
@@ -297,6 +299,9 @@ func (p *Producer) partitionList(ctx context.Context) ([]int, error) {
 // stopped taking requests.
 func (p *Producer) Close() error {
 	p.sender.close()
+	if p.sender.backlog != nil {
+		p.sender.backlog.close()
+	}
 	p.transport.CloseIdleConnections()
 	return nil
 }
