@@ -63,6 +63,27 @@ type Kafka struct {
 	ProduceTimeout time.Duration `mapstructure:"produce_timeout"`
 	// ConsumerGroup is the drainers' consumer group (default sluice-drainer).
 	ConsumerGroup string `mapstructure:"consumer_group"`
+	// SessionTimeout is how long the group waits for a silent drainer before
+	// its partitions go to the others (default 10s): shorter, a crashed
+	// drainer's partitions move sooner; longer, a drainer paused by a long
+	// GC or a slow host is less often thrown out. The broker refuses one
+	// outside group.min/max.session.timeout.ms (6s..30min by default).
+	SessionTimeout time.Duration `mapstructure:"session_timeout"`
+	// HeartbeatInterval is how often a drainer tells the group it lives
+	// (default 1s); below session_timeout, about a third of it or less.
+	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
+	// RebalanceTimeout bounds a rebalance: how long the group waits for
+	// every member to let its partitions go and join again (default 30s,
+	// raised to revoke_timeout + 10s when that is longer).
+	RebalanceTimeout time.Duration `mapstructure:"rebalance_timeout"`
+	// RevokeTimeout is how long a drainer whose partitions are revoked waits
+	// for the deliveries it started from them to end before it commits and
+	// lets them go, so the next owner does not start them a second time
+	// while the first delivery still runs. 0 (the default) is the longest
+	// delivery timeout of the configured tenants (target.timeout) + 1s, at
+	// least 5s. Longer waits hold the rebalance (and every partition's
+	// consumption) that long; shorter ones send slow deliveries twice.
+	RevokeTimeout time.Duration `mapstructure:"revoke_timeout"`
 }
 
 // Ingest configures the HTTP API.

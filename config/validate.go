@@ -83,6 +83,23 @@ func (c *Config) validateQueue(bad badFunc) {
 	if c.Kafka.ConsumerGroup == "" {
 		bad("kafka.consumer_group", "must not be empty")
 	}
+	c.Kafka.validateGroup(bad)
+}
+
+// validateGroup checks the consumer group's timeouts.
+func (k Kafka) validateGroup(bad badFunc) {
+	if k.SessionTimeout < time.Second || k.SessionTimeout > 30*time.Minute {
+		bad("kafka.session_timeout", "must be from 1s to 30m (got %v)", k.SessionTimeout)
+	}
+	if k.HeartbeatInterval <= 0 || k.HeartbeatInterval >= k.SessionTimeout {
+		bad("kafka.heartbeat_interval", "must be > 0 and below kafka.session_timeout %v (got %v)", k.SessionTimeout, k.HeartbeatInterval)
+	}
+	if k.RebalanceTimeout < time.Second || k.RebalanceTimeout > time.Hour {
+		bad("kafka.rebalance_timeout", "must be from 1s to 1h (got %v)", k.RebalanceTimeout)
+	}
+	if k.RevokeTimeout < 0 || k.RevokeTimeout > time.Hour {
+		bad("kafka.revoke_timeout", "must be 0 (the longest target.timeout + 1s) or up to 1h (got %v)", k.RevokeTimeout)
+	}
 }
 
 // validate checks the ingest section but its admin tokens

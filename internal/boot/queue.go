@@ -3,6 +3,7 @@ package boot
 import (
 	"log/slog"
 	"sort"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -29,9 +30,38 @@ func Queue(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, reg 
 			Brokers: k.Brokers, Topic: k.Topic, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor,
 			DLQTopic: k.DLQTopic, BatchTimeout: k.BatchTimeout, ProduceTimeout: k.ProduceTimeout,
 			ConsumerGroup: k.ConsumerGroup,
+			Group: kafkaq.GroupTimeouts{SessionTimeout: k.SessionTimeout, HeartbeatInterval: k.HeartbeatInterval,
+				RebalanceTimeout: k.RebalanceTimeout, RevokeTimeout: revokeTimeout(cfg)},
 		},
 		Lease:   cfg.Drainer.Lease,
 		Tenants: tenants,
 		Redis:   rdb, Logger: log, Registerer: reg,
 	}
+}
+
+// revokeTimeout is kafka.revoke_timeout, or when it is 0 the longest
+// delivery timeout of the configured tenants (target.timeout, the per-type
+// ones too) + 1s, at least kafkaq.DefaultRevokeTimeout: a drainer whose
+// partitions are revoked then waits for every delivery it started to end
+// before the next owner may start it again.
+func revokeTimeout(cfg *config.Config) time.Duration {
+	if cfg.Kafka.RevokeTimeout > 0 {
+		return cfg.Kafka.RevokeTimeout
+	}
+	longest := time.Duration(0)
+	for _, t := range cfg.Tenants {
+		longest = max(longest, targetTimeout(t.Target))
+		for _, jt := range t.JobTypes {
+			longest = max(longest, targetTimeout(jt.Target))
+		}
+	}
+	return max(kafkaq.DefaultRevokeTimeout, longest+time.Second)
+}
+
+// targetTimeout is t's delivery timeout as the drainer applies it.
+func targetTimeout(t config.Target) time.Duration {
+	if t.Timeout > 0 {
+		return t.Timeout
+	}
+	return config.DefaultTargetTimeout
 }

@@ -86,8 +86,9 @@ type ConsumerConfig struct {
 	FetchMaxBytes int
 	// RevokeTimeout bounds how long the end of a generation waits for the
 	// jobs claimed from its partitions to be settled before it commits and
-	// lets the partitions go (default 5s). Keep it well below
-	// RebalanceTimeout.
+	// lets the partitions go (default Kafka.Group's, else 5s; the drainer's
+	// start sets the longest delivery timeout + 1s, internal/boot.Queue).
+	// RebalanceTimeout is raised to at least RevokeTimeout + 10s.
 	RevokeTimeout time.Duration
 	// SessionTimeout, HeartbeatInterval and RebalanceTimeout are the
 	// consumer group's (defaults 10s, 1s, 30s). A drainer that dies holds
@@ -123,10 +124,17 @@ func (c *ConsumerConfig) defaults() error {
 	setDefault(&c.ClaimWait, DefaultClaimWait)
 	setDefault(&c.FetchMaxWait, DefaultFetchMaxWait)
 	setDefault(&c.FetchMaxBytes, DefaultFetchMaxBytes)
+	g := c.Kafka.Group
+	setDefault(&c.RevokeTimeout, g.RevokeTimeout)
+	setDefault(&c.SessionTimeout, g.SessionTimeout)
+	setDefault(&c.HeartbeatInterval, g.HeartbeatInterval)
+	setDefault(&c.RebalanceTimeout, g.RebalanceTimeout)
 	setDefault(&c.RevokeTimeout, DefaultRevokeTimeout)
 	setDefault(&c.SessionTimeout, DefaultSessionTimeout)
 	setDefault(&c.HeartbeatInterval, DefaultHeartbeat)
 	setDefault(&c.RebalanceTimeout, DefaultRebalanceTimeout)
+	// The rebalance must outlast the revoke wait and its commit.
+	c.RebalanceTimeout = max(c.RebalanceTimeout, c.RevokeTimeout+2*callTimeout)
 	if c.MaxTenantJobs > c.MaxPartitionJobs {
 		c.MaxTenantJobs = c.MaxPartitionJobs
 	}

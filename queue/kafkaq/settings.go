@@ -44,6 +44,15 @@ type Settings struct {
 	// ConsumerGroup is the drainers' consumer group (default
 	// DefaultConsumerGroup).
 	ConsumerGroup string
+	// Group holds the consumer group's timeouts; a ConsumerConfig's own
+	// fields of the same names win, and zero ones take the defaults.
+	Group GroupTimeouts
+}
+
+// GroupTimeouts are the consumer group's timeouts (config kafka.*; see
+// ConsumerConfig for each).
+type GroupTimeouts struct {
+	SessionTimeout, HeartbeatInterval, RebalanceTimeout, RevokeTimeout time.Duration
 }
 
 // withDefaults returns s with every zero field set to its default, or an
