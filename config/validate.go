@@ -88,8 +88,8 @@ func (c *Config) validateQueue(bad badFunc) {
 
 // validateGroup checks the consumer group's timeouts.
 func (k Kafka) validateGroup(bad badFunc) {
-	if k.SessionTimeout < time.Second || k.SessionTimeout > 30*time.Minute {
-		bad("kafka.session_timeout", "must be from 1s to 30m (got %v)", k.SessionTimeout)
+	if k.SessionTimeout < 6*time.Second || k.SessionTimeout > 30*time.Minute {
+		bad("kafka.session_timeout", "must be from 6s to 30m, the broker's default group.min/max.session.timeout.ms (got %v)", k.SessionTimeout)
 	}
 	if k.HeartbeatInterval <= 0 || k.HeartbeatInterval >= k.SessionTimeout {
 		bad("kafka.heartbeat_interval", "must be > 0 and below kafka.session_timeout %v (got %v)", k.SessionTimeout, k.HeartbeatInterval)

@@ -9,7 +9,9 @@
 -- it lacks (type, enqueued_at, seq, cost) are added, never the state;
 -- except that a state scheduled or dead without enqueued_at is a job the
 -- scheduler moves or a redrive puts back (both drop enqueued_at first),
--- which becomes queued and joins the queued index. Any other
+-- which becomes queued and joins the queued index. A hash that holds this
+-- very job already (the same enqueued_at: a write sent again after a
+-- timeout) is left as it is. Any other
 -- hash (an older job under a reused id) is replaced, and the job's id joins
 -- the tenant's queued index (keys.JobIndex(tenant, "queued"), score its seq)
 -- and leaves the index of the older job's state (index_move of
@@ -36,7 +38,10 @@ for i = 1, n do
   local typ, at, cost = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   local kind = redis.call('TYPE', sk)['ok']
   local old = kind == 'hash' and redis.call('HGET', sk, 'state')
-  if old and redis.call('HEXISTS', sk, 'enqueued_at') == 0 then
+  if old and redis.call('HGET', sk, 'enqueued_at') == at then
+    -- Recorded already: a write sent again after a timeout (the producer's
+    -- retry of what Redis did not answer) changes nothing.
+  elseif old and redis.call('HEXISTS', sk, 'enqueued_at') == 0 then
     if old == 'scheduled' or old == 'dead' then
       local id = job_id(sk)
       if id then index_move(sk, id, 'queued', base + i) end

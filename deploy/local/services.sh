@@ -263,7 +263,9 @@ cluster_ok() {
 }
 
 # cluster_up: three cluster-enabled nodes; create the cluster unless it is ok already.
-# A node started here begins with a fresh nodes.conf. When that leaves a mix of new
+# A node started here begins with a fresh nodes.conf and without its old
+# append-only file (its slots are assigned anew, so its old keys would only
+# make it "not empty" to the create). When that leaves a mix of new
 # and old nodes, or when nodes that were all running already do not form an ok
 # cluster within 10 s, every node is reset and the cluster is created anew (test
 # data only).
@@ -274,7 +276,7 @@ cluster_up() {
 		dir=$CACHE/run/redis-cluster-$port
 		addrs+=("$HOST:$port")
 		if ! redis_ping "$port"; then
-			rm -f "$dir/nodes.conf"
+			rm -rf "$dir/nodes.conf" "$dir/appendonlydir"
 			redis_start "$dir" "$port" --cluster-enabled yes --cluster-config-file nodes.conf \
 				--cluster-node-timeout 5000
 			started=1

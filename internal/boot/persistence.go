@@ -35,10 +35,13 @@ func ReadPersistence(ctx context.Context, rdb redis.UniversalClient) ([]Persiste
 	)
 	read := func(ctx context.Context, c *redis.Client) error {
 		p, err := persistenceOf(ctx, c)
+		if err != nil {
+			return err // unknown, not "keeps nothing"
+		}
 		mu.Lock()
 		out = append(out, p)
 		mu.Unlock()
-		return err
+		return nil
 	}
 	var err error
 	switch c := rdb.(type) {

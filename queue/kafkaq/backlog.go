@@ -2,8 +2,11 @@ package kafkaq
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +28,10 @@ const (
 	// and always held); past it a job's state is dropped, counted in
 	// sluice_redis_errors_total{op="job_state_queued"}.
 	maxHeldStates = 100_000
+	// stateChunk bounds the jobs of one job_state_enqueue.lua call, and
+	// retryStates the states one retry writes (the rest wait for the next).
+	stateChunk  = 500
+	retryStates = 5_000
 )
 
 // newBacklog returns the backlog counter writer of topic's producer on rdb,
@@ -39,10 +46,8 @@ func newBacklog(rdb redis.UniversalClient, log *slog.Logger, reg prometheus.Regi
 	if err != nil {
 		return nil, err
 	}
-	k := &backlog{rdb: rdb, log: log, errs: errs, stateErrs: stateErrs, topic: topic,
-		held: newCounts(), stop: make(chan struct{}), done: make(chan struct{})}
-	go k.retry()
-	return k, nil
+	return &backlog{rdb: rdb, log: log, errs: errs, stateErrs: stateErrs, topic: topic,
+		held: newCounts(), stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // backlog raises the tenants' backlog counters for the jobs of one
@@ -61,6 +66,8 @@ type backlog struct {
 
 	mu         sync.Mutex
 	held       counts
+	started    bool // the retry loop runs (from the first hold on)
+	closed     bool
 	stop, done chan struct{}
 }
 
@@ -105,19 +112,24 @@ func (k *backlog) add(msgs []message) {
 		}
 		c.addJob(string(msgs[i].key), msgs[i].cost, st)
 	}
-	k.hold(k.write(c))
+	k.hold(k.write(c, true))
 }
 
-// write writes c in one pipelined round trip and returns what failed.
-func (k *backlog) write(c counts) counts {
+// write writes c in one pipelined round trip and returns what failed and
+// surely did not reach Redis (a write that may have been applied, a
+// timeout, is not written again: counting it twice would be worse); loud
+// logs each failure (the retry loop's are quiet).
+func (k *backlog) write(c counts, loud bool) counts {
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()
-	tenants := make([]string, 0, len(c.states))
+	var owner []string
+	var parts [][]jobstate.QueuedJob
 	calls := make([]lua.Call, 0, len(c.states))
 	for _, t := range c.order {
-		if js := c.states[t]; len(js) > 0 {
-			tenants = append(tenants, t)
-			calls = append(calls, jobstate.EnqueueCall(t, js))
+		for js := c.states[t]; len(js) > 0; js = js[min(len(js), stateChunk):] {
+			part := js[:min(len(js), stateChunk)]
+			owner, parts = append(owner, t), append(parts, part)
+			calls = append(calls, jobstate.EnqueueCall(t, part))
 		}
 	}
 	incrs := make([]*redis.IntCmd, 0, len(c.order))
@@ -130,26 +142,42 @@ func (k *backlog) write(c counts) counts {
 	failed := newCounts()
 	for i, cmd := range incrs {
 		if err := cmd.Err(); err != nil {
-			failed.addJob(c.order[i], c.cost[c.order[i]], nil)
-			k.errs.Inc()
-			k.log.Error("backlog counter not raised after kafka ack; the jobs are queued, the count is held and retried",
-				"topic", k.topic, "tenant", c.order[i], "err", err)
+			k.failed(loud, k.errs, "backlog counter not raised after kafka ack; the jobs are queued", c.order[i], err)
+			if notSent(err) {
+				failed.addJob(c.order[i], c.cost[c.order[i]], nil)
+			}
 		}
 	}
 	for i, cmd := range stateCmds {
 		if err := enqueued(cmd); err != nil {
-			for _, st := range c.states[tenants[i]] {
-				failed.addJob(tenants[i], 0, &st)
+			k.failed(loud, k.stateErrs, "job states not recorded after kafka ack; the jobs are queued", owner[i], err)
+			for _, st := range parts[i] {
+				failed.addJob(owner[i], 0, &st) // the script is idempotent for a job already recorded
 			}
-			k.stateErrs.Inc()
-			k.log.Warn("job states not recorded after kafka ack; the jobs are queued, their states are held and retried",
-				"topic", k.topic, "jobs", len(c.states[tenants[i]]), "err", err)
 		}
 	}
 	return failed
 }
 
-// hold keeps f for the retry loop, within maxHeldStates.
+// failed counts and (when loud) logs one failed write of tenant's counts.
+func (k *backlog) failed(loud bool, n prometheus.Counter, msg, tenant string, err error) {
+	if !loud {
+		return
+	}
+	n.Inc()
+	k.log.Error(msg+"; held and written again when Redis takes it", "topic", k.topic, "tenant", tenant, "err", err)
+}
+
+// notSent reports whether err shows that the command never reached Redis
+// (no connection could be made), so writing it again cannot count it twice.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+}
+
+// hold keeps f for the retry loop, within maxHeldStates, starting the loop
+// the first time.
 func (k *backlog) hold(f counts) {
 	if len(f.order) == 0 {
 		return
@@ -166,9 +194,36 @@ func (k *backlog) hold(f counts) {
 			k.held.addJob(t, 0, &st)
 		}
 	}
+	if !k.started && !k.closed {
+		k.started = true
+		go k.retry()
+	}
 }
 
-// retry writes the held counts and states every backlogRetry until close.
+// take removes from what is held the counts and at most retryStates states
+// for one write.
+func (k *backlog) take() counts {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c, rest := k.held, newCounts()
+	if c.jobs > retryStates {
+		n := 0
+		for _, t := range c.order {
+			js := c.states[t]
+			keep := min(len(js), max(0, retryStates-n))
+			n += keep
+			for _, st := range js[keep:] {
+				rest.addJob(t, 0, &st)
+			}
+			c.states[t] = js[:keep]
+		}
+	}
+	k.held = rest
+	return c
+}
+
+// retry writes the held counts and states every backlogRetry until close,
+// quietly (the first failure was logged and counted).
 func (k *backlog) retry() {
 	defer close(k.done)
 	tick := time.NewTicker(backlogRetry)
@@ -179,26 +234,36 @@ func (k *backlog) retry() {
 			return
 		case <-tick.C:
 		}
-		k.mu.Lock()
-		c := k.held
-		k.held = newCounts()
-		k.mu.Unlock()
-		if len(c.order) > 0 {
-			k.hold(k.write(c))
+		if c := k.take(); len(c.order) > 0 {
+			f := k.write(c, false)
+			k.hold(f)
+			if len(f.order) == 0 {
+				k.log.Info("held backlog counts and job states written after a Redis outage", "topic", k.topic, "tenants", len(c.order))
+			}
 		}
 	}
 }
 
-// close stops the retry loop after one last try of what it holds.
+// close stops the retry loop after one last try of what it holds. A second
+// call does nothing.
 func (k *backlog) close() {
+	k.mu.Lock()
+	started, closed := k.started, k.closed
+	k.closed = true
+	k.mu.Unlock()
+	if closed {
+		return
+	}
 	close(k.stop)
-	<-k.done
+	if started {
+		<-k.done
+	}
 	k.mu.Lock()
 	c := k.held
 	k.held = newCounts()
 	k.mu.Unlock()
 	if len(c.order) > 0 {
-		if f := k.write(c); len(f.order) > 0 {
+		if f := k.write(c, true); len(f.order) > 0 {
 			k.log.Error("producer closed with backlog counts Redis did not take; those tenants' counters stay low until they expire",
 				"topic", k.topic, "tenants", len(f.order))
 		}

@@ -314,6 +314,7 @@ func (c *Consumer) revoke(gen *kafka.Generation, parts []*partState) {
 	c.mu.Unlock()
 	deadline := time.NewTimer(c.cfg.RevokeTimeout)
 	defer deadline.Stop()
+	stopBeat := c.heartbeatWhileRevoking(gen)
 	for waiting := true; waiting; {
 		c.mu.Lock()
 		n := 0
@@ -332,6 +333,7 @@ func (c *Consumer) revoke(gen *kafka.Generation, parts []*partState) {
 			waiting = false
 		}
 	}
+	stopBeat()
 	c.mu.Lock()
 	for _, p := range parts {
 		p.state = partRevoked
@@ -348,6 +350,34 @@ func (c *Consumer) revoke(gen *kafka.Generation, parts []*partState) {
 		}
 		c.log.Info("kafka consumer: partitions let go", "generation", gen.ID, "committed", fmt.Sprint(offsets))
 	}
+}
+
+// heartbeatWhileRevoking keeps this member of gen alive in the group while
+// revoke waits for its deliveries: kafka-go stops heartbeating once the
+// generation ends, and the coordinator expires a member that has not joined
+// again and sent nothing for SessionTimeout, so a wait longer than that
+// would hand the partitions over while the deliveries still run. It sends a
+// Heartbeat every HeartbeatInterval (the answer, REBALANCE_IN_PROGRESS, is
+// expected) until the returned stop is called.
+func (c *Consumer) heartbeatWhileRevoking(gen *kafka.Generation) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(c.cfg.HeartbeatInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			_, _ = c.client.Heartbeat(ctx, &kafka.HeartbeatRequest{GroupID: gen.GroupID, GenerationID: gen.ID, MemberID: gen.MemberID})
+			cancel()
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-finished }) }
 }
 
 // sleepCtx waits d or until ctx is done.

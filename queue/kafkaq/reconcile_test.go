@@ -49,4 +49,7 @@ func TestBacklogReconciledAfterRedisReturns(t *testing.T) {
 	if r, err := jobstate.Get(ctx, rdb, tenant, "r0399"); err != nil || r.State != jobstate.Queued || r.Seq == 0 {
 		t.Errorf("a job acknowledged while Redis was down: %+v, %v; want queued with a seq", r, err)
 	}
+	if err := p.Close(); err != nil { // and once more by the test's cleanup: a second Close does nothing
+		t.Fatal(err)
+	}
 }

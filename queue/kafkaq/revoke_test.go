@@ -14,12 +14,14 @@ import (
 
 // TestRevokeAwaitsSlowDeliveries: a second drainer joining while the
 // first is in the middle of deliveries slower than the old fixed 2–5 s
-// revoke wait does not start any of them again: the first waits for them
-// (RevokeTimeout = the delivery timeout + 1s, as internal/boot sets it)
-// before it commits and lets the partitions go.
+// revoke wait, and slower than the group's session timeout, does not start
+// any of them again: the first waits for them (RevokeTimeout = the delivery
+// timeout + 1s or so, as internal/boot sets it), heartbeating meanwhile so
+// the group does not expire it, before it commits and lets the partitions
+// go.
 func TestRevokeAwaitsSlowDeliveries(t *testing.T) {
 	t.Parallel()
-	const slow = 3 * time.Second
+	const slow = 7 * time.Second // longer than the test consumers' 6-s session
 	e := newKafkaEnv(t, 2)
 	tenants := map[string]config.Tenant{}
 	for _, name := range []string{"ra", "rb"} {
