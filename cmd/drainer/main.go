@@ -80,10 +80,20 @@ func build(ctx context.Context, svc *boot.Service, rdb redis.UniversalClient, re
 		log.Error("queue consumer", "backend", cfg.Queue.Backend, "err", err)
 		return nil, nil, false
 	}
-	sched, err := newScheduler(ctx, boot.Queue(merged, rdb, log, reg))
+	sched, producer, err := newScheduler(ctx, boot.Queue(merged, rdb, log, reg))
 	if err != nil {
 		log.Error("scheduler", "backend", cfg.Queue.Backend, "err", err)
 		return nil, nil, false
+	}
+	// The scheduler's producer closes after the consumer, which serve stops
+	// after the drainer (and so the scheduler): its last counts are written.
+	runQueue := runConsumer
+	runConsumer = func(ctx context.Context) error {
+		err := runQueue(ctx)
+		if cerr := producer.Close(); cerr != nil {
+			log.Warn("scheduler's producer close", "err", cerr)
+		}
+		return err
 	}
 	d, err := drainer.New(drainer.Config{
 		Consumer: consumer, Redis: rdb, Tenants: merged.Tenants, Settings: cfg.Drainer,
@@ -159,20 +169,25 @@ func newConsumer(ctx context.Context, cfg backend.Config) (queue.Consumer, func(
 	return backend.NewConsumer(ctx, cfg)
 }
 
-// newScheduler returns the scheduler of due scheduled jobs, which enqueues
-// them through a Producer of cfg.Backend (giving a Kafka producer's start
-// 30s). The producer lives as long as the process: the drainer stops the
-// scheduler before it returns, and a Kafka producer's buffered records are
-// acknowledged before each Enqueue returns.
-func newScheduler(ctx context.Context, cfg backend.Config) (*scheduler.Scheduler, error) {
+// newScheduler returns the scheduler of due scheduled jobs and the Producer
+// of cfg.Backend it enqueues them through (giving a Kafka producer's start
+// 30s). The caller closes the producer once the drainer, which runs the
+// scheduler, has stopped (a Kafka producer then writes the backlog counts it
+// still holds).
+func newScheduler(ctx context.Context, cfg backend.Config) (*scheduler.Scheduler, queue.Producer, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	p, err := backend.NewProducer(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return scheduler.New(scheduler.Config{Redis: cfg.Redis, Producer: p, Lease: cfg.Lease,
+	s, err := scheduler.New(scheduler.Config{Redis: cfg.Redis, Producer: p, Lease: cfg.Lease,
 		Logger: cfg.Logger, Registerer: cfg.Registerer})
+	if err != nil {
+		_ = p.Close()
+		return nil, nil, err
+	}
+	return s, p, nil
 }
 
 // ops serves /metrics, /healthz (the process is up) and /readyz (draining,
