@@ -2,8 +2,8 @@
 # deploy/local/services.sh: the real servers that sluice's tests and local runs use,
 # without Docker, all on 127.0.0.1:
 #
-#   Redis          127.0.0.1:6379        standalone, no persistence
-#   Redis Cluster  127.0.0.1:7000-7002   3 masters, no replicas
+#   Redis          127.0.0.1:6379        standalone, append-only file (appendfsync everysec)
+#   Redis Cluster  127.0.0.1:7000-7002   3 masters, no replicas (test data: a restarted node starts empty)
 #   Kafka          127.0.0.1:9092        single KRaft node, broker+controller (controller 9093)
 #
 # Usage:
