@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
-	"github.com/sluicehq/sluice/queue"
 )
 
 // Heartbeat jobs: a job submitted with "heartbeat": "30s" stays wanted while
@@ -132,37 +130,4 @@ func notHeartbeat(tenant, id string) *problem {
 	p := newProblem(http.StatusConflict, "", fmt.Sprintf("job %q is not a heartbeat job (it was submitted without \"heartbeat\")", id))
 	p.Tenant = tenant
 	return p
-}
-
-// recordHeartbeats writes heartbeat_ms into the state of envs' heartbeat
-// jobs after their enqueue (one pipelined HSET per job, one round trip, only
-// when the request has any; enqueue.lua and job_state_enqueue.lua do not
-// know the field). The jobs are durable: a failure is logged, and those
-// jobs are then delivered as ordinary ones when they reach the head
-// (the drainer reads the interval from the envelope, so they can still be
-// dropped; only GET's "heartbeat" member and the refresh miss it).
-func (s *Server) recordHeartbeats(ctx context.Context, snap *snapshot, tenant string, envs []queue.Envelope) {
-	var hb []queue.Envelope
-	for _, e := range envs {
-		if e.HeartbeatMS > 0 {
-			hb = append(hb, e)
-		}
-	}
-	if len(hb) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
-	defer cancel()
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, e := range hb {
-			// PEXPIRE too: when the enqueue's state write was lost, the
-			// HSET creates the hash, which must not outlive keys.JobStateTTL.
-			p.HSet(ctx, keys.JobState(tenant, e.ID), "heartbeat_ms", e.HeartbeatMS)
-			p.PExpire(ctx, keys.JobState(tenant, e.ID), keys.JobStateTTL)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		s.log.Warn("recording heartbeat intervals failed", "tenant", tenant, "jobs", len(hb), "err", err)
-	}
 }

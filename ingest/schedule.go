@@ -162,7 +162,8 @@ func (s *Server) cancelScheduled(ctx context.Context, tenant, id string) (done b
 }
 
 // makeDurable stores a request's scheduled jobs (schedule), then enqueues
-// the others and records their heartbeat intervals; it returns the problem
+// the others (their heartbeat intervals are recorded by the enqueue's own
+// state write); it returns the problem
 // to answer when either fails. An enqueue that fails after the scheduled
 // jobs were stored removes them again (unschedule), so a refused request
 // leaves nothing behind that its retry would add twice.
@@ -179,6 +180,5 @@ func (s *Server) makeDurable(ctx context.Context, snap *snapshot, tenant string,
 		s.log.Warn("enqueue failed", "tenant", tenant, "jobs", len(now), "err", err)
 		return enqueueProblem(snap, tenant, err)
 	}
-	s.recordHeartbeats(ctx, snap, tenant, now)
 	return nil
 }

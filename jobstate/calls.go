@@ -14,6 +14,8 @@ type QueuedJob struct {
 	EnqueuedAt time.Time
 	// Cost is the job's cost, kept in its state for a purge's backlog count.
 	Cost int64
+	// HeartbeatMS is a heartbeat job's interval (0: none), kept in its state.
+	HeartbeatMS int64
 }
 
 // EnqueueCall is the call of job_state_enqueue.lua that records jobs, all
@@ -23,11 +25,11 @@ type QueuedJob struct {
 func EnqueueCall(tenant string, jobs []QueuedJob) lua.Call {
 	ks := make([]string, 0, 2+len(jobs))
 	ks = append(ks, keys.JobSeq(tenant), keys.JobsDispatched(tenant))
-	args := make([]any, 0, 1+3*len(jobs))
+	args := make([]any, 0, 1+4*len(jobs))
 	args = append(args, keys.JobStateTTL.Milliseconds())
 	for _, j := range jobs {
 		ks = append(ks, keys.JobState(tenant, j.ID))
-		args = append(args, j.Type, j.EnqueuedAt.UnixMilli(), j.Cost)
+		args = append(args, j.Type, j.EnqueuedAt.UnixMilli(), j.Cost, j.HeartbeatMS)
 	}
 	return lua.Call{Script: lua.JobStateEnqueue, Keys: ks, Args: args}
 }

@@ -18,8 +18,9 @@
 -- ARGV[3]   total cost of the jobs, integer >= 1
 -- ARGV[4]   PEXPIRE of the job states and sequences, ms (keys.JobStateTTL)
 -- ARGV[5..4+n]      the n job envelopes (JSON), pushed in this order
--- ARGV[5+n..4+4n]   per job, in order: its type, its enqueued_at in unix ms, its
---                   cost (kept in the state hash for a purge's backlog count)
+-- ARGV[5+n..4+5n]   per job, in order: its type, its enqueued_at in unix ms, its
+--                   cost (kept in the state hash for a purge's backlog count),
+--                   its heartbeat interval in ms (0: not a heartbeat job)
 --
 -- Each job's state hash is replaced by {state=queued, type, attempt=0,
 -- enqueued_at, updated_at=enqueued_at, seq}; seq continues the tenant's
@@ -52,8 +53,8 @@ local state_ttl = posint(ARGV[4])
 if state_ttl == nil then
   return redis.error_reply('ERR enqueue: the job state ttl must be an integer >= 1')
 end
-if #ARGV ~= 4 + 4 * n then
-  return redis.error_reply('ERR enqueue: ' .. n .. ' job state keys but ' .. (#ARGV - 4) .. ' job arguments, want ' .. 4 * n)
+if #ARGV ~= 4 + 5 * n then
+  return redis.error_reply('ERR enqueue: ' .. n .. ' job state keys but ' .. (#ARGV - 4) .. ' job arguments, want ' .. 5 * n)
 end
 
 -- unpack() is bounded by the Lua C stack (LUAI_MAXCSTACK = 8000), so push in
@@ -74,7 +75,7 @@ if base < gone then base = gone end
 local idx = {}
 for i = 1, n do
   local sk = KEYS[4 + i]
-  local at = ARGV[last + 3 * i - 1]
+  local at = ARGV[last + 4 * i - 2]
   local id = job_id(sk)
   if id then
     index_leave(sk, id, 'queued')
@@ -82,8 +83,11 @@ for i = 1, n do
     idx[#idx + 1] = id
   end
   redis.call('DEL', sk)
-  redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 3 * i - 2], 'attempt', 0,
-    'enqueued_at', at, 'updated_at', at, 'seq', base + i, 'cost', ARGV[last + 3 * i])
+  redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 4 * i - 3], 'attempt', 0,
+    'enqueued_at', at, 'updated_at', at, 'seq', base + i, 'cost', ARGV[last + 4 * i - 1])
+  if (tonumber(ARGV[last + 4 * i]) or 0) > 0 then
+    redis.call('HSET', sk, 'heartbeat_ms', ARGV[last + 4 * i])
+  end
   redis.call('PEXPIRE', sk, state_ttl)
 end
 redis.call('SET', KEYS[3], base + n, 'PX', state_ttl)

@@ -21,13 +21,14 @@
 -- KEYS[2]   the tenant's dispatched sequence (keys.JobsDispatched)
 -- KEYS[3..] one job-state hash (keys.JobState) per job, in partition order
 -- ARGV[1]   PEXPIRE of the states and sequence, ms (keys.JobStateTTL)
--- ARGV[2..] per job, in order: its type, its enqueued_at in unix ms, its cost
+-- ARGV[2..] per job, in order: its type, its enqueued_at in unix ms, its cost,
+--           its heartbeat interval in ms (0: not a heartbeat job)
 --
 -- Returns the sequence number of the last job.
 
 local n = #KEYS - 2
-if n < 1 or #ARGV ~= 1 + 3 * n then
-  return redis.error_reply('ERR job_state_enqueue: ' .. n .. ' job keys need ' .. (1 + 3 * n) .. ' arguments, got ' .. #ARGV)
+if n < 1 or #ARGV ~= 1 + 4 * n then
+  return redis.error_reply('ERR job_state_enqueue: ' .. n .. ' job keys need ' .. (1 + 4 * n) .. ' arguments, got ' .. #ARGV)
 end
 local ttl = ARGV[1]
 local base = tonumber(redis.call('GET', KEYS[1])) or 0
@@ -35,7 +36,7 @@ local gone = tonumber(redis.call('GET', KEYS[2])) or 0
 if base < gone then base = gone end
 for i = 1, n do
   local sk = KEYS[2 + i]
-  local typ, at, cost = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+  local typ, at, cost, hb = ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1]
   local kind = redis.call('TYPE', sk)['ok']
   local old = kind == 'hash' and redis.call('HGET', sk, 'state')
   if old and redis.call('HGET', sk, 'enqueued_at') == at then
@@ -48,12 +49,14 @@ for i = 1, n do
       redis.call('HSET', sk, 'state', 'queued', 'attempt', 0, 'updated_at', at)
     end
     redis.call('HSET', sk, 'type', typ, 'enqueued_at', at, 'seq', base + i, 'cost', cost)
+    if (tonumber(hb) or 0) > 0 then redis.call('HSET', sk, 'heartbeat_ms', hb) end
     redis.call('PEXPIRE', sk, ttl)
   elseif kind == 'hash' or kind == 'none' then
     local id = job_id(sk)
     if id then index_move(sk, id, 'queued', base + i) end
     redis.call('DEL', sk)
     redis.call('HSET', sk, 'state', 'queued', 'type', typ, 'attempt', 0, 'enqueued_at', at, 'updated_at', at, 'seq', base + i, 'cost', cost)
+    if (tonumber(hb) or 0) > 0 then redis.call('HSET', sk, 'heartbeat_ms', hb) end
     redis.call('PEXPIRE', sk, ttl)
   end
 end

@@ -108,7 +108,7 @@ func (k *backlog) add(msgs []message) {
 	for i := range msgs {
 		var st *jobstate.QueuedJob
 		if j := msgs[i].job; j != nil {
-			st = &jobstate.QueuedJob{ID: j.ID, Type: j.Type, EnqueuedAt: j.EnqueuedAt, Cost: j.Cost}
+			st = &jobstate.QueuedJob{ID: j.ID, Type: j.Type, EnqueuedAt: j.EnqueuedAt, Cost: j.Cost, HeartbeatMS: j.HeartbeatMS}
 		}
 		c.addJob(string(msgs[i].key), msgs[i].cost, st)
 	}

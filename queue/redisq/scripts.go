@@ -22,13 +22,13 @@ func enqueueCall(b *batch.Tenant) lua.Call {
 	for _, j := range b.Jobs {
 		ks = append(ks, keys.JobState(b.Tenant, j.ID))
 	}
-	args := make([]any, 0, 4+4*len(b.Values))
+	args := make([]any, 0, 4+5*len(b.Values))
 	args = append(args, keys.QueueTTL.Milliseconds(), keys.BacklogTTL.Milliseconds(), b.Cost, keys.JobStateTTL.Milliseconds())
 	for _, v := range b.Values {
 		args = append(args, v)
 	}
 	for _, j := range b.Jobs {
-		args = append(args, j.Type, j.EnqueuedAt.UnixMilli(), j.Cost)
+		args = append(args, j.Type, j.EnqueuedAt.UnixMilli(), j.Cost, j.HeartbeatMS)
 	}
 	return lua.Call{Script: lua.Enqueue, Keys: ks, Args: args}
 }
