@@ -2,17 +2,15 @@ package dlq
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -128,9 +126,14 @@ func (s *Store) List(ctx context.Context, tenant string, limit int, cursor strin
 		limit = PageDefault
 	}
 	limit = min(limit, PageMax)
-	score, member, err := parseCursor(cursor)
-	if err != nil {
-		return Page{}, err
+	var score, member string
+	if cursor != "" {
+		// One cursor shape for every listing: the last item's (score, id).
+		c, err := jobstate.ParseCursor(cursor)
+		if err != nil {
+			return Page{}, ErrBadCursor
+		}
+		score, member = scoreString(c.Score), c.Member
 	}
 	v, err := pageCall(tenant, limit+1, score, member).Run(ctx, s.rdb).Result()
 	if err != nil {
@@ -144,7 +147,7 @@ func (s *Store) List(ctx context.Context, tenant string, limit int, cursor strin
 	for i, e := range ents {
 		if i == limit {
 			last := ents[limit-1]
-			p.Next = makeCursor(last.score, last.id)
+			p.Next = jobstate.Cursor{Score: last.score, Member: last.id}.String()
 			break
 		}
 		p.Items = append(p.Items, letterOf(e.id, e.score, e.rec).Item)
@@ -164,27 +167,6 @@ func (s *Store) Get(ctx context.Context, tenant, id string) (Letter, error) {
 		return Letter{}, fmt.Errorf("dlq: get %s/%s: %w", tenant, id, ErrNotFound)
 	}
 	return letterOf(id, int64(sc.Val()), rec.Val()), nil
-}
-
-// makeCursor encodes a page's position: score and member of its last item.
-func makeCursor(score int64, member string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(scoreString(score) + "." + member))
-}
-
-// parseCursor decodes makeCursor's cursor; "" is the first page.
-func parseCursor(c string) (score, member string, err error) {
-	if c == "" {
-		return "", "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return "", "", ErrBadCursor
-	}
-	sc, m, ok := strings.Cut(string(b), ".")
-	if _, err := strconv.ParseInt(sc, 10, 64); !ok || err != nil || !keys.ValidID(m) {
-		return "", "", ErrBadCursor
-	}
-	return sc, m, nil
 }
 
 // Letters returns every dead letter of tenant as stored, oldest first (for
