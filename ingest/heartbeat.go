@@ -82,14 +82,19 @@ type jobExtras struct {
 	dueAt     *time.Time
 }
 
-// readExtras runs job_beat.lua on tenant's job id (refreshing its beat
-// unless mode is beatRead).
-func readExtras(ctx context.Context, rdb redis.Scripter, tenant, id string, mode beatMode) (jobExtras, error) {
+// beatCall is job_beat.lua on tenant's job id (refreshing its beat unless
+// mode is beatRead); parseExtras reads its reply.
+func beatCall(tenant, id string, mode beatMode) lua.Call {
 	refresh := "1"
 	if mode == beatRead {
 		refresh = "0"
 	}
-	v, err := lua.Call{Script: lua.JobBeat, Keys: []string{keys.JobState(tenant, id)}, Args: []any{refresh}}.Run(ctx, rdb).Result()
+	return lua.Call{Script: lua.JobBeat, Keys: []string{keys.JobState(tenant, id)}, Args: []any{refresh}}
+}
+
+// parseExtras reads job_beat.lua's reply (cmd) for job id.
+func parseExtras(cmd *redis.Cmd, id string) (jobExtras, error) {
+	v, err := cmd.Result()
 	if err != nil {
 		return jobExtras{}, fmt.Errorf("ingest: heartbeat of %s: %w", id, err)
 	}

@@ -175,15 +175,16 @@ type jobStatus struct {
 
 // getJob answers GET /v1/jobs/{id}: the recorded state, a scheduled job's
 // due time and a heartbeat job's beats (first refreshed as mode says;
-// lua/job_beat.lua, one round trip), and for a queued job its position and
-// ETA (one more round trip for the tenant's effective rate).
+// lua/job_beat.lua, in the same round trip as the record), and for a
+// queued job its position and ETA (one more round trip for the tenant's
+// effective rate).
 func (s *Server) getJob(ctx context.Context, w http.ResponseWriter, snap *snapshot, tenant, id string, mode beatMode) {
-	x, err := readExtras(ctx, s.rdb, tenant, id, mode)
-	if err != nil {
-		writeProblem(w, s.redisProblem(snap, "get job", err))
-		return
+	beat := beatCall(tenant, id, mode)
+	rec, beatCmd, err := jobstate.GetWith(ctx, s.rdb, tenant, id, &beat)
+	x, xerr := parseExtras(beatCmd, id)
+	if xerr != nil && !errors.Is(err, jobstate.ErrNotFound) {
+		err = xerr
 	}
-	rec, err := jobstate.Get(ctx, s.rdb, tenant, id)
 	switch {
 	case errors.Is(err, jobstate.ErrNotFound):
 		writeProblem(w, notFound("job", id))

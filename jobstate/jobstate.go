@@ -43,6 +43,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 )
 
 // The states of a job.
@@ -107,14 +108,34 @@ type Record struct {
 // tenant's dispatched sequence). It returns ErrNotFound when no state is
 // recorded; other errors are Redis failures.
 func Get(ctx context.Context, rdb redis.UniversalClient, tenant, id string) (Record, error) {
+	rec, _, err := GetWith(ctx, rdb, tenant, id, nil)
+	return rec, err
+}
+
+// GetWith is Get with the script call with (when not nil) sent in the same
+// round trip (the visibility API's heartbeat read, lua/job_beat.lua); it
+// returns that call's command too, whose reply the caller checks.
+func GetWith(ctx context.Context, rdb redis.UniversalClient, tenant, id string, with *lua.Call) (Record, *redis.Cmd, error) {
 	sk := keys.JobState(tenant, id)
 	var all *redis.MapStringStringCmd
 	var gone *redis.StringCmd
-	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	read := func(p redis.Pipeliner) {
 		all = p.HGetAll(ctx, sk)
 		gone = p.Get(ctx, keys.JobsDispatched(tenant))
-		return nil
-	})
+	}
+	var extra *redis.Cmd
+	if with != nil {
+		extra = lua.Exec(ctx, rdb, []lua.Call{*with}, read)[0]
+	} else {
+		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error { read(p); return nil })
+	}
+	rec, err := recordOf(ctx, rdb, tenant, id, all, gone)
+	return rec, extra, err
+}
+
+// recordOf is Get's reading of the job's hash and the dispatched sequence.
+func recordOf(ctx context.Context, rdb redis.UniversalClient, tenant, id string, all *redis.MapStringStringCmd, gone *redis.StringCmd) (Record, error) {
+	sk := keys.JobState(tenant, id)
 	rec := Record{JobID: id, Tenant: tenant, Ahead: -1}
 	if isWrongType(all.Err()) {
 		// The older marker: the string "cancelled".
