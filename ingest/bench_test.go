@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/deploy/bench/ingestpeer"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue/kafkaq"
@@ -37,11 +40,18 @@ var benchBody = []byte(`{"type":"email","payload":{"to":"ada@example.com","templ
 //	go test ./ingest -run '^$' -bench BenchmarkIngest -benchtime 20000x
 func BenchmarkIngest(b *testing.B) {
 	b.Run("redis", func(b *testing.B) {
-		rdb := testenv.Redis(b)
+		rdb := privateRedis(b)
 		tenant := testenv.Name(b, "bench")
 		h := startIngest(b, benchConfig(b, tenant), deps{rdb: rdb})
-		b.Cleanup(func() { rdb.Del(b.Context(), keys.Queue(tenant), keys.Backlog(tenant)) })
-		runIngestBench(b, h.url, apiKey(tenant))
+		runIngestBench(b, h.url, apiKey(tenant), rdb)
+	})
+	b.Run("peer_handwritten", func(b *testing.B) {
+		rdb := privateRedis(b)
+		hs := httptest.NewServer(ingestpeer.New(ingestpeer.Config{
+			Redis: rdb, Tenants: map[string]string{"peer-key": "peer"}, PerSecond: 1_000_000,
+		}))
+		b.Cleanup(hs.Close)
+		runIngestBench(b, hs.URL, "peer-key", rdb)
 	})
 	b.Run("kafka", func(b *testing.B) {
 		brokers := testenv.KafkaBrokers(b)
@@ -60,12 +70,12 @@ func BenchmarkIngest(b *testing.B) {
 		cfg.Queue.Backend = "kafka"
 		h := startIngest(b, cfg, deps{rdb: rdb, producer: producer})
 		b.Cleanup(func() { rdb.Del(b.Context(), keys.Backlog(tenant)) })
-		runIngestBench(b, h.url, apiKey(tenant))
+		runIngestBench(b, h.url, apiKey(tenant), nil)
 	})
 	b.Run("bare_nethttp", func(b *testing.B) {
 		hs := httptest.NewServer(http.HandlerFunc(bareHandler))
 		b.Cleanup(hs.Close)
-		runIngestBench(b, hs.URL, "bare")
+		runIngestBench(b, hs.URL, "bare", nil)
 	})
 }
 
@@ -98,8 +108,9 @@ func bareHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // runIngestBench sends b.N submissions from benchConcurrency clients and
-// reports jobs/s, p50_ms and p99_ms.
-func runIngestBench(b *testing.B, url, key string) {
+// reports jobs/s, p50_ms and p99_ms, and, when rdb is the private Redis the
+// handler uses, redis_cpu_us: the server's CPU time (INFO cpu) per 202.
+func runIngestBench(b *testing.B, url, key string, rdb *redis.Client) {
 	client := &http.Client{Transport: &http.Transport{
 		MaxIdleConnsPerHost: benchConcurrency,
 		MaxConnsPerHost:     benchConcurrency,
@@ -135,6 +146,10 @@ func runIngestBench(b *testing.B, url, key string) {
 	var next atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
+	var cpu0 time.Duration
+	if rdb != nil {
+		cpu0 = testenv.RedisCPU(b, rdb)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -166,4 +181,8 @@ func runIngestBench(b *testing.B, url, key string) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(ms(0.50), "p50_ms")
 	b.ReportMetric(ms(0.99), "p99_ms")
+	if rdb != nil {
+		cpu := testenv.RedisCPU(b, rdb) - cpu0
+		b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(b.N), "redis_cpu_us")
+	}
 }

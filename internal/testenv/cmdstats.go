@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -38,4 +39,29 @@ func CommandCalls(t testing.TB, rdb *redis.Client, names ...string) int64 {
 		total += n
 	}
 	return total
+}
+
+// RedisCPU returns the CPU time (user + system, INFO cpu) the server behind
+// rdb has used since it started. A benchmark divides the difference of two
+// readings by its requests, on a private server (StartRedis) so that other
+// clients' work does not count.
+func RedisCPU(t testing.TB, rdb *redis.Client) time.Duration {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		t.Fatalf("testenv: INFO cpu: %v", err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, val, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "used_cpu_user" && name != "used_cpu_sys") {
+			continue
+		}
+		s, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			t.Fatalf("testenv: INFO cpu line %q: %v", line, err)
+		}
+		total += s
+	}
+	return time.Duration(total * float64(time.Second))
 }
