@@ -56,7 +56,7 @@ const DefaultMaxScheduled = 100_000
 const DefaultRedisTimeout = 250 * time.Millisecond
 
 // DefaultWaitTimeout is the default of redis.wait_timeout.
-const DefaultWaitTimeout = 100 * time.Millisecond
+const DefaultWaitTimeout = redisq.DefaultWaitTimeout
 
 // MaxWaitReplicas bounds redis.wait_replicas.
 const MaxWaitReplicas = 16
