@@ -428,11 +428,12 @@ sentinel_start() {
 	need_redis
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
-	redis_start "$dir/primary" "$pport"
+	# No diskless-sync delay: a replica that (re)connects is synced at once.
+	redis_start "$dir/primary" "$pport" --repl-diskless-sync-delay 0
 	if [[ -f $dir/replica/.started ]]; then
-		redis_start "$dir/replica" "$rport"
+		redis_start "$dir/replica" "$rport" --repl-diskless-sync-delay 0
 	else
-		redis_start "$dir/replica" "$rport" --replicaof "$HOST" "$pport"
+		redis_start "$dir/replica" "$rport" --repl-diskless-sync-delay 0 --replicaof "$HOST" "$pport"
 		touch "$dir/replica/.started"
 	fi
 	for port in "${sports[@]}"; do

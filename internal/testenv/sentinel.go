@@ -132,6 +132,28 @@ func (h *RedisHA) WaitFailover(timeout time.Duration) string {
 	return promoted
 }
 
+// Rejoin starts the server KillPrimary killed again, with its data, and
+// makes it a replica of the current primary at once (REPLICAOF: the
+// Sentinels would send it themselves, but only ≈10 s later), then waits
+// until its replication link is up. After it the setup has a replica
+// again, which an enqueue with redis.wait_replicas 1 needs.
+func (h *RedisHA) Rejoin() {
+	h.t.Helper()
+	r := h.server(h.killed)
+	r.Start()
+	host, port, _ := net.SplitHostPort(h.PrimaryAddr())
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+		h.t.Fatalf("testenv: REPLICAOF %s %s on %s: %v", host, port, r.Addr(), err)
+	}
+	WaitFor(h.t, 20*time.Second, r.Addr()+" in sync as a replica", func() bool {
+		info, err := c.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+}
+
 // server returns the server listening on addr.
 func (h *RedisHA) server(addr string) *RedisProc {
 	h.t.Helper()
