@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/viper"
 
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue/backend"
 	"github.com/sluicehq/sluice/queue/kafkaq"
 	"github.com/sluicehq/sluice/queue/redisq"
@@ -56,7 +57,7 @@ const DefaultMaxScheduled = 100_000
 const DefaultRedisTimeout = 250 * time.Millisecond
 
 // DefaultWaitTimeout is the default of redis.wait_timeout.
-const DefaultWaitTimeout = redisq.DefaultWaitTimeout
+const DefaultWaitTimeout = lua.DefaultWaitTimeout
 
 // MaxWaitReplicas bounds redis.wait_replicas.
 const MaxWaitReplicas = 16

@@ -99,7 +99,7 @@ func runFailover(t *testing.T, replicas int) failoverResult {
 			"    outflow: {rate: 5000, concurrency: 64}\n    target: {url: %q, timeout: 2s}\n", sink.srv.URL)))
 	reg := prometheus.NewRegistry()
 	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: ingestRDB, Registerer: reg,
-		Wait: redisq.Wait{Replicas: replicas, Timeout: 100 * time.Millisecond}})
+		Wait: lua.Wait{Replicas: replicas, Timeout: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue/backend"
 	"github.com/sluicehq/sluice/queue/kafkaq"
-	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // Queue translates the configuration into the queue backend's own config
@@ -37,7 +37,7 @@ func Queue(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, reg 
 		},
 		Lease:     cfg.Drainer.Lease,
 		Tenants:   tenants,
-		RedisWait: redisq.Wait{Replicas: cfg.Redis.WaitReplicas, Timeout: cfg.Redis.WaitTimeout},
+		RedisWait: lua.Wait{Replicas: cfg.Redis.WaitReplicas, Timeout: cfg.Redis.WaitTimeout},
 		Redis:     rdb, Logger: log, Registerer: reg,
 	}
 }

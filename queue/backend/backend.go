@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/kafkaq"
 	"github.com/sluicehq/sluice/queue/redisq"
@@ -40,9 +41,9 @@ type Config struct {
 	// Tenants are the configured tenants, which a consumer always lists.
 	Tenants []string
 	// RedisWait makes the Redis backend's enqueue wait for replicas
-	// (redisq.Wait; zero: no wait). Kafka ignores it: there Kafka's
+	// (lua.Wait, redisq.ProducerConfig.Wait; zero: no wait). Kafka ignores it: there Kafka's
 	// acknowledgement from the in-sync replicas makes a job durable.
-	RedisWait redisq.Wait
+	RedisWait lua.Wait
 
 	// Redis holds the Redis queues (required by Redis) and, with either
 	// backend, the backlog counters, cancel markers and job states (with

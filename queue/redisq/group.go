@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/groupcommit"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/internal/batch"
 )
@@ -22,7 +23,7 @@ import (
 type group struct {
 	rdb    redis.UniversalClient
 	commit groupcommit.Group[*groupCall]
-	wait   Wait               // WAIT after the scripts (Replicas 0: none)
+	wait   lua.Wait           // WAIT after the scripts (Replicas 0: none)
 	short  prometheus.Counter // calls failed by a WAIT short of replicas
 
 	sent  atomic.Int64 // pipelines sent (tests and benchmarks read it)

@@ -40,8 +40,9 @@ type ProducerConfig struct {
 	// clock.Real).
 	Clock clock.Clock
 	// Wait, when Wait.Replicas >= 1, makes every enqueue wait until that
-	// many replicas have its writes (see Wait). Zero: no wait.
-	Wait Wait
+	// many replicas have its writes (lua.Wait; see wait.go). Zero: no
+	// wait.
+	Wait lua.Wait
 }
 
 // Producer queues jobs on Redis: one list per tenant (keys.Queue), each job
@@ -85,7 +86,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 		timeout = DefaultEnqueueTimeout
 	}
 	g := newGroup(cfg.Redis, timeout)
-	g.wait, g.short = cfg.Wait.withDefaults(), short
+	g.wait, g.short = cfg.Wait, short
 	return &Producer{group: g, timeout: timeout, m: m, clock: clock.Or(cfg.Clock)}, nil
 }
 
@@ -114,28 +115,22 @@ func (p *Producer) Enqueue(ctx context.Context, jobs []queue.Envelope) (err erro
 
 // runScripts runs one enqueue.lua call per batch in one round trip
 // (lua.Exec, with its NOSCRIPT rule), followed in the same pipeline by
-// WAIT when wait.Replicas >= 1 (lua.ExecThen), and returns each batch's
+// WAIT when wait.Replicas >= 1 (lua.ExecWait), and returns each batch's
 // error.
-func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*batch.Tenant, wait Wait) []error {
+func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*batch.Tenant, wait lua.Wait) []error {
 	calls := make([]lua.Call, len(batches))
 	for i, b := range batches {
 		calls[i] = enqueueCall(b)
 	}
-	var cmds []*redis.Cmd
-	var waited *redis.Cmd
-	if wait.Replicas > 0 {
-		cmds = lua.ExecThen(ctx, rdb, calls, func(p redis.Pipeliner) { waited = wait.queue(ctx, p) })
-	} else {
-		cmds = lua.Exec(ctx, rdb, calls, nil)
-	}
+	cmds, waitErr := lua.ExecWait(ctx, rdb, calls, wait)
 	errs := make([]error, len(batches))
 	for i, c := range cmds {
 		if errs[i] = c.Err(); errs[i] == nil {
 			_, _, errs[i] = parseEnqueue(c.Val())
 		}
 	}
-	if waited != nil {
-		wait.check(waited, errs)
+	if waitErr != nil {
+		shortOfReplicas(errs, waitErr)
 	}
 	return errs
 }

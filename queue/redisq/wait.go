@@ -1,80 +1,37 @@
 package redisq
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/internal/metrics"
 )
 
-// DefaultWaitTimeout is Wait.Timeout's default (redis.wait_timeout).
-const DefaultWaitTimeout = 100 * time.Millisecond
-
-// Wait makes an enqueue wait for replicas (Redis WAIT) before it counts as
-// durable: a 202 then survives a failover to one of those replicas, which a
-// write the primary had not yet streamed does not (asynchronous
-// replication loses the last writes of a primary that dies).
+// This file holds the Producer's replica wait (ProducerConfig.Wait,
+// lua.Wait). WAIT goes last in the pipeline of the enqueue scripts, on
+// their connection (lua.ExecWait): no extra round trip. Fewer replicas
+// than asked fails every tenant of that pipeline whose script succeeded
+// with an error wrapping queue.ErrUnavailable and queue.ErrUnknownOutcome:
+// the jobs are on the primary and will be delivered unless the primary
+// dies before its replicas catch up, so a retry with the same client id
+// must find the same job (ingest's idempotency).
 //
-// WAIT goes last in the pipeline of the enqueue scripts, on the same
-// connection, so it covers their writes and costs no extra round trip; it
-// returns how many replicas acknowledged them within Timeout. Fewer than
-// Replicas fails every tenant of that pipeline whose script succeeded with
-// an error wrapping queue.ErrUnavailable and queue.ErrUnknownOutcome: the
-// jobs are on the primary and will be delivered unless the primary dies
-// before its replicas catch up, so a retry with the same client id must
-// find the same job (ingest's idempotency). WAIT does not make a write
-// durable on the replica's disk, only in its memory (its AOF fsyncs every
-// second, as the primary's).
-//
-// Only the enqueue waits. A drainer's acks, retries and state writes do
-// not: one lost in a failover makes the job (or its retry) run again from
-// the replica's older state, a redelivery that at-least-once delivery
-// allows, not a loss. The Kafka backend's state writes do not either:
-// there Kafka holds the job durably and Redis only its state and backlog
-// counter.
-type Wait struct {
-	// Replicas is how many replicas must acknowledge; 0 (the default) does
-	// not wait.
-	Replicas int
-	// Timeout bounds the WAIT (default DefaultWaitTimeout). It must stay
-	// below the client's read timeout, which bounds the pipeline.
-	Timeout time.Duration
-}
+// Only what makes a 202 waits: this enqueue, and ingest's store of
+// scheduled jobs (internal/scheduler.AddWait). A drainer's claims, acks,
+// retries and state writes do not: one lost in a failover makes the job
+// (or its retry) run again from the replica's older state, a redelivery
+// that at-least-once delivery allows, not a loss. The Kafka backend's
+// writes to Redis do not either: there Kafka holds the job, acknowledged
+// by its in-sync replicas, and Redis only its state and backlog counter.
 
-// errWaitShort marks an enqueue whose WAIT saw too few replicas.
-var errWaitShort = errors.New("redisq: fewer replicas acknowledged the enqueue than redis.wait_replicas")
-
-// withDefaults returns w with Timeout filled in.
-func (w Wait) withDefaults() Wait {
-	if w.Timeout <= 0 {
-		w.Timeout = DefaultWaitTimeout
-	}
-	return w
-}
-
-// queue queues WAIT on p and returns its command.
-func (w Wait) queue(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
-	return p.Do(ctx, "WAIT", w.Replicas, w.Timeout.Milliseconds())
-}
-
-// check turns the WAIT's reply into the error of every batch whose script
-// succeeded (errs[i] == nil): nil when enough replicas acknowledged.
-func (w Wait) check(cmd *redis.Cmd, errs []error) {
-	n, err := cmd.Int64()
-	switch {
-	case err != nil:
-		err = fmt.Errorf("%w: WAIT %d %d: %w: %w", errWaitShort, w.Replicas, w.Timeout.Milliseconds(), queue.ErrUnknownOutcome, err)
-	case n < int64(w.Replicas):
-		err = fmt.Errorf("%w: WAIT %d %d answered %d: %w", errWaitShort, w.Replicas, w.Timeout.Milliseconds(), n, queue.ErrUnknownOutcome)
-	default:
-		return
-	}
+// shortOfReplicas fails every batch whose script succeeded (errs[i] ==
+// nil) with waitErr, lua.ExecWait's error, marked as an unknown outcome.
+func shortOfReplicas(errs []error, waitErr error) {
+	err := fmt.Errorf("redisq: %w: %w", queue.ErrUnknownOutcome, waitErr)
 	for i := range errs {
 		if errs[i] == nil {
 			errs[i] = err
@@ -93,7 +50,7 @@ func waitShortCounter(reg prometheus.Registerer) (prometheus.Counter, error) {
 // waitShort reports whether one of errs is a WAIT shortfall.
 func waitShort(errs []error) bool {
 	for _, err := range errs {
-		if errors.Is(err, errWaitShort) {
+		if errors.Is(err, lua.ErrWaitShort) {
 			return true
 		}
 	}

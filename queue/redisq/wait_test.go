@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/queuetest"
 )
@@ -28,7 +29,7 @@ func TestProducerWait(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	reg := prometheus.NewRegistry()
-	p, err := NewProducer(ProducerConfig{Redis: rdb, Registerer: reg, Wait: Wait{Replicas: 1, Timeout: 50 * time.Millisecond}})
+	p, err := NewProducer(ProducerConfig{Redis: rdb, Registerer: reg, Wait: lua.Wait{Replicas: 1, Timeout: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +53,11 @@ func TestProducerWait(t *testing.T) {
 		info, err := rc.Info(ctx, "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	})
+	// Ample: a replica in sync acknowledges within milliseconds.
+	p, err = NewProducer(ProducerConfig{Redis: rdb, Registerer: reg, Wait: lua.Wait{Replicas: 1, Timeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := testenv.CommandCalls(t, rdb, "evalsha", "eval", "wait")
 	for _, id := range []string{"b1", "b2"} {
 		if err := p.Enqueue(ctx, []queue.Envelope{queuetest.Job(tenant, id, 1)}); err != nil {
