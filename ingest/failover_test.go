@@ -48,9 +48,9 @@ func TestSentinelFailover(t *testing.T) {
 			t.Parallel()
 			r := runFailover(t, replicas)
 			t.Logf("wait_replicas %d: %d 202'd (%d sent after the kill), %d 503, %d delivered, %d lost, %d delivered twice or more, "+
-				"first 202 %v after the kill, first delivery %v after it, %v short WAITs, %v script reloads",
+				"first 202 %v after the kill, first delivery %v after it, %d WAITs on the new primary (%v short), %v script reloads",
 				replicas, r.accepted, r.acceptedAfter, r.unavailable, r.delivered, len(r.lost), r.duplicates,
-				r.recovered.Round(time.Millisecond), r.delivering.Round(time.Millisecond), r.waitShort, r.reloads)
+				r.recovered.Round(time.Millisecond), r.delivering.Round(time.Millisecond), r.waits, r.waitShort, r.reloads)
 			if r.acceptedAfter == 0 || r.recovered > failoverRecovery {
 				t.Errorf("first 202 after the kill: %v (%d after it), want within %v", r.recovered, r.acceptedAfter, failoverRecovery)
 			}
@@ -59,6 +59,9 @@ func TestSentinelFailover(t *testing.T) {
 			}
 			if r.noRetryAfter > 0 {
 				t.Errorf("%d of %d 503s without Retry-After", r.noRetryAfter, r.unavailable)
+			}
+			if replicas >= 1 && r.waits == 0 {
+				t.Errorf("wait_replicas %d: the new primary ran no WAIT", replicas)
 			}
 			if replicas >= 1 && len(r.lost) > 0 {
 				t.Errorf("wait_replicas %d: %d of %d 202'd jobs lost in the failover, want 0: %v", replicas, len(r.lost), r.accepted, first(r.lost, 10))
@@ -74,6 +77,7 @@ type failoverResult struct {
 	lost                                                        []string
 	recovered, delivering                                       time.Duration
 	waitShort, reloads                                          float64
+	waits                                                       int64 // WAITs the new primary ran
 }
 
 // runFailover runs ingest, a drainer and load on a fresh Sentinel setup,
@@ -111,7 +115,7 @@ func runFailover(t *testing.T, replicas int) failoverResult {
 	ha.KillPrimary()
 	killed := time.Now() // the primary has exited: a 202 from now on is the new primary's
 	load.markKill(killed)
-	ha.WaitFailover(failoverRecovery)
+	promoted := ha.WaitFailover(failoverRecovery)
 	ha.Rejoin()
 	testenv.WaitFor(t, failoverRecovery, "a 202 after the kill", func() bool { return load.firstAfter() > 0 })
 	time.Sleep(2 * time.Second)
@@ -125,7 +129,9 @@ func runFailover(t *testing.T, replicas int) failoverResult {
 	for _, e := range queued(t, ingestRDB, tenant) {
 		queuedIDs[e.ID] = true
 	}
-	res := failoverResult{accepted: len(accepted), acceptedAfter: load.after(), unavailable: int(load.n503.Load()), noRetryAfter: int(load.noRetryAfter.Load()),
+	newPrimary := redis.NewClient(&redis.Options{Addr: promoted})
+	defer newPrimary.Close()
+	res := failoverResult{waits: testenv.CommandCalls(t, newPrimary, "wait"), accepted: len(accepted), acceptedAfter: load.after(), unavailable: int(load.n503.Load()), noRetryAfter: int(load.noRetryAfter.Load()),
 		recovered: load.firstAfter(), delivering: sink.firstSince(load.acceptedSince(killed)).Sub(killed),
 		waitShort: testenv.MetricValue(t, reg, "sluice_redis_wait_short_total", nil), reloads: float64(lua.Enqueue.Reloads() - reloadsBefore)}
 	for _, id := range accepted {
