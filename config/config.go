@@ -34,7 +34,35 @@ type Redis struct {
 	Timeout time.Duration `mapstructure:"timeout"`
 	// PoolSize is the connection pool size per node (default 10 × GOMAXPROCS).
 	PoolSize int `mapstructure:"pool_size"`
+	// Sentinel, when set, names a master that Redis Sentinels monitor: the
+	// client asks them for the current primary and follows a failover
+	// without a restart. Exclusive with ClusterAddrs; Addr is then ignored.
+	Sentinel Sentinel `mapstructure:"sentinel"`
+	// WaitReplicas, when >= 1, makes every Redis-backend enqueue wait until
+	// that many replicas have the write (Redis WAIT, in the enqueue's own
+	// round trip) before ingest answers 202; fewer within WaitTimeout is a
+	// 503 + Retry-After whose outcome is unknown (the primary has the job).
+	// 0 (the default) does not wait: a failover may lose the last writes
+	// the replica had not received. 0 to 16; not with ClusterAddrs.
+	WaitReplicas int `mapstructure:"wait_replicas"`
+	// WaitTimeout bounds that WAIT (default 100ms, 1ms to 10s, below
+	// Timeout).
+	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
 }
+
+// Sentinel names the master a set of Redis Sentinels monitor.
+type Sentinel struct {
+	// MasterName is the name the Sentinels monitor the master under.
+	MasterName string `mapstructure:"master_name"`
+	// Addrs are the Sentinels' host:port (any of them answers).
+	Addrs []string `mapstructure:"addrs"`
+	// Password is the Sentinels' own AUTH password (default none; the
+	// servers' is Redis.Password).
+	Password string `mapstructure:"password"`
+}
+
+// Enabled reports whether a Sentinel master is configured.
+func (s Sentinel) Enabled() bool { return s.MasterName != "" }
 
 // Queue selects the queue backend.
 type Queue struct {

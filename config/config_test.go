@@ -107,6 +107,43 @@ func TestEnvOverrides(t *testing.T) {
 	}
 }
 
+// TestReplicationKeys: redis.sentinel and redis.wait_* default to off,
+// load from the file, and take their SLUICE_* overrides (addrs as a comma
+// list).
+func TestReplicationKeys(t *testing.T) {
+	cfg, err := config.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(config.Redis{Addr: "127.0.0.1:6379", ClusterAddrs: []string{}, Timeout: 250 * time.Millisecond,
+		PoolSize: cfg.Redis.PoolSize, Sentinel: config.Sentinel{Addrs: []string{}}, WaitTimeout: 100 * time.Millisecond}, cfg.Redis); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	if cfg.Redis.Sentinel.Enabled() {
+		t.Errorf("Sentinel.Enabled() = true by default")
+	}
+	cfg, err = config.Parse([]byte("redis: {sentinel: {master_name: m, addrs: [127.0.0.1:26379, 127.0.0.1:26380], password: s}, wait_replicas: 2, wait_timeout: 50ms}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Sentinel{MasterName: "m", Addrs: []string{"127.0.0.1:26379", "127.0.0.1:26380"}, Password: "s"}
+	if diff := cmp.Diff(want, cfg.Redis.Sentinel); diff != "" || cfg.Redis.WaitReplicas != 2 || cfg.Redis.WaitTimeout != 50*time.Millisecond {
+		t.Errorf("file: sentinel (-want +got):\n%s; wait_replicas %d, wait_timeout %s", diff, cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout)
+	}
+
+	t.Setenv("SLUICE_REDIS_SENTINEL_MASTER_NAME", "main")
+	t.Setenv("SLUICE_REDIS_SENTINEL_ADDRS", "10.0.0.1:26379,10.0.0.2:26379")
+	t.Setenv("SLUICE_REDIS_WAIT_REPLICAS", "1")
+	t.Setenv("SLUICE_REDIS_WAIT_TIMEOUT", "20ms")
+	if cfg, err = config.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	want = config.Sentinel{MasterName: "main", Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}}
+	if diff := cmp.Diff(want, cfg.Redis.Sentinel); diff != "" || cfg.Redis.WaitReplicas != 1 || cfg.Redis.WaitTimeout != 20*time.Millisecond {
+		t.Errorf("env: sentinel (-want +got):\n%s; wait_replicas %d, wait_timeout %s", diff, cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout)
+	}
+}
+
 func TestConfigFileFromEnv(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(p, []byte("ingest: {listen: 127.0.0.1:9999}\n"), 0o600); err != nil {
@@ -190,6 +227,17 @@ func TestInvalid(t *testing.T) {
 		{"absurd idle timeout", "ingest: {idle_timeout: 1000h}\n", "ingest.idle_timeout: must be a duration from 1ns to 1h0m0s"},
 		{"zero read header timeout", "ingest: {read_header_timeout: 0s}\n", "ingest.read_header_timeout: must be"},
 		{"tiny header limit", "ingest: {max_header_bytes: 10}\n", "ingest.max_header_bytes: must be from 1024 to 16777216 (got 10)"},
+		{"sentinel name without addrs", "redis: {sentinel: {master_name: m}}\n", "redis.sentinel.addrs: must name at least one Sentinel when redis.sentinel.master_name is set"},
+		{"sentinel addrs without name", "redis: {sentinel: {addrs: [127.0.0.1:26379]}}\n", "redis.sentinel.master_name: must be set when redis.sentinel.addrs is"},
+		{"sentinel with cluster", "redis: {cluster_addrs: [127.0.0.1:7000], sentinel: {master_name: m, addrs: [127.0.0.1:26379]}}\n", "redis.sentinel: cannot be used with redis.cluster_addrs"},
+		{"bad sentinel addr", "redis: {sentinel: {master_name: m, addrs: [nowhere]}}\n", "redis.sentinel.addrs[0]: must be host:port"},
+		{"unknown sentinel key", "redis: {sentinel: {master: m}}\n", "master"},
+		{"wait_replicas negative", "redis: {wait_replicas: -1}\n", "redis.wait_replicas: must be between 0 (off) and 16 (got -1)"},
+		{"wait_replicas above 16", "redis: {wait_replicas: 17}\n", "redis.wait_replicas: must be between 0 (off) and 16 (got 17)"},
+		{"wait_replicas with cluster", "redis: {cluster_addrs: [127.0.0.1:7000], wait_replicas: 1}\n", "redis.wait_replicas: cannot be used with redis.cluster_addrs"},
+		{"wait_timeout zero", "redis: {wait_timeout: 0s}\n", "redis.wait_timeout: must be a duration from 1ms to 10s (got 0s)"},
+		{"wait_timeout above 10s", "redis: {wait_timeout: 11s}\n", "redis.wait_timeout: must be a duration from 1ms to 10s (got 11s)"},
+		{"wait_timeout not below timeout", "redis: {wait_replicas: 1, timeout: 200ms, wait_timeout: 200ms}\n", "redis.wait_timeout: must be below redis.timeout 200ms"},
 		{"absurd header limit", "ingest: {max_header_bytes: 1073741824}\n", "ingest.max_header_bytes: must be from 1024 to 16777216"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

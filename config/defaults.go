@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/viper"
 
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue/backend"
 	"github.com/sluicehq/sluice/queue/kafkaq"
 	"github.com/sluicehq/sluice/queue/redisq"
@@ -54,6 +55,12 @@ const DefaultMaxScheduled = 100_000
 
 // DefaultRedisTimeout is the default of redis.timeout.
 const DefaultRedisTimeout = 250 * time.Millisecond
+
+// DefaultWaitTimeout is the default of redis.wait_timeout.
+const DefaultWaitTimeout = lua.DefaultWaitTimeout
+
+// MaxWaitReplicas bounds redis.wait_replicas.
+const MaxWaitReplicas = 16
 
 // DefaultIngest returns the ingest section a file that sets none of it
 // loads as: the one definition of each ingest default, which config.Load
@@ -111,39 +118,44 @@ func orDefault[T int | int64 | time.Duration](v *T, def T) {
 func setDefaults(v *viper.Viper) {
 	in := DefaultIngest()
 	for key, val := range map[string]any{
-		"redis.addr":               "127.0.0.1:6379",
-		"redis.cluster_addrs":      []string{},
-		"redis.password":           "",
-		"redis.db":                 0,
-		"redis.timeout":            DefaultRedisTimeout,
-		"redis.pool_size":          10 * runtime.GOMAXPROCS(0),
-		"queue.backend":            backend.Redis,
-		"kafka.brokers":            []string{kafkaq.DefaultBroker},
-		"kafka.topic":              kafkaq.DefaultTopic,
-		"kafka.partitions":         kafkaq.DefaultPartitions,
-		"kafka.replication_factor": kafkaq.DefaultReplicationFactor,
-		"kafka.dlq_topic":          kafkaq.DefaultDLQTopic,
-		"kafka.batch_timeout":      kafkaq.DefaultBatchTimeout,
-		"kafka.produce_timeout":    kafkaq.DefaultProduceTimeout,
-		"kafka.consumer_group":     kafkaq.DefaultConsumerGroup,
-		"kafka.session_timeout":    kafkaq.DefaultSessionTimeout,
-		"kafka.heartbeat_interval": kafkaq.DefaultHeartbeat,
-		"kafka.rebalance_timeout":  kafkaq.DefaultRebalanceTimeout,
-		"kafka.revoke_timeout":     time.Duration(0),
-		"ingest.listen":            in.Listen,
-		"ingest.max_body_bytes":    in.MaxBodyBytes,
-		"ingest.max_batch_jobs":    in.MaxBatchJobs,
-		"ingest.max_job_cost":      in.MaxJobCost,
-		"ingest.max_delay":         in.MaxDelay,
-		"ingest.max_scheduled":     in.MaxScheduled,
-		"ingest.shutdown_timeout":  in.ShutdownTimeout,
-		"ingest.retry_after":       in.RetryAfter,
-		"drainer.listen":           "127.0.0.1:8081",
-		"drainer.lease":            DefaultLease.String(),
-		"drainer.max_attempts":     DefaultMaxAttempts,
-		"drainer.backoff_base":     DefaultBackoffBase.String(),
-		"drainer.backoff_max":      DefaultBackoffMax.String(),
-		"drainer.shutdown_timeout": DefaultDrainerShutdownTimeout.String(),
+		"redis.addr":                 "127.0.0.1:6379",
+		"redis.cluster_addrs":        []string{},
+		"redis.password":             "",
+		"redis.db":                   0,
+		"redis.timeout":              DefaultRedisTimeout,
+		"redis.pool_size":            10 * runtime.GOMAXPROCS(0),
+		"redis.sentinel.master_name": "",
+		"redis.sentinel.addrs":       []string{},
+		"redis.sentinel.password":    "",
+		"redis.wait_replicas":        0,
+		"redis.wait_timeout":         DefaultWaitTimeout,
+		"queue.backend":              backend.Redis,
+		"kafka.brokers":              []string{kafkaq.DefaultBroker},
+		"kafka.topic":                kafkaq.DefaultTopic,
+		"kafka.partitions":           kafkaq.DefaultPartitions,
+		"kafka.replication_factor":   kafkaq.DefaultReplicationFactor,
+		"kafka.dlq_topic":            kafkaq.DefaultDLQTopic,
+		"kafka.batch_timeout":        kafkaq.DefaultBatchTimeout,
+		"kafka.produce_timeout":      kafkaq.DefaultProduceTimeout,
+		"kafka.consumer_group":       kafkaq.DefaultConsumerGroup,
+		"kafka.session_timeout":      kafkaq.DefaultSessionTimeout,
+		"kafka.heartbeat_interval":   kafkaq.DefaultHeartbeat,
+		"kafka.rebalance_timeout":    kafkaq.DefaultRebalanceTimeout,
+		"kafka.revoke_timeout":       time.Duration(0),
+		"ingest.listen":              in.Listen,
+		"ingest.max_body_bytes":      in.MaxBodyBytes,
+		"ingest.max_batch_jobs":      in.MaxBatchJobs,
+		"ingest.max_job_cost":        in.MaxJobCost,
+		"ingest.max_delay":           in.MaxDelay,
+		"ingest.max_scheduled":       in.MaxScheduled,
+		"ingest.shutdown_timeout":    in.ShutdownTimeout,
+		"ingest.retry_after":         in.RetryAfter,
+		"drainer.listen":             "127.0.0.1:8081",
+		"drainer.lease":              DefaultLease.String(),
+		"drainer.max_attempts":       DefaultMaxAttempts,
+		"drainer.backoff_base":       DefaultBackoffBase.String(),
+		"drainer.backoff_max":        DefaultBackoffMax.String(),
+		"drainer.shutdown_timeout":   DefaultDrainerShutdownTimeout.String(),
 
 		// The HTTP server's bounds on each client.
 		"ingest.read_header_timeout": in.ReadHeaderTimeout,

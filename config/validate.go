@@ -40,7 +40,7 @@ func (c *Config) Validate() error {
 
 // validate checks the redis section.
 func (r Redis) validate(bad badFunc) {
-	if len(r.ClusterAddrs) == 0 {
+	if len(r.ClusterAddrs) == 0 && !r.Sentinel.Enabled() {
 		checkAddr(bad, "redis.addr", r.Addr)
 	}
 	for i, a := range r.ClusterAddrs {
@@ -49,6 +49,34 @@ func (r Redis) validate(bad badFunc) {
 	positiveDur(bad, "redis.timeout", r.Timeout)
 	if r.PoolSize < 1 {
 		bad("redis.pool_size", "must be >= 1 (got %d)", r.PoolSize)
+	}
+	r.validateReplication(bad)
+}
+
+// validateReplication checks redis.sentinel and redis.wait_*.
+func (r Redis) validateReplication(bad badFunc) {
+	s := r.Sentinel
+	switch {
+	case s.MasterName != "" && len(s.Addrs) == 0:
+		bad("redis.sentinel.addrs", "must name at least one Sentinel when redis.sentinel.master_name is set")
+	case s.MasterName == "" && len(s.Addrs) > 0:
+		bad("redis.sentinel.master_name", "must be set when redis.sentinel.addrs is (the name the Sentinels monitor)")
+	case s.Enabled() && len(r.ClusterAddrs) > 0:
+		bad("redis.sentinel", "cannot be used with redis.cluster_addrs (a Redis Cluster fails over by itself); set one of them")
+	}
+	for i, a := range s.Addrs {
+		checkAddr(bad, fmt.Sprintf("redis.sentinel.addrs[%d]", i), a)
+	}
+	if r.WaitReplicas < 0 || r.WaitReplicas > MaxWaitReplicas {
+		bad("redis.wait_replicas", "must be between 0 (off) and %d (got %d)", MaxWaitReplicas, r.WaitReplicas)
+	}
+	if r.WaitReplicas > 0 && len(r.ClusterAddrs) > 0 {
+		bad("redis.wait_replicas", "cannot be used with redis.cluster_addrs (a keyless WAIT reaches an arbitrary node); use a standalone or Sentinel Redis")
+	}
+	if r.WaitTimeout < time.Millisecond || r.WaitTimeout > 10*time.Second {
+		bad("redis.wait_timeout", "must be a duration from 1ms to 10s (got %s)", r.WaitTimeout)
+	} else if r.WaitReplicas > 0 && r.Timeout > 0 && r.WaitTimeout >= r.Timeout {
+		bad("redis.wait_timeout", "must be below redis.timeout %s, which bounds the enqueue's round trip that carries the WAIT (got %s)", r.Timeout, r.WaitTimeout)
 	}
 }
 

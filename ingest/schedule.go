@@ -105,16 +105,18 @@ func splitScheduled(envs []queue.Envelope) (sched []scheduler.Job, now []queue.E
 	return sched, now
 }
 
-// schedule stores tenant's scheduled jobs (internal/scheduler.Add), bounded
-// like an enqueue. A failed hint write is logged: the jobs are stored, and
-// a scheduler's sweep finds them.
+// schedule stores tenant's scheduled jobs (internal/scheduler.AddWait,
+// waiting for redis.wait_replicas as an enqueue does), bounded like an
+// enqueue. A failed hint write is logged: the jobs are stored, and a
+// scheduler's sweep finds them. Too few replicas is a 503: the jobs are
+// on the primary, and a retry replaces them by id.
 func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jobs []scheduler.Job) *problem {
 	if len(jobs) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.shutdown)
 	defer cancel()
-	err := scheduler.Add(ctx, s.rdb, tenant, jobs, snap.maxScheduled)
+	err := scheduler.AddWait(ctx, s.rdb, tenant, jobs, snap.maxScheduled, snap.wait)
 	var full *scheduler.FullError
 	switch {
 	case err == nil:

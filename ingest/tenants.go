@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/lua"
 )
 
 // snapshot is everything a request needs from the configuration, computed
@@ -32,6 +33,9 @@ type snapshot struct {
 	retryAfter   time.Duration
 	redisTimeout time.Duration
 	shutdown     time.Duration
+	// wait is the replica wait of a scheduled jobs' store
+	// (redis.wait_replicas, redis.wait_timeout).
+	wait lua.Wait
 	// bodyTimeout and writeTimeout bound each request from the config
 	// current at its start; readHeaderTimeout, idleTimeout and
 	// maxHeaderBytes are the http.Server's, set when Serve starts.
@@ -102,6 +106,7 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		retryAfter:   in.RetryAfter,
 		redisTimeout: cfg.Redis.Timeout,
 		shutdown:     in.ShutdownTimeout,
+		wait:         lua.Wait{Replicas: cfg.Redis.WaitReplicas, Timeout: cfg.Redis.WaitTimeout},
 
 		bodyTimeout:       in.BodyTimeout,
 		writeTimeout:      in.WriteTimeout,

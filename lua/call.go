@@ -34,17 +34,35 @@ func (c Call) Run(ctx context.Context, rdb redis.Scripter) *redis.Cmd {
 // command's own; the pipeline's error is not returned (it is the first of
 // them).
 func Exec(ctx context.Context, rdb redis.UniversalClient, calls []Call, also func(redis.Pipeliner)) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
 	if len(calls) == 1 && also == nil {
-		cmds[0] = calls[0].Run(ctx, rdb)
-		return cmds
+		return []*redis.Cmd{calls[0].Run(ctx, rdb)}
 	}
+	return exec(ctx, rdb, calls, also, nil)
+}
+
+// ExecThen is Exec with then's commands queued after the calls, in the same
+// pipeline: for a command that must follow the calls' writes on the same
+// connection, such as WAIT. When calls are sent again as EVAL (NOSCRIPT),
+// then is queued once more after them in that second pipeline, so the
+// commands it queued last follow every write; the caller reads those.
+func ExecThen(ctx context.Context, rdb redis.UniversalClient, calls []Call, then func(redis.Pipeliner)) []*redis.Cmd {
+	return exec(ctx, rdb, calls, nil, then)
+}
+
+// exec is Exec and ExecThen: before's commands, the calls, then's
+// commands in one pipeline; the NOSCRIPT calls again as EVAL, followed by
+// then's commands again when there is a then.
+func exec(ctx context.Context, rdb redis.UniversalClient, calls []Call, before, then func(redis.Pipeliner)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if also != nil {
-			also(p)
+		if before != nil {
+			before(p)
 		}
 		for i, c := range calls {
 			cmds[i] = p.EvalSha(ctx, c.Script.sha, c.Keys, c.Args...)
+		}
+		if then != nil {
+			then(p)
 		}
 		return nil
 	})
@@ -54,9 +72,9 @@ func Exec(ctx context.Context, rdb redis.UniversalClient, calls []Call, also fun
 			retry = append(retry, i)
 		}
 	}
-	switch len(retry) {
-	case 0:
-	case 1:
+	switch {
+	case len(retry) == 0:
+	case len(retry) == 1 && then == nil:
 		c := calls[retry[0]]
 		c.Script.reloads.Add(1)
 		cmds[retry[0]] = rdb.Eval(ctx, c.Script.src, c.Keys, c.Args...)
@@ -66,6 +84,9 @@ func Exec(ctx context.Context, rdb redis.UniversalClient, calls []Call, also fun
 				c := calls[i]
 				c.Script.reloads.Add(1)
 				cmds[i] = p.Eval(ctx, c.Script.src, c.Keys, c.Args...)
+			}
+			if then != nil {
+				then(p)
 			}
 			return nil
 		})

@@ -120,3 +120,34 @@ func TestReplyChecks(t *testing.T) {
 		t.Errorf("Ints = %v, %v", v, err)
 	}
 }
+
+// TestExecThen: then's commands follow the calls in the same pipeline, and
+// after a NOSCRIPT they are queued again after the EVAL, so the ones the
+// caller reads last see the calls' writes.
+func TestExecThen(t *testing.T) {
+	ctx := context.Background()
+	proc := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: proc.Addr()})
+	defer rdb.Close()
+	incr := New(testenv.Name(t, "incr")+".lua", "-- incr\nreturn redis.call('INCR', KEYS[1])")
+	for _, flush := range []bool{false, true} {
+		if flush {
+			rdb.ScriptFlush(ctx)
+		} else if err := incr.Load(ctx, rdb); err != nil {
+			t.Fatal(err)
+		}
+		before := incr.Reloads()
+		var get *redis.StringCmd
+		cmds := ExecThen(ctx, rdb, []Call{{Script: incr, Keys: []string{"n"}}}, func(p redis.Pipeliner) { get = p.Get(ctx, "n") })
+		n, err := cmds[0].Int64()
+		if err != nil {
+			t.Fatalf("flush %v: call: %v", flush, err)
+		}
+		if got, err := get.Int64(); err != nil || got != n {
+			t.Errorf("flush %v: GET after the call = %d, %v; want %d, the call's write", flush, got, err, n)
+		}
+		if reloads := incr.Reloads() - before; reloads != map[bool]uint64{false: 0, true: 1}[flush] {
+			t.Errorf("flush %v: %d reloads", flush, reloads)
+		}
+	}
+}

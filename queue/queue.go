@@ -23,6 +23,11 @@ import (
 // reached or did not acknowledge; ingest answers it with 503 + Retry-After.
 var ErrUnavailable = errors.New("queue: backend unavailable")
 
+// ErrUnknownOutcome wraps every Enqueue error after which the jobs may or
+// may not be stored (for example a Redis WAIT short of its replicas); such
+// an error wraps ErrUnavailable too.
+var ErrUnknownOutcome = errors.New("queue: outcome unknown")
+
 // ErrInvalidJob wraps every error a Producer returns for a job it refuses
 // before talking to the backend (an invalid tenant, no id, a cost below 1, a
 // job larger than the backend accepts). Nothing of that Enqueue call was

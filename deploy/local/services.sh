@@ -24,6 +24,18 @@
 #       (internal/testenv StartKafka uses these). Starting again with the same D keeps
 #       the data, as a real restart does.
 #
+#   services.sh sentinel-start --dir D --primary-port P --replica-port R --sentinel-ports S1,S2,S3
+#   services.sh sentinel-stop  --dir D [--kill]
+#       a private replicated Redis in D (internal/testenv StartSentinel uses these): a
+#       primary (D/primary, port P) and one replica of it (D/replica, port R), both with
+#       the append-only file as above, and three Sentinels (D/sentinel-S, ports S1-S3)
+#       monitoring it as master SLUICE_SENTINEL_MASTER with quorum 2,
+#       down-after-milliseconds 1000 and failover-timeout 3000. Ready once every
+#       Sentinel names the same master, knows the replica and the two other Sentinels
+#       (SENTINEL CKQUORUM), and the replica's link to the master is up. Sentinels
+#       rewrite D/sentinel-S/sentinel.conf after a failover; starting again with the
+#       same D keeps those files and the data. sentinel-stop ends the Sentinels first.
+#
 # Environment (defaults in brackets):
 #   SLUICE_REDIS_PORT [6379]  SLUICE_REDIS_CLUSTER_PORT [7000, uses it and the next two]
 #   SLUICE_KAFKA_PORT [9092]  SLUICE_KAFKA_CONTROLLER_PORT [9093]
@@ -33,6 +45,8 @@
 #     a broker ≈1-3 s faster on a busy 2-core machine but slows it at full load]
 #   SLUICE_KAFKA_START_TIMEOUT [120 seconds]  SLUICE_CACHE_DIR [<repo>/.cache]
 #   SLUICE_REDOCLY_VERSION [2.77.0; npm @redocly/cli, an exact version]
+#   SLUICE_SENTINEL_MASTER [sluice; the master name of sentinel-start]
+#   SLUICE_SENTINEL_START_TIMEOUT [30 seconds; until the Sentinels agree and the replica syncs]
 #
 # Missing redis-server, java or mvn are installed with apt-get (root only). Kafka's
 # jars come from Maven Central through deploy/local/kafka/pom.xml and are cached in
@@ -58,6 +72,8 @@ KAFKA_LIBS=$CACHE/kafka/$KAFKA_VERSION/libs
 PROBE=$CACHE/bin/kafkaprobe
 REDOCLY_VERSION=${SLUICE_REDOCLY_VERSION:-2.77.0}
 REDOCLY_DIR=$CACHE/tools/redocly
+SENTINEL_MASTER=${SLUICE_SENTINEL_MASTER:-sluice}
+SENTINEL_START_TIMEOUT=${SLUICE_SENTINEL_START_TIMEOUT:-30}
 
 log() { echo "services: $*" >&2; }
 die() {
@@ -324,6 +340,149 @@ cluster_down() {
 	for port in "${CLUSTER_PORTS[@]}"; do
 		redis_stop "$CACHE/run/redis-cluster-$port" term "cluster $HOST:$port"
 	done
+}
+
+# ---------------------------------------------------------------- redis sentinel
+
+# sentinel_cli PORT ARGS...: a command to the server or Sentinel on PORT, its reply
+# without carriage returns.
+sentinel_cli() {
+	local port=$1
+	shift
+	timeout 3 redis-cli -h "$HOST" -p "$port" "$@" 2>/dev/null | tr -d '\r'
+}
+
+# write_sentinel_conf DIR PORT PRIMARY_PORT: the Sentinel's config, written once:
+# Sentinel rewrites it (the current master, the known replicas and Sentinels), and a
+# restarted Sentinel must find what it had learnt.
+write_sentinel_conf() {
+	local dir=$1 port=$2 pport=$3
+	[[ -s $dir/sentinel.conf ]] && return 0
+	cat >"$dir/sentinel.conf" <<CONF
+# Written by deploy/local/services.sh sentinel-start; Sentinel rewrites it.
+bind $HOST
+port $port
+dir $dir
+sentinel monitor $SENTINEL_MASTER $HOST $pport 2
+sentinel down-after-milliseconds $SENTINEL_MASTER 1000
+sentinel failover-timeout $SENTINEL_MASTER 3000
+sentinel parallel-syncs $SENTINEL_MASTER 1
+CONF
+}
+
+# sentinel_launch DIR PORT PRIMARY_PORT: a daemonized Sentinel in DIR unless it runs.
+sentinel_launch() {
+	local dir=$1 port=$2 pport=$3
+	mkdir -p "$dir"
+	if pid_of "$dir/sentinel.pid" "[sentinel]" >/dev/null; then
+		log "sentinel $HOST:$port: already running"
+		return 0
+	fi
+	port_open "$port" && die "sentinel $HOST:$port: the port is taken by a process this script did not start"
+	write_sentinel_conf "$dir" "$port" "$pport"
+	redis-server "$dir/sentinel.conf" --sentinel --daemonize yes --pidfile "$dir/sentinel.pid" \
+		--logfile "$dir/sentinel.log" || die "sentinel $HOST:$port: failed; see $dir/sentinel.log"
+}
+
+# sentinel_master PORT: print the master's port as the Sentinel on PORT names it,
+# when that Sentinel has a quorum (SENTINEL CKQUORUM: it knows the other two), knows
+# one replica and does not hold the master down; fail otherwise.
+sentinel_master() {
+	local port=$1 info addr
+	[[ $(sentinel_cli "$port" sentinel ckquorum "$SENTINEL_MASTER") == OK* ]] || return 1
+	info=" $(sentinel_cli "$port" sentinel master "$SENTINEL_MASTER" | paste -sd' ') "
+	[[ $info == *" num-slaves 1 "* && $info != *s_down* && $info != *o_down* ]] || return 1
+	addr=$(sentinel_cli "$port" sentinel get-master-addr-by-name "$SENTINEL_MASTER" | paste -sd' ')
+	[[ -n $addr ]] || return 1
+	echo "${addr##* }"
+}
+
+# sentinels_agree PRIMARY_PORT REPLICA_PORT S...: every Sentinel names the same
+# master (one of the two servers), and the other server's link to it is up.
+sentinels_agree() {
+	local pport=$1 rport=$2 port m master='' replica
+	shift 2
+	for port in "$@"; do
+		m=$(sentinel_master "$port") || return 1
+		[[ -z $master || $m == "$master" ]] || return 1
+		master=$m
+	done
+	case $master in
+	"$pport") replica=$rport ;;
+	"$rport") replica=$pport ;;
+	*) return 1 ;;
+	esac
+	[[ $(sentinel_cli "$replica" info replication) == *master_link_status:up* ]] || return 1
+	log "sentinel $SENTINEL_MASTER: master $HOST:$master, replica $HOST:$replica in sync, sentinels $*"
+}
+
+# sentinel_start DIR PRIMARY_PORT REPLICA_PORT S1,S2,S3: both servers (the first
+# time the replica starts with --replicaof the primary; on a start again the
+# Sentinels reconfigure whichever server they do not hold as master), then the
+# Sentinels; waits until every Sentinel names the same master and its replica is in
+# sync.
+sentinel_start() {
+	local dir=$1 pport=$2 rport=$3 sports=() port start=$SECONDS
+	IFS=, read -r -a sports <<<"$4"
+	[[ ${#sports[@]} == 3 ]] || die "sentinel-start: --sentinel-ports needs three ports (got $4)"
+	need_redis
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	# No diskless-sync delay: a replica that (re)connects is synced at once.
+	redis_start "$dir/primary" "$pport" --repl-diskless-sync-delay 0
+	if [[ -f $dir/replica/.started ]]; then
+		redis_start "$dir/replica" "$rport" --repl-diskless-sync-delay 0
+	else
+		redis_start "$dir/replica" "$rport" --repl-diskless-sync-delay 0 --replicaof "$HOST" "$pport"
+		touch "$dir/replica/.started"
+	fi
+	for port in "${sports[@]}"; do
+		sentinel_launch "$dir/sentinel-$port" "$port" "$pport"
+	done
+	while ((SECONDS - start < SENTINEL_START_TIMEOUT)); do
+		sentinels_agree "$pport" "$rport" "${sports[@]}" && return 0
+		sleep 0.2
+	done
+	for port in "${sports[@]}"; do
+		log "sentinel $HOST:$port: $(sentinel_cli "$port" sentinel ckquorum "$SENTINEL_MASTER")"
+		tail -n 15 "$dir/sentinel-$port/sentinel.log" >&2 || true
+	done
+	tail -n 15 "$dir/replica/redis.log" >&2 || true
+	die "sentinel $SENTINEL_MASTER: not ready after $SENTINEL_START_TIMEOUT s"
+}
+
+# sentinel_stop DIR [kill]: the Sentinels first (so that none fails over while the
+# servers stop), then the replica and the primary.
+sentinel_stop() {
+	local dir=$1 mode=${2:-term} s
+	[[ -d $dir ]] || {
+		log "sentinel $dir: not running"
+		return 0
+	}
+	dir=$(cd "$dir" && pwd)
+	for s in "$dir"/sentinel-*; do
+		[[ -d $s ]] && stop_pid "$s/sentinel.pid" "[sentinel]" "sentinel ${s##*/}" "$mode"
+	done
+	redis_stop "$dir/replica" "$mode" "replica $dir"
+	redis_stop "$dir/primary" "$mode" "primary $dir"
+}
+
+# sentinel_args: parse the sentinel subcommands' options into OPT_DIR, OPT_PPORT,
+# OPT_RPORT, OPT_SPORTS, OPT_MODE.
+sentinel_args() {
+	OPT_DIR='' OPT_PPORT='' OPT_RPORT='' OPT_SPORTS='' OPT_MODE=term
+	while (($#)); do
+		case $1 in
+		--dir) OPT_DIR=${2:?--dir needs a value} && shift ;;
+		--primary-port) OPT_PPORT=${2:?--primary-port needs a value} && shift ;;
+		--replica-port) OPT_RPORT=${2:?--replica-port needs a value} && shift ;;
+		--sentinel-ports) OPT_SPORTS=${2:?--sentinel-ports needs a value} && shift ;;
+		--kill) OPT_MODE='kill' ;;
+		*) die "unknown option $1" ;;
+		esac
+		shift
+	done
+	[[ -n $OPT_DIR ]] || die "--dir is required"
 }
 
 # ---------------------------------------------------------------- kafka
@@ -605,6 +764,16 @@ main() {
 	redis-stop)
 		private_args "$@"
 		redis_stop "$OPT_DIR" "$OPT_MODE"
+		;;
+	sentinel-start)
+		sentinel_args "$@"
+		[[ -n $OPT_PPORT && -n $OPT_RPORT && -n $OPT_SPORTS ]] ||
+			die "sentinel-start needs --primary-port, --replica-port and --sentinel-ports"
+		sentinel_start "$OPT_DIR" "$OPT_PPORT" "$OPT_RPORT" "$OPT_SPORTS"
+		;;
+	sentinel-stop)
+		sentinel_args "$@"
+		sentinel_stop "$OPT_DIR" "$OPT_MODE"
 		;;
 	-h | --help | help) usage ;;
 	*)

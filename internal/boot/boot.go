@@ -19,26 +19,35 @@ import (
 )
 
 // Redis returns the client of cfg: a Cluster client when cluster_addrs is
-// set. Every command is bounded by cfg.Timeout and retried at most once, and
-// a refused dial is not retried inside go-redis (its default is 5 dials
-// 100ms apart), so a dead Redis turns into fail-open/fail-closed answers and
-// drainer pauses within about two timeouts instead of seconds.
+// set; with redis.sentinel, go-redis's failover client (a *redis.Client),
+// which asks the Sentinels for the current primary, hears their
+// +switch-master and moves every new command to a promoted replica
+// without a restart; else a client of addr. Every command is bounded by
+// cfg.Timeout and retried at most once, and a refused dial is not retried
+// inside go-redis (its default is 5 dials 100ms apart), so a dead Redis
+// turns into fail-open/fail-closed answers and drainer pauses within about
+// two timeouts instead of seconds.
 func Redis(cfg config.Redis) redis.UniversalClient {
 	addrs := []string{cfg.Addr}
-	if len(cfg.ClusterAddrs) > 0 {
+	switch {
+	case len(cfg.ClusterAddrs) > 0:
 		addrs = cfg.ClusterAddrs
+	case cfg.Sentinel.Enabled():
+		addrs = cfg.Sentinel.Addrs
 	}
 	return redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:         addrs,
-		Password:      cfg.Password,
-		DB:            cfg.DB,
-		PoolSize:      cfg.PoolSize,
-		DialTimeout:   cfg.Timeout,
-		ReadTimeout:   cfg.Timeout,
-		WriteTimeout:  cfg.Timeout,
-		MaxRetries:    1,
-		DialerRetries: 1,
-		IsClusterMode: len(cfg.ClusterAddrs) > 0,
+		Addrs:            addrs,
+		MasterName:       cfg.Sentinel.MasterName,
+		SentinelPassword: cfg.Sentinel.Password,
+		Password:         cfg.Password,
+		DB:               cfg.DB,
+		PoolSize:         cfg.PoolSize,
+		DialTimeout:      cfg.Timeout,
+		ReadTimeout:      cfg.Timeout,
+		WriteTimeout:     cfg.Timeout,
+		MaxRetries:       1,
+		DialerRetries:    1,
+		IsClusterMode:    len(cfg.ClusterAddrs) > 0,
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 
@@ -27,7 +28,8 @@ type Persistence struct {
 func (p Persistence) Persistent() bool { return p.AOF || p.Snapshots }
 
 // ReadPersistence reads the persistence of every server of rdb: each
-// master of a Redis Cluster, or the one server.
+// master of a Redis Cluster, or the one server (with a Sentinel failover
+// client, the current primary).
 func ReadPersistence(ctx context.Context, rdb redis.UniversalClient) ([]Persistence, error) {
 	var (
 		mu  sync.Mutex
@@ -57,7 +59,7 @@ func ReadPersistence(ctx context.Context, rdb redis.UniversalClient) ([]Persiste
 
 // persistenceOf reads one server's persistence.
 func persistenceOf(ctx context.Context, c *redis.Client) (Persistence, error) {
-	p := Persistence{Addr: c.Options().Addr}
+	p := Persistence{Addr: serverAddr(ctx, c)}
 	info, err := c.Info(ctx, "persistence").Result()
 	if err != nil {
 		return p, fmt.Errorf("boot: INFO persistence of %s: %w", p.Addr, err)
@@ -106,4 +108,18 @@ func CheckPersistence(ctx context.Context, rdb redis.UniversalClient, backend st
 		log.Warn("Redis keeps nothing across a restart (appendonly no, no save points): a restart loses "+what+
 			"; run it with --appendonly yes --appendfsync everysec", "addr", p.Addr, "backend", backend)
 	}
+}
+
+// serverAddr is c's server address: its Addr, or for a Sentinel failover
+// client (whose Addr is go-redis's placeholder "FailoverClient") the
+// primary's address as CLIENT INFO's laddr names it (Redis 6.2 and newer).
+func serverAddr(ctx context.Context, c *redis.Client) string {
+	addr := c.Options().Addr
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	if info, err := c.ClientInfo(ctx).Result(); err == nil && info.LAddr != "" {
+		return info.LAddr
+	}
+	return addr
 }

@@ -9,13 +9,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue/backend"
 	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
 // Queue translates the configuration into the queue backend's own config
 // (queue does not import config): the backend, the kafka section, the
-// drainer's lease and the configured tenants (sorted), with the shared
+// drainer's lease, the configured tenants (sorted) and the Redis enqueue's
+// replica wait (redis.wait_replicas, redis.wait_timeout), with the shared
 // services.
 func Queue(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, reg prometheus.Registerer) backend.Config {
 	k := cfg.Kafka
@@ -33,9 +35,10 @@ func Queue(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, reg 
 			Group: kafkaq.GroupTimeouts{SessionTimeout: k.SessionTimeout, HeartbeatInterval: k.HeartbeatInterval,
 				RebalanceTimeout: k.RebalanceTimeout, RevokeTimeout: revokeTimeout(cfg)},
 		},
-		Lease:   cfg.Drainer.Lease,
-		Tenants: tenants,
-		Redis:   rdb, Logger: log, Registerer: reg,
+		Lease:     cfg.Drainer.Lease,
+		Tenants:   tenants,
+		RedisWait: lua.Wait{Replicas: cfg.Redis.WaitReplicas, Timeout: cfg.Redis.WaitTimeout},
+		Redis:     rdb, Logger: log, Registerer: reg,
 	}
 }
 

@@ -46,11 +46,21 @@ var ErrHint = errors.New("scheduler: hint not written")
 // would hold more than max scheduled jobs, nothing is written and the
 // error is a *FullError. A job id already scheduled is replaced.
 func Add(ctx context.Context, rdb redis.UniversalClient, tenant string, jobs []Job, max int64) error {
+	return AddWait(ctx, rdb, tenant, jobs, max, lua.Wait{})
+}
+
+// AddWait is Add whose script is followed, in its round trip, by WAIT
+// (lua.ExecWait; w zero: none), as ingest stores the jobs it answers 202
+// for with redis.wait_replicas. Fewer replicas than w.Replicas is an error
+// wrapping lua.ErrWaitShort, returned after the hint is written: the jobs
+// are stored on the primary (a retry replaces them by id).
+func AddWait(ctx context.Context, rdb redis.UniversalClient, tenant string, jobs []Job, max int64, w lua.Wait) error {
 	call, err := addCall(tenant, jobs, max)
 	if err != nil {
 		return err
 	}
-	v, err := call.Run(ctx, rdb).Result()
+	cmds, waitErr := lua.ExecWait(ctx, rdb, []lua.Call{call}, w)
+	v, err := cmds[0].Result()
 	if err != nil {
 		return fmt.Errorf("scheduler: add jobs of %s: %w", tenant, err)
 	}
@@ -61,8 +71,11 @@ func Add(ctx context.Context, rdb redis.UniversalClient, tenant string, jobs []J
 	if !stored {
 		return &FullError{Tenant: tenant, Count: n, Max: max}
 	}
-	if err := lowerHint(ctx, rdb, tenant, n); err != nil {
+	if err := lowerHint(ctx, rdb, tenant, n); err != nil && waitErr == nil {
 		return fmt.Errorf("%w: %w", ErrHint, err)
+	}
+	if waitErr != nil {
+		return fmt.Errorf("scheduler: add jobs of %s: %w", tenant, waitErr)
 	}
 	return nil
 }

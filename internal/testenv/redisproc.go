@@ -13,7 +13,8 @@ import (
 )
 
 // RedisProc is a private redis-server for one test, on its own loopback port,
-// without persistence. Its methods inject faults: Stop and Kill end it, Start
+// without persistence (StartRedis; the servers of StartSentinel keep the
+// append-only file and start again with their data). Its methods inject faults: Stop and Kill end it, Start
 // brings it back on the same port (empty, as a restarted Redis without
 // persistence is), Pause and Resume freeze it with SIGSTOP and SIGCONT so that
 // clients see timeouts rather than refused connections.
@@ -28,6 +29,11 @@ type RedisProc struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
+
+	// script, when set, is deploy/local/services.sh, which started this
+	// server in dir (StartSentinel): Start, Stop, Kill, Pause and Resume go
+	// through it and dir's pid file instead of cmd (sentinel.go).
+	script string
 }
 
 // StartRedis starts a private redis-server and waits until it answers PING
@@ -53,6 +59,10 @@ func (r *RedisProc) Addr() string {
 // it answers PING. It does nothing while the server runs.
 func (r *RedisProc) Start() {
 	r.t.Helper()
+	if r.script != "" {
+		r.scriptStart()
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cmd != nil {
@@ -100,6 +110,10 @@ func (r *RedisProc) Resume() { r.signal(syscall.SIGCONT) }
 
 func (r *RedisProc) signal(sig syscall.Signal) {
 	r.t.Helper()
+	if r.script != "" {
+		r.scriptSignal(sig)
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cmd == nil {
@@ -112,6 +126,10 @@ func (r *RedisProc) signal(sig syscall.Signal) {
 
 func (r *RedisProc) end(sig syscall.Signal) {
 	r.t.Helper()
+	if r.script != "" {
+		r.scriptEnd(sig)
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cmd == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/kafkaq"
 	"github.com/sluicehq/sluice/queue/redisq"
@@ -39,6 +40,10 @@ type Config struct {
 	Lease time.Duration
 	// Tenants are the configured tenants, which a consumer always lists.
 	Tenants []string
+	// RedisWait makes the Redis backend's enqueue wait for replicas
+	// (lua.Wait, redisq.ProducerConfig.Wait; zero: no wait). Kafka ignores it: there Kafka's
+	// acknowledgement from the in-sync replicas makes a job durable.
+	RedisWait lua.Wait
 
 	// Redis holds the Redis queues (required by Redis) and, with either
 	// backend, the backlog counters, cancel markers and job states (with
@@ -58,7 +63,7 @@ type Config struct {
 func NewProducer(ctx context.Context, cfg Config) (queue.Producer, error) {
 	switch cfg.Backend {
 	case Redis, "":
-		return redisq.NewProducer(redisq.ProducerConfig{Redis: cfg.Redis, Registerer: cfg.Registerer, Clock: cfg.Clock})
+		return redisq.NewProducer(redisq.ProducerConfig{Redis: cfg.Redis, Registerer: cfg.Registerer, Clock: cfg.Clock, Wait: cfg.RedisWait})
 	case Kafka:
 		return kafkaq.NewProducer(ctx, kafkaq.ProducerConfig{Kafka: cfg.Kafka, Redis: cfg.Redis,
 			Logger: cfg.Logger, Registerer: cfg.Registerer, Clock: cfg.Clock})

@@ -5,9 +5,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/groupcommit"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/internal/batch"
 )
@@ -21,6 +23,8 @@ import (
 type group struct {
 	rdb    redis.UniversalClient
 	commit groupcommit.Group[*groupCall]
+	wait   lua.Wait           // WAIT after the scripts (Replicas 0: none)
+	short  prometheus.Counter // calls failed by a WAIT short of replicas
 
 	sent  atomic.Int64 // pipelines sent (tests and benchmarks read it)
 	calls atomic.Int64 // Enqueue calls they carried
@@ -72,9 +76,12 @@ func (g *group) run(ctx context.Context, calls []*groupCall) {
 			all = append(all, &c.batches[i])
 		}
 	}
-	errs := runScripts(ctx, g.rdb, all)
+	errs := runScripts(ctx, g.rdb, all, g.wait)
 	for _, c := range calls {
 		c.errs, errs = errs[:len(c.batches)], errs[len(c.batches):]
+		if g.short != nil && waitShort(c.errs) {
+			g.short.Inc()
+		}
 		close(c.done)
 	}
 }

@@ -39,6 +39,10 @@ type ProducerConfig struct {
 	// Clock gives a job's enqueued_at when the caller left it zero (default
 	// clock.Real).
 	Clock clock.Clock
+	// Wait, when Wait.Replicas >= 1, makes every enqueue wait until that
+	// many replicas have its writes (lua.Wait; see wait.go). Zero: no
+	// wait.
+	Wait lua.Wait
 }
 
 // Producer queues jobs on Redis: one list per tenant (keys.Queue), each job
@@ -50,7 +54,8 @@ type ProducerConfig struct {
 // see package jobstate).
 //
 // One Enqueue call costs at most one round trip: one EVALSHA per tenant,
-// pipelined (a ClusterClient splits a pipeline by node). Concurrent calls
+// pipelined (a ClusterClient splits a pipeline by node), and with
+// ProducerConfig.Wait a WAIT at the end of the same pipeline. Concurrent calls
 // share pipelines: at most 4 are in flight, and the calls arriving
 // meanwhile leave together in the next one, so under load many calls cost
 // one round trip. A Producer is safe for concurrent use.
@@ -72,11 +77,17 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
+	short, err := waitShortCounter(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	timeout := cfg.EnqueueTimeout
 	if timeout <= 0 {
 		timeout = DefaultEnqueueTimeout
 	}
-	return &Producer{group: newGroup(cfg.Redis, timeout), timeout: timeout, m: m, clock: clock.Or(cfg.Clock)}, nil
+	g := newGroup(cfg.Redis, timeout)
+	g.wait, g.short = cfg.Wait, short
+	return &Producer{group: g, timeout: timeout, m: m, clock: clock.Or(cfg.Clock)}, nil
 }
 
 // Enqueue appends every job to its tenant's list and raises the tenant's
@@ -103,17 +114,23 @@ func (p *Producer) Enqueue(ctx context.Context, jobs []queue.Envelope) (err erro
 }
 
 // runScripts runs one enqueue.lua call per batch in one round trip
-// (lua.Exec, with its NOSCRIPT rule) and returns each batch's error.
-func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*batch.Tenant) []error {
+// (lua.Exec, with its NOSCRIPT rule), followed in the same pipeline by
+// WAIT when wait.Replicas >= 1 (lua.ExecWait), and returns each batch's
+// error.
+func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*batch.Tenant, wait lua.Wait) []error {
 	calls := make([]lua.Call, len(batches))
 	for i, b := range batches {
 		calls[i] = enqueueCall(b)
 	}
+	cmds, waitErr := lua.ExecWait(ctx, rdb, calls, wait)
 	errs := make([]error, len(batches))
-	for i, c := range lua.Exec(ctx, rdb, calls, nil) {
+	for i, c := range cmds {
 		if errs[i] = c.Err(); errs[i] == nil {
 			_, _, errs[i] = parseEnqueue(c.Val())
 		}
+	}
+	if waitErr != nil {
+		shortOfReplicas(errs, waitErr)
 	}
 	return errs
 }

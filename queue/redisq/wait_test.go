@@ -1,0 +1,85 @@
+package redisq
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/queuetest"
+)
+
+// TestProducerWait: with Wait.Replicas 1, an enqueue on a primary whose
+// replica is in sync returns nil, and the WAIT goes in the scripts' own
+// round trip; with no replica it fails with an error wrapping
+// queue.ErrUnavailable and queue.ErrUnknownOutcome, counted in
+// sluice_redis_wait_short_total, while the job is on the primary (so a
+// retry with the same client id must find it).
+func TestProducerWait(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	primary := testenv.StartRedis(t, "--repl-diskless-sync-delay", "0")
+	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	reg := prometheus.NewRegistry()
+	p, err := NewProducer(ProducerConfig{Redis: rdb, Registerer: reg, Wait: lua.Wait{Replicas: 1, Timeout: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := testenv.Name(t, "wait")
+
+	err = p.Enqueue(ctx, []queue.Envelope{queuetest.Job(tenant, "alone", 1)})
+	if !errors.Is(err, queue.ErrUnavailable) || !errors.Is(err, queue.ErrUnknownOutcome) {
+		t.Fatalf("Enqueue without a replica = %v, want ErrUnavailable and ErrUnknownOutcome", err)
+	}
+	if got := testenv.MetricValue(t, reg, "sluice_redis_wait_short_total", nil); got != 1 {
+		t.Errorf("sluice_redis_wait_short_total = %v, want 1", got)
+	}
+	if got := queued(t, rdb, tenant); len(got) != 1 || got[0].ID != "alone" {
+		t.Errorf("queue after the short WAIT = %v, want the job (on the primary, outcome unknown)", got)
+	}
+
+	replica := testenv.StartRedis(t, "--replicaof", "127.0.0.1", portOf(t, primary.Addr()))
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	t.Cleanup(func() { rc.Close() })
+	testenv.WaitFor(t, 10*time.Second, "the replica in sync", func() bool {
+		info, err := rc.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	// Ample: a replica in sync acknowledges within milliseconds.
+	p, err = NewProducer(ProducerConfig{Redis: rdb, Registerer: reg, Wait: lua.Wait{Replicas: 1, Timeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := testenv.CommandCalls(t, rdb, "evalsha", "eval", "wait")
+	for _, id := range []string{"b1", "b2"} {
+		if err := p.Enqueue(ctx, []queue.Envelope{queuetest.Job(tenant, id, 1)}); err != nil {
+			t.Fatalf("Enqueue %s with the replica in sync: %v", id, err)
+		}
+	}
+	if got := testenv.CommandCalls(t, rdb, "evalsha", "eval", "wait") - before; got != 4 {
+		t.Errorf("EVALSHA+EVAL+WAIT calls for two enqueues = %d, want 4 (one script and one WAIT each)", got)
+	}
+	if got := queued(t, rc, tenant); len(got) != 3 {
+		t.Errorf("jobs on the replica = %d, want 3", len(got))
+	}
+	if got := testenv.MetricValue(t, reg, "sluice_redis_wait_short_total", nil); got != 1 {
+		t.Errorf("sluice_redis_wait_short_total = %v after acknowledged enqueues, want still 1", got)
+	}
+}
+
+func portOf(t *testing.T, addr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
