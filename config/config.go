@@ -91,6 +91,13 @@ type Kafka struct {
 	ProduceTimeout time.Duration `mapstructure:"produce_timeout"`
 	// ConsumerGroup is the drainers' consumer group (default sluice-drainer).
 	ConsumerGroup string `mapstructure:"consumer_group"`
+	// InstanceID names a drainer instance across restarts of its process
+	// (default "auto": the host name and the drainer's metrics port, which
+	// a restarted container or process keeps and which differs between
+	// drainers of one host; "none" turns it off). A drainer killed without
+	// leaving the group is removed from it by its restarted process, so the
+	// rebalance does not wait out session_timeout (queue/kafkaq member.go).
+	InstanceID string `mapstructure:"instance_id"`
 	// SessionTimeout is how long the group waits for a silent drainer before
 	// its partitions go to the others (default 10s): shorter, a crashed
 	// drainer's partitions move sooner; longer, a drainer paused by a long

@@ -189,6 +189,7 @@ func TestInvalid(t *testing.T) {
 		{"negative rate", "tenants: {a: {outflow: {rate: -1}}}\n", "tenants.a.outflow.rate: must be > 0 units per second (got -1); to stop delivery, pause the tenant"},
 		{"bad backend", "queue: {backend: rabbit}\n", `queue.backend: must be redis or kafka (got "rabbit")`},
 		{"heartbeat not below the session", "kafka: {session_timeout: 6s, heartbeat_interval: 6s}\n", "kafka.heartbeat_interval: must be > 0 and below kafka.session_timeout 6s (got 6s)"},
+		{"instance id with a space", "kafka: {instance_id: \"a b\"}\n", `kafka.instance_id: must be auto, none or 1 to 128 characters of [A-Za-z0-9._:-], not "." or ".." (got "a b")`},
 		{"session timeout 0", "kafka: {session_timeout: 0s}\n", "kafka.session_timeout: must be from 6s to 30m, the broker's default group.min/max.session.timeout.ms (got 0s)"},
 		{"negative revoke timeout", "kafka: {revoke_timeout: -1s}\n", "kafka.revoke_timeout: must be 0 (the longest target.timeout + 1s) or up to 1h (got -1s)"},
 		{"bad key hash", "tenants: {a: {api_keys: [plain]}}\n", "tenants.a.api_keys[0]: must be \"sha256:\""},

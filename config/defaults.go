@@ -138,6 +138,7 @@ func setDefaults(v *viper.Viper) {
 		"kafka.batch_timeout":        kafkaq.DefaultBatchTimeout,
 		"kafka.produce_timeout":      kafkaq.DefaultProduceTimeout,
 		"kafka.consumer_group":       kafkaq.DefaultConsumerGroup,
+		"kafka.instance_id":          "auto",
 		"kafka.session_timeout":      kafkaq.DefaultSessionTimeout,
 		"kafka.heartbeat_interval":   kafkaq.DefaultHeartbeat,
 		"kafka.rebalance_timeout":    kafkaq.DefaultRebalanceTimeout,

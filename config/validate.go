@@ -111,6 +111,9 @@ func (c *Config) validateQueue(bad badFunc) {
 	if c.Kafka.ConsumerGroup == "" {
 		bad("kafka.consumer_group", "must not be empty")
 	}
+	if id := c.Kafka.InstanceID; id != "auto" && id != "none" && !keys.ValidID(id) {
+		bad("kafka.instance_id", "must be auto, none or %s (got %q)", keys.IDRule, id)
+	}
 	c.Kafka.validateGroup(bad)
 }
 

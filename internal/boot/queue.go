@@ -2,6 +2,8 @@ package boot
 
 import (
 	"log/slog"
+	"net"
+	"os"
 	"sort"
 	"time"
 
@@ -31,7 +33,7 @@ func Queue(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, reg 
 		Kafka: kafkaq.Settings{
 			Brokers: k.Brokers, Topic: k.Topic, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor,
 			DLQTopic: k.DLQTopic, BatchTimeout: k.BatchTimeout, ProduceTimeout: k.ProduceTimeout,
-			ConsumerGroup: k.ConsumerGroup,
+			ConsumerGroup: k.ConsumerGroup, Instance: instance(cfg),
 			Group: kafkaq.GroupTimeouts{SessionTimeout: k.SessionTimeout, HeartbeatInterval: k.HeartbeatInterval,
 				RebalanceTimeout: k.RebalanceTimeout, RevokeTimeout: revokeTimeout(cfg)},
 		},
@@ -39,6 +41,28 @@ func Queue(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, reg 
 		Tenants:   tenants,
 		RedisWait: lua.Wait{Replicas: cfg.Redis.WaitReplicas, Timeout: cfg.Redis.WaitTimeout},
 		Redis:     rdb, Logger: log, Registerer: reg,
+	}
+}
+
+// instance is kafka.instance_id, with "auto" the host name and the port of
+// drainer.listen ("host:8081"; the whole address when it has no port), and
+// "none" empty (off).
+func instance(cfg *config.Config) string {
+	switch id := cfg.Kafka.InstanceID; id {
+	case "none":
+		return ""
+	case "auto", "":
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "localhost"
+		}
+		port := cfg.Drainer.Listen
+		if _, p, err := net.SplitHostPort(port); err == nil {
+			port = p
+		}
+		return host + ":" + port
+	default:
+		return id
 	}
 }
 

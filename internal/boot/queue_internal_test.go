@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -28,5 +29,16 @@ func TestRevokeTimeout(t *testing.T) {
 	cfg.Kafka.RevokeTimeout = 3 * time.Second
 	if got := revokeTimeout(cfg); got != 3*time.Second {
 		t.Errorf("configured revoke timeout = %v, want 3s", got)
+	}
+}
+
+func TestInstance(t *testing.T) {
+	host, _ := os.Hostname()
+	for id, want := range map[string]string{"auto": host + ":8081", "none": "", "drainer-3": "drainer-3"} {
+		cfg := &config.Config{}
+		cfg.Kafka.InstanceID, cfg.Drainer.Listen = id, "127.0.0.1:8081"
+		if got := instance(cfg); got != want {
+			t.Errorf("instance(%q) = %q, want %q", id, got, want)
+		}
 	}
 }

@@ -164,6 +164,7 @@ func (c *ConsumerConfig) defaults() error {
 // Run drives the group; Claim, Extend, Finish, Defer, Release and Tenants
 // (queue.Consumer) are safe for concurrent use while it runs.
 type Consumer struct {
+	member    *memberRecord // nil without ConsumerConfig.Instance
 	cfg       ConsumerConfig
 	client    *kafka.Client
 	transport *kafka.Transport
@@ -210,7 +211,8 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return &Consumer{
-		cfg: cfg, client: client, transport: transport, dlq: dlq, rdb: cfg.Redis,
+		member: newMemberRecord(cfg.Kafka.ConsumerGroup, cfg.Kafka.Instance),
+		cfg:    cfg, client: client, transport: transport, dlq: dlq, rdb: cfg.Redis,
 		log: log, clock: clock.Or(cfg.Clock), m: m, prefix: hex.EncodeToString(b),
 		tenants: map[string]*tenantQueue{}, claimed: map[*queue.Claimed]*entry{},
 		settled: make(chan struct{}, 1),
@@ -230,6 +232,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer c.transport.CloseIdleConnections()
 	k := c.cfg.Kafka
+	c.removePredecessor(ctx)
+	// The record outlives ctx until the group is left, then is deleted.
+	recordCtx, stopRecord := context.WithCancel(context.WithoutCancel(ctx))
+	recorded := make(chan struct{})
+	go func() { defer close(recorded); c.keepMemberRecord(recordCtx) }()
+	defer func() { stopRecord(); <-recorded }()
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: k.ConsumerGroup, Brokers: k.Brokers, Topics: []string{k.Topic},
 		StartOffset:       kafka.FirstOffset,

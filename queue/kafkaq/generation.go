@@ -20,6 +20,9 @@ import (
 // It is the generation's only Start func, so it returns only then.
 func (c *Consumer) runGeneration(genCtx context.Context, gen *kafka.Generation) {
 	assigned := gen.Assignments[c.cfg.Kafka.Topic]
+	if c.member != nil {
+		c.member.member.Store(&gen.MemberID)
+	}
 	ctx, cancel := context.WithCancel(genCtx)
 	defer cancel()
 	parts := c.startPartitions(ctx, gen, assigned)

@@ -16,6 +16,8 @@ type consumerMetrics struct {
 	errors    *prometheus.CounterVec // op
 	redisErrs *prometheus.CounterVec // op
 	overflows prometheus.Counter
+
+	predecessors prometheus.Counter
 }
 
 // newConsumerMetrics registers (or finds) the consumer's metrics:
@@ -26,6 +28,7 @@ type consumerMetrics struct {
 //	sluice_kafka_errors_total{op}                   fetch, commit, list_offsets, offset_fetch, join, dlq
 //	sluice_kafka_lane_overflows_total               times a tenant's FIFO reached MaxTenantJobs
 //	sluice_redis_errors_total{op}                   backlog_decr, cancel_check
+//	sluice_kafka_predecessors_removed_total         previous members of this instance removed at start (member.go)
 func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	var m consumerMetrics
 	var err error
@@ -63,6 +66,12 @@ func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	if m.overflows, err = metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_kafka_lane_overflows_total",
 		Help: "Times a tenant's FIFO in a partition reached its bound; its later jobs were left in Kafka to be read again.",
+	})); err != nil {
+		return nil, err
+	}
+	if m.predecessors, err = metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_kafka_predecessors_removed_total",
+		Help: "Consumer-group members of this drainer instance's previous process (killed without leaving) removed from the group at start, so the rebalance does not wait out their session.",
 	})); err != nil {
 		return nil, err
 	}

@@ -44,6 +44,12 @@ type Settings struct {
 	// ConsumerGroup is the drainers' consumer group (default
 	// DefaultConsumerGroup).
 	ConsumerGroup string
+	// Instance names this drainer instance, stable across restarts of its
+	// process and unique among the live ones (internal/boot: the
+	// configured kafka.instance_id, else host name and metrics port). When
+	// set, a restarted consumer removes its killed predecessor's member
+	// from the group at start (member.go). Empty turns that off.
+	Instance string
 	// Group holds the consumer group's timeouts; a ConsumerConfig's own
 	// fields of the same names win, and zero ones take the defaults.
 	Group GroupTimeouts
