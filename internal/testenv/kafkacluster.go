@@ -25,11 +25,12 @@ import (
 // 3 times and default.replication.factor is 3; min.insync.replicas is the
 // broker default (1), so a topic that needs 2 says so itself.
 //
-// Timing, measured on two cores shared with other tests: StartKafkaCluster(t,
-// 3) takes ≈10 s (the nodes start in parallel: launched together, then each
-// awaited; about what one broker takes, as the JVMs mostly wait for each
-// other's quorum), a node's restart after Kill ≈6 s. Call the methods from
-// the test goroutine; they fail the test on error.
+// Timing, measured on two cores shared with other tests and brokers:
+// StartKafkaCluster(t, 3) takes 10-16 s (the nodes start in parallel:
+// launched together, then each awaited, so about what one broker takes on a
+// busy machine), a node's restart after Kill 5-9 s, two nodes' restart in
+// parallel 9-14 s. Call the methods from the test goroutine; they fail the
+// test on error.
 type KafkaCluster struct {
 	t     testing.TB
 	nodes []*KafkaProc
