@@ -603,9 +603,12 @@ cmd_up() {
 	log "all up in $((SECONDS - start)) s"
 }
 
+# cmd_down stops the nodes of a Kafka cluster all at once: stopped one at a time,
+# the last ones wait in vain for a controller quorum to shut down cleanly.
 cmd_down() {
 	local i
-	for ((i = 0; i < KAFKA_BROKERS; i++)); do kafka_stop "$(shared_kafka_dir "$i")"; done
+	for ((i = 0; i < KAFKA_BROKERS; i++)); do kafka_stop "$(shared_kafka_dir "$i")" & done
+	wait
 	cluster_down
 	redis_stop "$RUN/redis-$REDIS_PORT" term "$HOST:$REDIS_PORT"
 }
