@@ -2,6 +2,7 @@ package kafkaclustertest
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
 // Bounds of the test, generous against the figures it logs (on two busy
@@ -38,6 +41,8 @@ const (
 //     replicas: every job sent after the kill and answered before the
 //     restart is a 503 + Retry-After; after the restart 202s return within
 //     restartBound.
+//   - not-enough-replicas: the producer's NOT_ENOUGH_REPLICAS is
+//     queue.ErrUnavailable (see notEnoughReplicas).
 func TestKafkaClusterFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node Kafka cluster and kills its nodes (≈80 s)")
@@ -56,6 +61,7 @@ func TestKafkaClusterFaults(t *testing.T) {
 		st.killOne(t, c, "controller", func() int { return waitIndex(t, "the active controller", c.ActiveController) })
 	})
 	t.Run("min-isr", func(t *testing.T) { st.killFollowers(t, c, topic) })
+	t.Run("not-enough-replicas", func(t *testing.T) { notEnoughReplicas(t, c, st) })
 }
 
 // killOne runs a scenario that SIGKILLs the node pick returns under load.
@@ -162,4 +168,39 @@ func checkReplication(t *testing.T, c *testenv.KafkaCluster, topic string) {
 	if v := dc.Resources[0].ConfigEntries[0].ConfigValue; v != strconv.Itoa(2) {
 		t.Errorf("topic %s: min.insync.replicas %s, want 2 (kafka.min_insync_replicas 0 = 2 from 3 replicas)", topic, v)
 	}
+}
+
+// notEnoughReplicas: on a topic with 3 replicas and min.insync.replicas 3,
+// one follower's SIGKILL leaves 2 in sync once the controller has fenced it:
+// the leader refuses acks=all writes with NOT_ENOUGH_REPLICAS, and Enqueue
+// returns that wrapped in queue.ErrUnavailable (ingest's 503 + Retry-After).
+// (A single broker cannot show it: Kafka caps the effective min ISR at the
+// replication factor.)
+func notEnoughReplicas(t *testing.T, c *testenv.KafkaCluster, st *stack) {
+	k := st.bcfg.Kafka
+	k.Topic, k.ReplicationFactor, k.MinInsyncReplicas, k.ProduceTimeout = testenv.Name(t, "isr3"), 3, 3, time.Second
+	p, err := kafkaq.NewProducer(t.Context(), kafkaq.ProducerConfig{Kafka: k})
+	if err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	defer p.Close()
+	job := func(id string) []queue.Envelope {
+		return []queue.Envelope{{ID: id, Tenant: st.tenant, Type: "t", Cost: 1}}
+	}
+	// A new topic's followers take a moment to join its ISR.
+	testenv.WaitFor(t, 20*time.Second, "an enqueue with 3 of 3 in sync", func() bool {
+		return p.Enqueue(t.Context(), job("isr-before")) == nil
+	})
+	leader := waitIndex(t, "the leader of "+k.Topic, func() int { return c.LeaderOf(k.Topic, 0) })
+	c.Node((leader + 1) % 3).Kill()
+	killed := time.Now()
+	var last error
+	testenv.WaitFor(t, 20*time.Second, "NOT_ENOUGH_REPLICAS", func() bool {
+		last = p.Enqueue(t.Context(), job("isr-after"))
+		return errors.Is(last, kafka.NotEnoughReplicas)
+	})
+	if !errors.Is(last, queue.ErrUnavailable) {
+		t.Errorf("enqueue with 2 of 3 in sync: %v; want it to wrap queue.ErrUnavailable", last)
+	}
+	t.Logf("not-enough-replicas: node %d killed; %v later: %v", (leader+1)%3, time.Since(killed).Round(time.Millisecond), last)
 }
