@@ -69,7 +69,8 @@ func (st *stack) killOne(t *testing.T, c *testenv.KafkaCluster, name string, pic
 	l := st.startLoad(name)
 	time.Sleep(2 * time.Second)
 	node := pick()
-	t.Logf("%s: SIGKILL node %d (partition leader %d, active controller %d)", name, node, c.LeaderOf(st.bcfg.Kafka.Topic, 0), c.ActiveController())
+	t.Logf("%s: SIGKILL node %d (partition leader %d, active controller %d, group coordinator %d)", name, node,
+		c.LeaderOf(st.bcfg.Kafka.Topic, 0), c.ActiveController(), c.LeaderOf("__consumer_offsets", 0))
 	c.Node(node).Kill()
 	killed := time.Now() // the node has exited: a job sent from now on cannot reach it
 	var back answer
@@ -84,7 +85,11 @@ func (st *stack) killOne(t *testing.T, c *testenv.KafkaCluster, name string, pic
 	c.StartNodes(node)
 	time.Sleep(time.Second)
 	answers := l.finish()
-	logTally(t, name, st.check(t, answers), recovered)
+	tl := st.check(t, answers)
+	if at, ok := st.sink.firstDelivery(answers, killed); ok {
+		t.Logf("%s: the drainers delivered a job sent after the SIGKILL %v after it", name, at.Sub(killed).Round(10*time.Millisecond))
+	}
+	logTally(t, name, tl, recovered)
 }
 
 // killFollowers runs the min-isr scenario: the leader of topic's partition

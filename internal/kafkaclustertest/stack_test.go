@@ -26,23 +26,41 @@ import (
 
 const apiKey = "kcluster-key"
 
-// sink counts the deliveries of each job id.
+// sink counts the deliveries of each job id and notes the first one's time.
 type sink struct {
-	mu  sync.Mutex
-	got map[string]int
-	srv *httptest.Server
+	mu    sync.Mutex
+	got   map[string]int
+	first map[string]time.Time
+	srv   *httptest.Server
 }
 
 func newSink(t *testing.T) *sink {
-	s := &sink{got: map[string]int{}}
+	s := &sink{got: map[string]int{}, first: map[string]time.Time{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		id := r.Header.Get("Sluice-Job-Id")
 		s.mu.Lock()
-		s.got[r.Header.Get("Sluice-Job-Id")]++
+		if s.got[id]++; s.got[id] == 1 {
+			s.first[id] = time.Now()
+		}
 		s.mu.Unlock()
 	}))
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// firstDelivery returns the time of the first delivery of a job sent at or
+// after from, among answers.
+func (s *sink) firstDelivery(answers []answer, from time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first time.Time
+	for _, a := range answers {
+		if at, ok := s.first[a.id]; ok && !a.sent.Before(from) && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // deliveries returns a copy of the delivery count of every id.
