@@ -38,12 +38,11 @@
 #
 # Environment (defaults in brackets):
 #   SLUICE_REDIS_PORT [6379]  SLUICE_REDIS_CLUSTER_PORT [7000, uses it and the next two]
-#   SLUICE_KAFKA_BROKERS [1; a count, or a comma list of brokers whose length is the count]
-#     N > 1: up/status/down/env handle N nodes on SLUICE_KAFKA_PORT..+N-1 with controllers on
-#     SLUICE_KAFKA_CONTROLLER_PORT..+N-1 (default SLUICE_KAFKA_PORT+100), data in
-#     <run>/kafka-cluster-<port>; env then prints every broker in SLUICE_TEST_KAFKA. The same
-#     variable is config's override of kafka.brokers (a list): give the count on the
-#     services.sh command line only, do not export it to ingest, the drainer or the tests.
+#   SLUICE_KAFKA_BROKERS [1; N, 1..9] N > 1: up/status/down/env handle N nodes on
+#     SLUICE_KAFKA_PORT..+N-1 with controllers on SLUICE_KAFKA_CONTROLLER_PORT..+N-1 (default
+#     SLUICE_KAFKA_PORT+100), data in <run>/kafka-cluster-<port>; env then prints every broker
+#     in SLUICE_TEST_KAFKA. The same variable is config's override of kafka.brokers: a value
+#     with ':' or ',' (a broker list) counts as 1 here, and make test runs the tests without it.
 #   SLUICE_KAFKA_PORT [9092]  SLUICE_KAFKA_CONTROLLER_PORT [9093; 9192 when N > 1]
 #   SLUICE_KAFKA_VERSION [4.4.0; a 4.x release]  SLUICE_LOG4J_VERSION [2.25.5, the log4j-api of that Kafka]
 #   SLUICE_KAFKA_HEAP [-Xms256m -Xmx1g; -Xms128m -Xmx384m for a node of a cluster]
@@ -69,11 +68,9 @@ CLUSTER_PORTS=("$CLUSTER_PORT" "$((CLUSTER_PORT + 1))" "$((CLUSTER_PORT + 2))")
 RUN=${SLUICE_RUN_DIR:-$CACHE/run}
 KAFKA_PORT=${SLUICE_KAFKA_PORT:-9092}
 KAFKA_BROKERS=${SLUICE_KAFKA_BROKERS:-1}
-if [[ $KAFKA_BROKERS == *[:,]* ]]; then
-	KAFKA_BROKERS=$(tr ',' '\n' <<<"$KAFKA_BROKERS" | grep -c .)
-fi
+[[ $KAFKA_BROKERS == *[:,]* ]] && KAFKA_BROKERS=1 # config's broker list, not a count
 [[ $KAFKA_BROKERS =~ ^[1-9]$ ]] || {
-	echo "services: error: SLUICE_KAFKA_BROKERS must be 1..9 (or a list of that many brokers), got '$KAFKA_BROKERS'" >&2
+	echo "services: error: SLUICE_KAFKA_BROKERS must be a count, 1..9 (got '$KAFKA_BROKERS')" >&2
 	exit 1
 }
 if ((KAFKA_BROKERS == 1)); then
