@@ -21,8 +21,10 @@ SHELL := bash
 
 GO ?= go
 SERVICES := bash deploy/local/services.sh
-# The SLUICE_TEST_* addresses of the running services, for the tests.
-TEST_ENV = env $$($(SERVICES) env)
+# The SLUICE_TEST_* addresses of the running services, for the tests; without
+# SLUICE_KAFKA_BROKERS, which services.sh reads as a node count
+# (SLUICE_KAFKA_BROKERS=3 make test) and config as the kafka.brokers list.
+TEST_ENV = env -u SLUICE_KAFKA_BROKERS $$($(SERVICES) env)
 
 PKGS ?= ./...
 TEST_FLAGS ?= -race -count=1 -timeout 15m

@@ -78,8 +78,19 @@ type Kafka struct {
 	Topic string `mapstructure:"topic"`
 	// Partitions is used when the topic is created (default 12).
 	Partitions int `mapstructure:"partitions"`
-	// ReplicationFactor is used when the topic is created (default 1).
+	// ReplicationFactor is used when sluice creates its topics (the jobs
+	// topic and the DLQ topic): 0, the default, is min(3, the brokers in
+	// the cluster's metadata); at most 32. An existing topic is kept as it
+	// is; one with fewer replicas is logged as a warning at start.
 	ReplicationFactor int `mapstructure:"replication_factor"`
+	// MinInsyncReplicas is the created topics' min.insync.replicas, how
+	// many replicas must hold a job before it is acknowledged (acks=all):
+	// with fewer in sync, an enqueue is answered 503 + Retry-After, never
+	// 202. 0, the default, is 2 when the replication factor is 3 or more
+	// (a 202 survives the loss of any one broker, and writes go on with one
+	// broker down), else the broker's default; at most the replication
+	// factor.
+	MinInsyncReplicas int `mapstructure:"min_insync_replicas"`
 	// DLQTopic receives dead jobs (default sluice.dlq).
 	DLQTopic string `mapstructure:"dlq_topic"`
 	// BatchTimeout is the longest a produce waits for a batch to fill

@@ -51,6 +51,10 @@ func TestLoadDefaultsOnly(t *testing.T) {
 	if cfg.Redis.Addr != "127.0.0.1:6379" || cfg.Queue.Backend != "redis" || cfg.Ingest.MaxBodyBytes != 1<<20 {
 		t.Errorf("defaults = %+v", cfg)
 	}
+	if k := cfg.Kafka; k.ReplicationFactor != 0 || k.MinInsyncReplicas != 0 {
+		t.Errorf("kafka.replication_factor %d, min_insync_replicas %d; want 0 and 0 (auto: min(3, brokers); 2 from 3 replicas)",
+			k.ReplicationFactor, k.MinInsyncReplicas)
+	}
 	in := cfg.Ingest
 	got := []any{in.ReadHeaderTimeout, in.BodyTimeout, in.WriteTimeout, in.IdleTimeout, in.MaxHeaderBytes}
 	want := []any{10 * time.Second, 30 * time.Second, 10 * time.Second, 2 * time.Minute, 64 << 10}
@@ -92,6 +96,8 @@ func TestEnvOverrides(t *testing.T) {
 	t.Setenv("SLUICE_QUEUE_BACKEND", "kafka")
 	t.Setenv("SLUICE_KAFKA_BROKERS", "127.0.0.1:1,127.0.0.1:2")
 	t.Setenv("SLUICE_INGEST_SHUTDOWN_TIMEOUT", "3s")
+	t.Setenv("SLUICE_KAFKA_REPLICATION_FACTOR", "3")
+	t.Setenv("SLUICE_KAFKA_MIN_INSYNC_REPLICAS", "2")
 	cfg, err := config.Parse([]byte("redis: {addr: 127.0.0.1:6379}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +110,9 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	if cfg.Queue.Backend != "kafka" || cfg.Ingest.ShutdownTimeout != 3*time.Second {
 		t.Errorf("backend %q shutdown %s", cfg.Queue.Backend, cfg.Ingest.ShutdownTimeout)
+	}
+	if got := [2]int{cfg.Kafka.ReplicationFactor, cfg.Kafka.MinInsyncReplicas}; got != [2]int{3, 2} {
+		t.Errorf("kafka.replication_factor, min_insync_replicas = %v, want the env values [3 2]", got)
 	}
 }
 
@@ -192,6 +201,10 @@ func TestInvalid(t *testing.T) {
 		{"instance id with a space", "kafka: {instance_id: \"a b\"}\n", `kafka.instance_id: must be auto, none or 1 to 128 characters of [A-Za-z0-9._:-], not "." or ".." (got "a b")`},
 		{"session timeout 0", "kafka: {session_timeout: 0s}\n", "kafka.session_timeout: must be from 6s to 30m, the broker's default group.min/max.session.timeout.ms (got 0s)"},
 		{"negative revoke timeout", "kafka: {revoke_timeout: -1s}\n", "kafka.revoke_timeout: must be 0 (the longest target.timeout + 1s) or up to 1h (got -1s)"},
+		{"negative replication factor", "kafka: {replication_factor: -1}\n", "kafka.replication_factor: must be 0 (min(3, brokers)) to 32 (got -1)"},
+		{"replication factor 33", "kafka: {replication_factor: 33}\n", "kafka.replication_factor: must be 0 (min(3, brokers)) to 32 (got 33)"},
+		{"negative min insync", "kafka: {min_insync_replicas: -1}\n", "kafka.min_insync_replicas: must be 0 (2 when the replication factor is >= 3) to 32 (got -1)"},
+		{"min insync above rf", "kafka: {replication_factor: 2, min_insync_replicas: 3}\n", "kafka.min_insync_replicas: must be at most kafka.replication_factor 2 (got 3)"},
 		{"bad key hash", "tenants: {a: {api_keys: [plain]}}\n", "tenants.a.api_keys[0]: must be \"sha256:\""},
 		{"duplicate key", "tenants: {a: {api_keys: [" + hash + "]}, b: {api_keys: [" + hash + "]}}\n", "same key as"},
 		{"bad tenant id", "tenants: {\"a b\": {}}\n", "tenants.a b: tenant id must be 1 to 64 characters"},

@@ -158,6 +158,10 @@ func setDefaults(v *viper.Viper) {
 		"drainer.backoff_max":        DefaultBackoffMax.String(),
 		"drainer.shutdown_timeout":   DefaultDrainerShutdownTimeout.String(),
 
+		// min.insync.replicas of the topics sluice creates (0: 2 when the
+		// replication factor is 3 or more).
+		"kafka.min_insync_replicas": kafkaq.DefaultMinInsyncReplicas,
+
 		// The HTTP server's bounds on each client.
 		"ingest.read_header_timeout": in.ReadHeaderTimeout,
 		"ingest.body_timeout":        in.BodyTimeout,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
 // nameRe is the shape of an admin name (ingest.admin_tokens); tenant ids and
@@ -103,9 +104,7 @@ func (c *Config) validateQueue(bad badFunc) {
 	if c.Kafka.Partitions < 1 {
 		bad("kafka.partitions", "must be >= 1 (got %d)", c.Kafka.Partitions)
 	}
-	if c.Kafka.ReplicationFactor < 1 {
-		bad("kafka.replication_factor", "must be >= 1 (got %d)", c.Kafka.ReplicationFactor)
-	}
+	c.Kafka.validateReplicas(bad)
 	positiveDur(bad, "kafka.batch_timeout", c.Kafka.BatchTimeout)
 	positiveDur(bad, "kafka.produce_timeout", c.Kafka.ProduceTimeout)
 	if c.Kafka.ConsumerGroup == "" {
@@ -115,6 +114,19 @@ func (c *Config) validateQueue(bad badFunc) {
 		bad("kafka.instance_id", "must be auto, none or %s (got %q)", keys.IDRule, id)
 	}
 	c.Kafka.validateGroup(bad)
+}
+
+// validateReplicas checks the replication settings of the created topics.
+func (k Kafka) validateReplicas(bad badFunc) {
+	if k.ReplicationFactor < 0 || k.ReplicationFactor > kafkaq.MaxReplicationFactor {
+		bad("kafka.replication_factor", "must be 0 (min(3, brokers)) to %d (got %d)", kafkaq.MaxReplicationFactor, k.ReplicationFactor)
+	}
+	switch {
+	case k.MinInsyncReplicas < 0 || k.MinInsyncReplicas > kafkaq.MaxReplicationFactor:
+		bad("kafka.min_insync_replicas", "must be 0 (2 when the replication factor is >= 3) to %d (got %d)", kafkaq.MaxReplicationFactor, k.MinInsyncReplicas)
+	case k.ReplicationFactor > 0 && k.MinInsyncReplicas > k.ReplicationFactor:
+		bad("kafka.min_insync_replicas", "must be at most kafka.replication_factor %d (got %d)", k.ReplicationFactor, k.MinInsyncReplicas)
+	}
 }
 
 // validateGroup checks the consumer group's timeouts.

@@ -5,6 +5,9 @@
 #   Redis          127.0.0.1:6379        standalone, append-only file (appendfsync everysec)
 #   Redis Cluster  127.0.0.1:7000-7002   3 masters, no replicas (test data: a restarted node starts empty)
 #   Kafka          127.0.0.1:9092        single KRaft node, broker+controller (controller 9093)
+#                  127.0.0.1:9092-9094   with SLUICE_KAFKA_BROKERS=3: three combined broker+controller
+#                                        nodes (controllers 9192-9194), one cluster, internal topics with
+#                                        replication factor 3 (transaction state min ISR 2)
 #
 # Usage:
 #   services.sh [up]          start whatever is not running yet and wait until it answers
@@ -17,12 +20,21 @@
 #   services.sh redocly ARGS  run Redocly's CLI (installing it first when missing): make lint-api
 #
 #   services.sh kafka-start --dir D --port P --controller-port C
+#                           [--node-id I --voters "1@127.0.0.1:C1,2@127.0.0.1:C2,..." --cluster-id ID]
 #   services.sh kafka-stop  --dir D [--kill]
 #   services.sh redis-start --dir D --port P
 #   services.sh redis-stop  --dir D [--kill]
 #       a private server in D for a test that stops, kills or restarts it
 #       (internal/testenv StartKafka uses these). Starting again with the same D keeps
-#       the data, as a real restart does.
+#       the data, as a real restart does. With --voters the node is node I of a static
+#       KRaft quorum of combined broker+controller nodes (its --controller-port is its own
+#       entry in the list); every node of one cluster is formatted with the same --cluster-id
+#       (a 22-character Kafka Uuid; default: the one in D/cluster.id, else a new one). For
+#       N >= 3 voters the internal topics get replication factor 3 (__consumer_offsets;
+#       transaction and share state with min ISR 2) and default.replication.factor is 3;
+#       min.insync.replicas stays the broker default (1): sluice sets it on its own topics
+#       (kafka.min_insync_replicas), and tests create replication-factor-1 topics on it.
+#       internal/testenv StartKafkaCluster uses these.
 #
 #   services.sh sentinel-start --dir D --primary-port P --replica-port R --sentinel-ports S1,S2,S3
 #   services.sh sentinel-stop  --dir D [--kill]
@@ -38,12 +50,19 @@
 #
 # Environment (defaults in brackets):
 #   SLUICE_REDIS_PORT [6379]  SLUICE_REDIS_CLUSTER_PORT [7000, uses it and the next two]
-#   SLUICE_KAFKA_PORT [9092]  SLUICE_KAFKA_CONTROLLER_PORT [9093]
+#   SLUICE_KAFKA_BROKERS [1; N, 1..9] N > 1: up/status/down/env handle N nodes on
+#     SLUICE_KAFKA_PORT..+N-1 with controllers on SLUICE_KAFKA_CONTROLLER_PORT..+N-1 (default
+#     SLUICE_KAFKA_PORT+100), data in <run>/kafka-cluster-<port>; env then prints every broker
+#     in SLUICE_TEST_KAFKA. The same variable is config's override of kafka.brokers: a value
+#     with ':' or ',' (a broker list) counts as 1 here, and make test runs the tests without it.
+#   SLUICE_KAFKA_PORT [9092]  SLUICE_KAFKA_CONTROLLER_PORT [9093; 9192 when N > 1]
 #   SLUICE_KAFKA_VERSION [4.4.0; a 4.x release]  SLUICE_LOG4J_VERSION [2.25.5, the log4j-api of that Kafka]
-#   SLUICE_KAFKA_HEAP [-Xms256m -Xmx1g]  SLUICE_KAFKA_LOG_LEVEL [WARN]
+#   SLUICE_KAFKA_HEAP [-Xms256m -Xmx1g; -Xms128m -Xmx384m for a node of a cluster]
+#   SLUICE_KAFKA_LOG_LEVEL [WARN]
 #   SLUICE_KAFKA_JVM_OPTS [none; testenv passes -XX:TieredStopAtLevel=1, which starts
 #     a broker ≈1-3 s faster on a busy 2-core machine but slows it at full load]
 #   SLUICE_KAFKA_START_TIMEOUT [120 seconds]  SLUICE_CACHE_DIR [<repo>/.cache]
+#   SLUICE_RUN_DIR [<cache>/run: the shared servers' data, pid files and logs]
 #   SLUICE_REDOCLY_VERSION [2.77.0; npm @redocly/cli, an exact version]
 #   SLUICE_SENTINEL_MASTER [sluice; the master name of sentinel-start]
 #   SLUICE_SENTINEL_START_TIMEOUT [30 seconds; until the Sentinels agree and the replica syncs]
@@ -51,7 +70,7 @@
 # Missing redis-server, java or mvn are installed with apt-get (root only). Kafka's
 # jars come from Maven Central through deploy/local/kafka/pom.xml and are cached in
 # .cache/kafka/<version>/libs; the broker's log is <dir>/broker.log
-# (.cache/run/kafka-9092/broker.log for the shared one). See docs/adr/0001-kafka-version.md.
+# (.cache/run/kafka-9092/broker.log for the shared one, kafka-cluster-909N for a cluster's). See docs/adr/0001-kafka-version.md.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -60,11 +79,22 @@ HOST=127.0.0.1
 REDIS_PORT=${SLUICE_REDIS_PORT:-6379}
 CLUSTER_PORT=${SLUICE_REDIS_CLUSTER_PORT:-7000}
 CLUSTER_PORTS=("$CLUSTER_PORT" "$((CLUSTER_PORT + 1))" "$((CLUSTER_PORT + 2))")
+RUN=${SLUICE_RUN_DIR:-$CACHE/run}
 KAFKA_PORT=${SLUICE_KAFKA_PORT:-9092}
-KAFKA_CONTROLLER_PORT=${SLUICE_KAFKA_CONTROLLER_PORT:-9093}
+KAFKA_BROKERS=${SLUICE_KAFKA_BROKERS:-1}
+[[ $KAFKA_BROKERS == *[:,]* ]] && KAFKA_BROKERS=1 # config's broker list, not a count
+[[ $KAFKA_BROKERS =~ ^[1-9]$ ]] || {
+	echo "services: error: SLUICE_KAFKA_BROKERS must be a count, 1..9 (got '$KAFKA_BROKERS')" >&2
+	exit 1
+}
+if ((KAFKA_BROKERS == 1)); then
+	KAFKA_CONTROLLER_PORT=${SLUICE_KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}
+else
+	KAFKA_CONTROLLER_PORT=${SLUICE_KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 100))}
+fi
 KAFKA_VERSION=${SLUICE_KAFKA_VERSION:-4.4.0}
 LOG4J_VERSION=${SLUICE_LOG4J_VERSION:-2.25.5}
-KAFKA_HEAP=${SLUICE_KAFKA_HEAP:--Xms256m -Xmx1g}
+KAFKA_HEAP=${SLUICE_KAFKA_HEAP:-}
 KAFKA_JVM_OPTS=${SLUICE_KAFKA_JVM_OPTS:-}
 KAFKA_LOG_LEVEL=${SLUICE_KAFKA_LOG_LEVEL:-WARN}
 KAFKA_START_TIMEOUT=${SLUICE_KAFKA_START_TIMEOUT:-120}
@@ -259,7 +289,7 @@ redis_start() {
 redis_stop() { stop_pid "$1/redis.pid" "redis-server" "redis ${3:-$1}" "${2:-term}"; }
 
 redis_up() {
-	local dir=$CACHE/run/redis-$REDIS_PORT
+	local dir=$RUN/redis-$REDIS_PORT
 	if redis_ping "$REDIS_PORT" && ! pid_of "$dir/redis.pid" redis-server >/dev/null; then
 		log "redis $HOST:$REDIS_PORT: answers PING already (not started by this script); using it"
 		return 0
@@ -289,7 +319,7 @@ cluster_up() {
 	local port dir info i fresh=1 started=0 addrs=()
 	need_redis
 	for port in "${CLUSTER_PORTS[@]}"; do
-		dir=$CACHE/run/redis-cluster-$port
+		dir=$RUN/redis-cluster-$port
 		addrs+=("$HOST:$port")
 		if ! redis_ping "$port"; then
 			rm -rf "$dir/nodes.conf" "$dir/appendonlydir"
@@ -319,7 +349,7 @@ cluster_up() {
 			redis-cli -h "$HOST" -p "$port" cluster reset hard >/dev/null
 		done
 	fi
-	local out=$CACHE/run/redis-cluster-create.log
+	local out=$RUN/redis-cluster-create.log
 	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$out" 2>&1 || {
 		cat "$out" >&2
 		die "redis cluster: create failed"
@@ -338,7 +368,7 @@ cluster_up() {
 cluster_down() {
 	local port
 	for port in "${CLUSTER_PORTS[@]}"; do
-		redis_stop "$CACHE/run/redis-cluster-$port" term "cluster $HOST:$port"
+		redis_stop "$RUN/redis-cluster-$port" term "cluster $HOST:$port"
 	done
 }
 
@@ -521,18 +551,25 @@ build_probe() {
 # kafka_ready PORT [-group]: see deploy/local/kafkaprobe.
 kafka_ready() { "$PROBE" -addr "$HOST:$1" -timeout 2s "${@:2}" 2>/dev/null; }
 
-# write_server_properties DIR PORT CONTROLLER_PORT: a static single-voter quorum,
-# replication factors of 1, no automatic topic creation (tests create their topics),
-# no initial rebalance delay. The broker session is 4 s instead of 9 s: after a
-# SIGKILL the restarted broker cannot register until the controller has fenced its
-# previous incarnation, so a killed broker is back after ≈5-8 s, not ≈14 s.
+# write_server_properties DIR PORT CONTROLLER_PORT [NODE_ID VOTERS]: a static quorum
+# (a single voter, or VOTERS with this node as NODE_ID), internal topics replicated
+# min(3, voters) times (min ISR 2 from 3 voters on), no automatic topic creation
+# (tests create their topics), no initial rebalance delay. The broker session is 4 s
+# instead of 9 s: after a SIGKILL the restarted broker cannot register until the
+# controller has fenced its previous incarnation, so a killed broker is back after
+# ≈5-8 s, not ≈14 s; a fenced broker also leaves every partition's ISR then, so an
+# acks=all write waits no longer for a dead follower. replica.lag.time.max.ms is 10 s
+# instead of 30 s, for a follower that lives but does not fetch.
 write_server_properties() {
-	local dir=$1 port=$2 cport=$3
+	local dir=$1 port=$2 cport=$3 node=${4:-1} voters=${5:-1@$HOST:$3} n rf isr
+	n=$(tr ',' '\n' <<<"$voters" | grep -c .)
+	rf=$((n < 3 ? n : 3))
+	isr=$((rf >= 3 ? 2 : 1))
 	cat >"$dir/server.properties" <<EOF
 # Written by deploy/local/services.sh; rewritten on every start.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@$HOST:$cport
+node.id=$node
+controller.quorum.voters=$voters
 listeners=PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$cport
 advertised.listeners=PLAINTEXT://$HOST:$port
 inter.broker.listener.name=PLAINTEXT
@@ -541,15 +578,17 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=false
-offsets.topic.replication.factor=1
+default.replication.factor=$rf
+offsets.topic.replication.factor=$rf
 offsets.topic.num.partitions=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
 group.initial.rebalance.delay.ms=0
 broker.session.timeout.ms=4000
 broker.heartbeat.interval.ms=500
+replica.lag.time.max.ms=10000
 EOF
 }
 
@@ -564,17 +603,25 @@ new_cluster_id() {
 	echo "$id"
 }
 
-# kafka_start DIR PORT CONTROLLER_PORT: kafka_launch, then kafka_wait.
+# kafka_start DIR PORT CONTROLLER_PORT [NODE_ID VOTERS CLUSTER_ID]: kafka_launch,
+# then kafka_wait.
 kafka_start() {
 	kafka_launch "$@"
 	kafka_wait "$1" "$2"
 }
 
-# kafka_launch DIR PORT CONTROLLER_PORT: fetch the jars and build the probe when
-# missing, format DIR/data once, and start the broker in the background unless it
-# runs already.
+# kafka_launch DIR PORT CONTROLLER_PORT [NODE_ID VOTERS CLUSTER_ID]: fetch the jars
+# and build the probe when missing, format DIR/data once (with CLUSTER_ID when
+# given, else DIR/cluster.id or a new id), and start the node in the background
+# unless it runs already. The heap is SLUICE_KAFKA_HEAP, else -Xms256m -Xmx1g for a
+# single node and -Xms128m -Xmx384m for a node of a quorum of several.
 kafka_launch() {
-	local dir=$1 port=$2 cport=$3 i
+	local dir=$1 port=$2 cport=$3 node=${4:-} voters=${5:-} cid=${6:-} heap=$KAFKA_HEAP i
+	if [[ -z $heap && $voters == *,* ]]; then
+		heap='-Xms128m -Xmx384m'
+	elif [[ -z $heap ]]; then
+		heap='-Xms256m -Xmx1g'
+	fi
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	with_lock fetch-kafka fetch_kafka
@@ -584,10 +631,17 @@ kafka_launch() {
 	if ! pid_of "$dir/kafka.pid" "$dir/server.properties" >/dev/null; then
 		port_open "$port" && die "kafka $HOST:$port: the port is taken by a process this script did not start"
 		port_open "$cport" && die "kafka controller $HOST:$cport: the port is taken by a process this script did not start"
-		write_server_properties "$dir" "$port" "$cport"
+		write_server_properties "$dir" "$port" "$cport" $node ${voters:+"$voters"}
+		if [[ -n $cid && -s $dir/cluster.id && $(<"$dir/cluster.id") != "$cid" ]]; then
+			die "kafka $dir: formatted for cluster $(<"$dir/cluster.id"), not --cluster-id $cid"
+		fi
 		if [[ ! -f $dir/data/meta.properties || $(cat "$dir/version" 2>/dev/null) != "$KAFKA_VERSION" ]]; then
 			rm -rf "$dir/data"
-			[[ -s $dir/cluster.id ]] || new_cluster_id >"$dir/cluster.id"
+			if [[ -n $cid ]]; then
+				echo "$cid" >"$dir/cluster.id"
+			else
+				[[ -s $dir/cluster.id ]] || new_cluster_id >"$dir/cluster.id"
+			fi
 			# A short-lived tool: C1 only and the serial GC halve its start-up time.
 			java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
 				-Dlog4j2.configurationFile="$ROOT/deploy/local/kafka/log4j2.properties" \
@@ -601,9 +655,9 @@ kafka_launch() {
 		echo "=== $(date -u +%FT%TZ) services.sh: starting Kafka $KAFKA_VERSION on $HOST:$port" >>"$dir/broker.log"
 		# setsid: the broker outlives the shell that started it and does not get the
 		# terminal's Ctrl-C; the wrapper writes its own pid, then becomes java.
-		# shellcheck disable=SC2086,SC2016 # KAFKA_HEAP/JVM_OPTS hold several flags; $$ is the wrapper's
+		# shellcheck disable=SC2086,SC2016 # heap/KAFKA_JVM_OPTS hold several flags; $$ is the wrapper's
 		setsid bash -c 'echo $$ >"$0"; exec "$@"' "$dir/kafka.pid" \
-			java $KAFKA_HEAP $KAFKA_JVM_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+			java $heap $KAFKA_JVM_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
 			-Djava.awt.headless=true -Dkafka.logs.dir="$dir" \
 			-Dlog4j2.configurationFile="$ROOT/deploy/local/kafka/log4j2.properties" \
 			-Dsluice.kafka.log.level="$KAFKA_LOG_LEVEL" \
@@ -654,22 +708,65 @@ kafka_stop() {
 
 # ---------------------------------------------------------------- commands
 
-shared_kafka_dir() { echo "$CACHE/run/kafka-$KAFKA_PORT"; }
+# The shared Kafka: node i (0..KAFKA_BROKERS-1) listens on KAFKA_PORT+i, its
+# controller on KAFKA_CONTROLLER_PORT+i. A single node keeps its data in
+# kafka-<port>; the nodes of a cluster in kafka-cluster-<port>, formatted with the
+# one id in kafka-cluster-<first port>.id.
+shared_kafka_dir() {
+	if ((KAFKA_BROKERS == 1)); then
+		echo "$RUN/kafka-$KAFKA_PORT"
+	else
+		echo "$RUN/kafka-cluster-$((KAFKA_PORT + $1))"
+	fi
+}
 
-# cmd_up launches Kafka first, so the JVM boots while the Redis servers start.
+shared_kafka_voters() {
+	local i voters=()
+	for ((i = 0; i < KAFKA_BROKERS; i++)); do voters+=("$((i + 1))@$HOST:$((KAFKA_CONTROLLER_PORT + i))"); done
+	(
+		IFS=,
+		echo "${voters[*]}"
+	)
+}
+
+# shared_kafka_launch launches every node of the shared Kafka without waiting.
+shared_kafka_launch() {
+	local i idfile=$RUN/kafka-cluster-$KAFKA_PORT.id
+	if ((KAFKA_BROKERS == 1)); then
+		kafka_launch "$(shared_kafka_dir 0)" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"
+		return
+	fi
+	mkdir -p "$RUN"
+	[[ -s $idfile ]] || new_cluster_id >"$idfile"
+	for ((i = 0; i < KAFKA_BROKERS; i++)); do
+		kafka_launch "$(shared_kafka_dir "$i")" "$((KAFKA_PORT + i))" "$((KAFKA_CONTROLLER_PORT + i))" \
+			"$((i + 1))" "$(shared_kafka_voters)" "$(<"$idfile")"
+	done
+}
+
+shared_kafka_wait() {
+	local i
+	for ((i = 0; i < KAFKA_BROKERS; i++)); do kafka_wait "$(shared_kafka_dir "$i")" "$((KAFKA_PORT + i))"; done
+}
+
+# cmd_up launches Kafka first, so the JVMs boot while the Redis servers start.
 cmd_up() {
 	local start=$SECONDS
-	kafka_launch "$(shared_kafka_dir)" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"
+	shared_kafka_launch
 	redis_up
 	cluster_up
-	kafka_wait "$(shared_kafka_dir)" "$KAFKA_PORT"
+	shared_kafka_wait
 	log "all up in $((SECONDS - start)) s"
 }
 
+# cmd_down stops the nodes of a Kafka cluster all at once: stopped one at a time,
+# the last ones wait in vain for a controller quorum to shut down cleanly.
 cmd_down() {
-	kafka_stop "$(shared_kafka_dir)"
+	local i
+	for ((i = 0; i < KAFKA_BROKERS; i++)); do kafka_stop "$(shared_kafka_dir "$i")" & done
+	wait
 	cluster_down
-	redis_stop "$CACHE/run/redis-$REDIS_PORT" term "$HOST:$REDIS_PORT"
+	redis_stop "$RUN/redis-$REDIS_PORT" term "$HOST:$REDIS_PORT"
 }
 
 cmd_status() {
@@ -689,20 +786,26 @@ cmd_status() {
 		fi
 	done
 	cluster_ok || rc=1
-	if [[ -x $PROBE ]] && kafka_ready "$KAFKA_PORT"; then
-		echo "kafka          $HOST:$KAFKA_PORT  up"
-	else
-		echo "kafka          $HOST:$KAFKA_PORT  down"
-		rc=1
-	fi
+	for ((port = KAFKA_PORT; port < KAFKA_PORT + KAFKA_BROKERS; port++)); do
+		if [[ -x $PROBE ]] && kafka_ready "$port"; then
+			echo "kafka          $HOST:$port  up"
+		else
+			echo "kafka          $HOST:$port  down"
+			rc=1
+		fi
+	done
 	return $rc
 }
 
 cmd_env() {
-	local port addrs=()
+	local port addrs=() brokers=()
 	for port in "${CLUSTER_PORTS[@]}"; do addrs+=("$HOST:$port"); done
+	for ((port = KAFKA_PORT; port < KAFKA_PORT + KAFKA_BROKERS; port++)); do brokers+=("$HOST:$port"); done
 	echo "SLUICE_TEST_REDIS=$HOST:$REDIS_PORT"
-	echo "SLUICE_TEST_KAFKA=$HOST:$KAFKA_PORT"
+	echo "SLUICE_TEST_KAFKA=$(
+		IFS=,
+		echo "${brokers[*]}"
+	)"
 	echo "SLUICE_TEST_REDIS_CLUSTER=$(
 		IFS=,
 		echo "${addrs[*]}"
@@ -711,23 +814,27 @@ cmd_env() {
 
 cmd_clean() {
 	cmd_down
-	rm -rf "$CACHE/run"
-	log "removed $CACHE/run"
+	rm -rf "$RUN"
+	log "removed $RUN"
 }
 
 usage() {
 	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
 }
 
-# private_args: parse --dir/--port/--controller-port/--kill of the private-server
-# subcommands into OPT_DIR, OPT_PORT, OPT_CPORT, OPT_MODE.
+# private_args: parse --dir/--port/--controller-port/--node-id/--voters/--cluster-id/
+# --kill of the private-server subcommands into OPT_DIR, OPT_PORT, OPT_CPORT,
+# OPT_NODE, OPT_VOTERS, OPT_CID, OPT_MODE.
 private_args() {
-	OPT_DIR='' OPT_PORT='' OPT_CPORT='' OPT_MODE=term
+	OPT_DIR='' OPT_PORT='' OPT_CPORT='' OPT_NODE='' OPT_VOTERS='' OPT_CID='' OPT_MODE=term
 	while (($#)); do
 		case $1 in
 		--dir) OPT_DIR=${2:?--dir needs a value} && shift ;;
 		--port) OPT_PORT=${2:?--port needs a value} && shift ;;
 		--controller-port) OPT_CPORT=${2:?--controller-port needs a value} && shift ;;
+		--node-id) OPT_NODE=${2:?--node-id needs a value} && shift ;;
+		--voters) OPT_VOTERS=${2:?--voters needs a value} && shift ;;
+		--cluster-id) OPT_CID=${2:?--cluster-id needs a value} && shift ;;
 		--kill) OPT_MODE='kill' ;;
 		*) die "unknown option $1" ;;
 		esac
@@ -750,7 +857,11 @@ main() {
 	kafka-start)
 		private_args "$@"
 		[[ -n $OPT_PORT && -n $OPT_CPORT ]] || die "kafka-start needs --port and --controller-port"
-		kafka_start "$OPT_DIR" "$OPT_PORT" "$OPT_CPORT"
+		[[ (-z $OPT_NODE && -z $OPT_VOTERS) || (-n $OPT_NODE && -n $OPT_VOTERS) ]] || die "kafka-start: --node-id and --voters go together"
+		[[ -z $OPT_NODE || ,$OPT_VOTERS, == *",$OPT_NODE@$HOST:$OPT_CPORT,"* ]] ||
+			die "kafka-start: --voters must list $OPT_NODE@$HOST:$OPT_CPORT (--node-id@127.0.0.1:--controller-port)"
+		[[ -z $OPT_CID || $OPT_CID =~ ^[A-Za-z0-9_][A-Za-z0-9_-]{21}$ ]] || die "kafka-start: --cluster-id must be a 22-character Kafka Uuid"
+		kafka_start "$OPT_DIR" "$OPT_PORT" "$OPT_CPORT" "$OPT_NODE" "$OPT_VOTERS" "$OPT_CID"
 		;;
 	kafka-stop)
 		private_args "$@"

@@ -31,7 +31,8 @@ func Queue(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, reg 
 	return backend.Config{
 		Backend: cfg.Queue.Backend,
 		Kafka: kafkaq.Settings{
-			Brokers: k.Brokers, Topic: k.Topic, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor,
+			Brokers: k.Brokers, Topic: k.Topic, Partitions: k.Partitions,
+			ReplicationFactor: k.ReplicationFactor, MinInsyncReplicas: k.MinInsyncReplicas,
 			DLQTopic: k.DLQTopic, BatchTimeout: k.BatchTimeout, ProduceTimeout: k.ProduceTimeout,
 			ConsumerGroup: k.ConsumerGroup, Instance: instance(cfg),
 			Group: kafkaq.GroupTimeouts{SessionTimeout: k.SessionTimeout, HeartbeatInterval: k.HeartbeatInterval,

@@ -1,21 +1,24 @@
 package testenv
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // KafkaProc is a private single-node Kafka (KRaft, broker and controller in one
 // JVM) for one test, started by deploy/local/services.sh kafka-start in a
-// temporary directory on free loopback ports. Its methods inject faults: Stop
-// (SIGTERM, clean shutdown), Kill (SIGKILL) and Start (restart on the same
-// ports with the same data, as a real broker restart).
+// temporary directory on free loopback ports, or one node of a
+// StartKafkaCluster. Its methods inject faults: Stop (SIGTERM, clean
+// shutdown), Kill (SIGKILL), Pause (SIGSTOP) and Resume (SIGCONT), and Start
+// (restart on the same ports with the same data, as a real broker restart).
 //
 // Timing, measured on two cores busy with other builds (load 7-10):
 // StartKafka 7-12 s (format once, JVM start, registration,
@@ -28,6 +31,10 @@ type KafkaProc struct {
 	t           testing.TB
 	script, dir string
 	port, cport int
+	// node, voters and clusterID are set for a node of a cluster
+	// (kafka-start --node-id, --voters, --cluster-id).
+	node              int
+	voters, clusterID string
 }
 
 // StartKafka starts a private broker and returns once it answers a Metadata
@@ -61,8 +68,19 @@ func (k *KafkaProc) LogPath() string { return filepath.Join(k.dir, "broker.log")
 func (k *KafkaProc) Start() {
 	k.t.Helper()
 	start := time.Now()
-	k.run("kafka-start", "--dir", k.dir, "--port", strconv.Itoa(k.port), "--controller-port", strconv.Itoa(k.cport))
+	if err := k.start(); err != nil {
+		k.t.Fatal(err)
+	}
 	k.t.Logf("testenv: kafka on %s ready after %v", k.Addr(), time.Since(start).Round(time.Millisecond))
+}
+
+// start is Start returning its error, for any goroutine.
+func (k *KafkaProc) start() error {
+	args := []string{"kafka-start", "--dir", k.dir, "--port", strconv.Itoa(k.port), "--controller-port", strconv.Itoa(k.cport)}
+	if k.voters != "" {
+		args = append(args, "--node-id", strconv.Itoa(k.node), "--voters", k.voters, "--cluster-id", k.clusterID)
+	}
+	return k.services(args...)
 }
 
 // Stop shuts the broker down cleanly (SIGTERM; SIGKILL after 30 s) and waits
@@ -78,8 +96,46 @@ func (k *KafkaProc) Kill() {
 	k.run("kafka-stop", "--dir", k.dir, "--kill")
 }
 
+// Pause freezes the broker with SIGSTOP: its sockets stay open but nothing
+// answers, as a host that hangs or a long GC pause. Resume ends it.
+func (k *KafkaProc) Pause() {
+	k.t.Helper()
+	k.signal(syscall.SIGSTOP)
+}
+
+// Resume lets a paused broker run again (SIGCONT).
+func (k *KafkaProc) Resume() {
+	k.t.Helper()
+	k.signal(syscall.SIGCONT)
+}
+
+// signal sends sig to the pid in <dir>/kafka.pid (the JVM: the wrapper that
+// wrote it became java).
+func (k *KafkaProc) signal(sig syscall.Signal) {
+	k.t.Helper()
+	b, err := os.ReadFile(filepath.Join(k.dir, "kafka.pid"))
+	if err != nil {
+		k.t.Fatalf("testenv: kafka on %s: %v", k.Addr(), err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err == nil {
+		err = syscall.Kill(pid, sig)
+	}
+	if err != nil {
+		k.t.Fatalf("testenv: kafka on %s: %v to pid %q: %v", k.Addr(), sig, b, err)
+	}
+}
+
 func (k *KafkaProc) run(args ...string) {
 	k.t.Helper()
+	if err := k.services(args...); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// services runs services.sh with args and returns an error holding its output
+// when it fails.
+func (k *KafkaProc) services(args ...string) error {
 	cmd := exec.Command("bash", append([]string{k.script}, args...)...)
 	cmd.Env = os.Environ()
 	if os.Getenv("SLUICE_KAFKA_JVM_OPTS") == "" {
@@ -88,6 +144,7 @@ func (k *KafkaProc) run(args ...string) {
 		cmd.Env = append(cmd.Env, "SLUICE_KAFKA_JVM_OPTS=-XX:TieredStopAtLevel=1")
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		k.t.Fatalf("testenv: services.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("testenv: services.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	return nil
 }

@@ -49,8 +49,11 @@ func TestStartRedis(t *testing.T) {
 }
 
 // TestStartKafka shows that messages acknowledged with acks=all survive a
-// SIGKILL and a clean stop of the private broker, and that it serves again
-// after each restart. It takes ≈20 s, mostly waiting for the restarts.
+// SIGKILL and a clean stop of the private broker, that it serves again
+// after each restart, and that a paused broker answers nothing until it is
+// resumed. It takes ≈20 s, mostly waiting for the restarts. (StartKafkaCluster
+// and its LeaderOf/ActiveController are exercised by
+// internal/kafkaclustertest.)
 func TestStartKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and restarts a Kafka broker (≈20 s)")
@@ -106,6 +109,19 @@ func TestStartKafka(t *testing.T) {
 	if diff := cmp.Diff(want(15), readAll(15)); diff != "" {
 		t.Errorf("after SIGKILL and restart (-want +got):\n%s", diff)
 	}
+	k.Pause()
+	client := &kafka.Client{Addr: kafka.TCP(k.Addr()), Transport: &kafka.Transport{}}
+	metadata := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		return err
+	}
+	if err := metadata(); err == nil {
+		t.Errorf("paused: a Metadata request was answered, want a timeout")
+	}
+	k.Resume()
+	WaitFor(t, 10*time.Second, "a Metadata answer after Resume", func() bool { return metadata() == nil })
 	k.Stop()
 	k.Start()
 	write(15, 20)

@@ -31,12 +31,12 @@ type dlqWriter struct {
 	timeout time.Duration
 }
 
-// newDLQWriter creates cfg.DLQTopic when absent (with cfg.Partitions and
-// cfg.ReplicationFactor) and returns a writer to it whose writes are
+// newDLQWriter creates cfg.DLQTopic when absent (with cfg.Partitions,
+// cfg.ReplicationFactor and cfg.MinInsyncReplicas) and returns a writer to it whose writes are
 // bounded by cfg.ProduceTimeout (cfg has its defaults applied).
 func newDLQWriter(ctx context.Context, client *kafka.Client, cfg Settings) (*dlqWriter, error) {
 	topic, timeout := cfg.DLQTopic, cfg.ProduceTimeout
-	if err := EnsureTopic(ctx, client, topic, cfg.Partitions, cfg.ReplicationFactor, nil); err != nil {
+	if err := EnsureTopic(ctx, client, cfg.topicSpec(topic), nil); err != nil {
 		return nil, err
 	}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})

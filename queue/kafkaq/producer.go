@@ -55,9 +55,9 @@ const (
 
 // ProducerConfig configures a Producer. Every zero field takes its default.
 type ProducerConfig struct {
-	// Kafka is the cluster and topic (Brokers, Topic, Partitions and
-	// ReplicationFactor when the topic is created, BatchTimeout,
-	// ProduceTimeout).
+	// Kafka is the cluster and topic (Brokers, Topic, Partitions,
+	// ReplicationFactor and MinInsyncReplicas when the topic is created,
+	// BatchTimeout, ProduceTimeout).
 	Kafka Settings
 	// Redis receives the backlog counters and job states; nil disables
 	// both.
@@ -119,8 +119,8 @@ type Producer struct {
 	partsExpire atomic.Int64          // unix ns after which partitions is read again
 }
 
-// NewProducer creates cfg.Kafka.Topic with its Partitions and
-// ReplicationFactor when it is absent, waits until every partition has a
+// NewProducer creates cfg.Kafka.Topic with its Partitions,
+// ReplicationFactor and MinInsyncReplicas when it is absent (EnsureTopic), waits until every partition has a
 // leader, and returns a producer writing to it. Start-up errors reaching
 // the brokers wrap queue.ErrUnavailable; the wait is bounded by ctx.
 func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
@@ -147,7 +147,7 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 	if p.m, err = metrics.NewProducer(cfg.Registerer, "kafka"); err != nil {
 		return nil, err
 	}
-	if err := EnsureTopic(ctx, s.client, k.Topic, k.Partitions, k.ReplicationFactor, log); err != nil {
+	if err := EnsureTopic(ctx, s.client, k.topicSpec(k.Topic), log); err != nil {
 		transport.CloseIdleConnections()
 		return nil, err
 	}

@@ -36,12 +36,13 @@ func ExampleNewProducer() {
 }
 
 // ExampleEnsureTopic creates a dead-letter topic the way the producer
-// creates its own: with the configured partitions when it is absent, then
-// waiting for every partition's leader.
+// creates its own: with the configured partitions when it is absent (and
+// the replication factor min(3, brokers), min.insync.replicas 2 from 3
+// replicas on), then waiting for every partition's leader.
 func ExampleEnsureTopic() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := &kafka.Client{Addr: kafka.TCP("127.0.0.1:9092"), Timeout: 5 * time.Second}
-	err := kafkaq.EnsureTopic(ctx, client, "sluice.dlq", 3, 1, slog.Default())
+	err := kafkaq.EnsureTopic(ctx, client, kafkaq.TopicSpec{Name: "sluice.dlq", Partitions: 3}, slog.Default())
 	fmt.Println(err)
 }

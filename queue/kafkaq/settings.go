@@ -14,7 +14,8 @@ const (
 	DefaultDLQTopic          = "sluice.dlq"
 	DefaultConsumerGroup     = "sluice-drainer"
 	DefaultPartitions        = 12
-	DefaultReplicationFactor = 1
+	DefaultReplicationFactor = 0 // auto: min(3, brokers); see TopicSpec
+	DefaultMinInsyncReplicas = 0 // auto: 2 when the replication factor is >= 3
 	DefaultBatchTimeout      = 2 * time.Millisecond
 	DefaultProduceTimeout    = 2 * time.Second
 )
@@ -29,9 +30,14 @@ type Settings struct {
 	// Partitions is used when a topic is created (default
 	// DefaultPartitions).
 	Partitions int
-	// ReplicationFactor is used when a topic is created (default
-	// DefaultReplicationFactor).
+	// ReplicationFactor is used when a topic is created (0, the default:
+	// min(3, brokers in the cluster's metadata); at most
+	// MaxReplicationFactor). See TopicSpec.
 	ReplicationFactor int
+	// MinInsyncReplicas is the created topics' min.insync.replicas (0, the
+	// default: 2 when the replication factor is 3 or more, else the
+	// broker's default); at most the replication factor.
+	MinInsyncReplicas int
 	// DLQTopic receives dead jobs (default DefaultDLQTopic); it must differ
 	// from Topic.
 	DLQTopic string
@@ -70,11 +76,13 @@ func (s Settings) withDefaults() (Settings, error) {
 	setString(&s.Topic, DefaultTopic)
 	setString(&s.DLQTopic, DefaultDLQTopic)
 	setString(&s.ConsumerGroup, DefaultConsumerGroup)
-	if s.Partitions < 0 || s.ReplicationFactor < 0 {
-		return s, fmt.Errorf("kafkaq: partitions (%d) and replication_factor (%d) must be >= 1", s.Partitions, s.ReplicationFactor)
+	if s.Partitions < 0 {
+		return s, fmt.Errorf("kafkaq: partitions (%d) must be >= 1", s.Partitions)
+	}
+	if err := checkReplicas(s.ReplicationFactor, s.MinInsyncReplicas); err != nil {
+		return s, err
 	}
 	setDefault(&s.Partitions, DefaultPartitions)
-	setDefault(&s.ReplicationFactor, DefaultReplicationFactor)
 	setDefault(&s.BatchTimeout, DefaultBatchTimeout)
 	setDefault(&s.ProduceTimeout, DefaultProduceTimeout)
 	if s.DLQTopic == s.Topic {
@@ -86,6 +94,26 @@ func (s Settings) withDefaults() (Settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkReplicas checks a replication factor and min.insync.replicas: each
+// 0 (auto) to MaxReplicationFactor, min.insync.replicas at most an explicit
+// replication factor.
+func checkReplicas(rf, minISR int) error {
+	switch {
+	case rf < 0 || rf > MaxReplicationFactor:
+		return fmt.Errorf("kafkaq: replication_factor must be 0 (min(3, brokers)) to %d (got %d)", MaxReplicationFactor, rf)
+	case minISR < 0 || minISR > MaxReplicationFactor:
+		return fmt.Errorf("kafkaq: min_insync_replicas must be 0 (2 when the replication factor is >= 3) to %d (got %d)", MaxReplicationFactor, minISR)
+	case rf > 0 && minISR > rf:
+		return fmt.Errorf("kafkaq: min_insync_replicas (%d) must be at most replication_factor (%d)", minISR, rf)
+	}
+	return nil
+}
+
+// topicSpec is the spec of one of the backend's topics.
+func (s Settings) topicSpec(name string) TopicSpec {
+	return TopicSpec{Name: name, Partitions: s.Partitions, ReplicationFactor: s.ReplicationFactor, MinInsyncReplicas: s.MinInsyncReplicas}
 }
 
 func setString(v *string, def string) {

@@ -15,7 +15,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -36,15 +38,16 @@ func main() {
 }
 
 // probe returns nil when the broker at addr answers a Metadata request that lists
-// at least one broker and, with group, names a coordinator for a consumer group.
+// it (in a cluster, the others may be listed long before a restarted node has
+// registered) and, with group, names a coordinator for a consumer group.
 func probe(ctx context.Context, addr string, group bool) error {
 	client := &kafka.Client{Addr: kafka.TCP(addr)}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
 	}
-	if len(md.Brokers) == 0 {
-		return fmt.Errorf("metadata: no broker registered yet")
+	if !lists(md.Brokers, addr) {
+		return fmt.Errorf("metadata: %s is not registered yet (%d brokers listed)", addr, len(md.Brokers))
 	}
 	if !group {
 		return nil
@@ -59,4 +62,14 @@ func probe(ctx context.Context, addr string, group bool) error {
 		return fmt.Errorf("find group coordinator: %w", err)
 	}
 	return nil
+}
+
+// lists reports whether brokers holds the one at addr (host:port).
+func lists(brokers []kafka.Broker, addr string) bool {
+	for _, b := range brokers {
+		if net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) == addr {
+			return true
+		}
+	}
+	return false
 }
