@@ -23,6 +23,23 @@ import (
 // reached or did not acknowledge; ingest answers it with 503 + Retry-After.
 var ErrUnavailable = errors.New("queue: backend unavailable")
 
+// ErrUnknownOutcome wraps every Enqueue error after which the jobs may or
+// may not be stored: a produce request sent but not acknowledged in time, a
+// Redis script sent but not answered, WAIT short of its replicas. Such an
+// error wraps ErrUnavailable too (errors.Is holds for both). A caller that
+// enqueues the same envelopes again (same id, same enqueued_at) gets at most
+// one job delivered: the Redis enqueue skips a job already recorded with the
+// same enqueued_at, and a drainer settles a copy of a job already done as a
+// duplicate without delivering it.
+var ErrUnknownOutcome = errors.New("queue: outcome unknown")
+
+// UnknownOutcome marks err, an error from the backend during op after which
+// the write may have happened, as ErrUnknownOutcome and ErrUnavailable:
+// "queue: op: backend unavailable: outcome unknown: err".
+func UnknownOutcome(op string, err error) error {
+	return fmt.Errorf("queue: %s: %w: %w: %w", op, ErrUnavailable, ErrUnknownOutcome, err)
+}
+
 // ErrInvalidJob wraps every error a Producer returns for a job it refuses
 // before talking to the backend (an invalid tenant, no id, a cost below 1, a
 // job larger than the backend accepts). Nothing of that Enqueue call was

@@ -31,6 +31,7 @@ func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, ti
 			job := c.newClaimed(ctx, e, tenant)
 			c.mu.Lock()
 			c.claimed[job] = e
+			c.holdLocked(job)
 			c.mu.Unlock()
 			return job, 0, nil
 		}
@@ -62,7 +63,8 @@ func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, ti
 // decode, or belongs to another tenant, is poison: DecodeErr is set and
 // the envelope holds the id from the message header (or the job's place in
 // the log), the tenant and cost 1. The cancel marker is read from Redis
-// (lua/job_cancelled.lua), with the last heartbeat of a heartbeat job;
+// (lua/job_cancelled.lua), with the last heartbeat of a heartbeat job and
+// whether this very job is done already (queue.Claimed.Duplicate);
 // when Redis fails, or answers something else, the job is handed out as not
 // cancelled and with no beat read (so not lapsed).
 func (c *Consumer) newClaimed(ctx context.Context, e *entry, tenant string) *queue.Claimed {
@@ -90,6 +92,7 @@ func (c *Consumer) newClaimed(ctx context.Context, e *entry, tenant string) *que
 		}
 		if err == nil {
 			job.Cancelled, job.BeatAt, job.Now = r.Cancelled, msTime(r.BeatMS), msTime(r.NowMS)
+			job.Duplicate = queue.SameJob(env, r.DoneMS)
 		}
 		if err != nil && ctx.Err() == nil {
 			c.m.redisErrs.WithLabelValues("cancel_check").Inc()
@@ -129,7 +132,35 @@ func (c *Consumer) takeLocked(job *queue.Claimed) *entry {
 		return nil
 	}
 	delete(c.claimed, job)
+	if job.DecodeErr == nil {
+		k := sameKey(job.Envelope)
+		if c.holding[k]--; c.holding[k] <= 0 {
+			delete(c.holding, k)
+		}
+	}
 	e.fifo.p.claimed--
 	signal(c.settled)
 	return e
+}
+
+// sameKey names one job, a copy of it included: its id and enqueued_at.
+func sameKey(env queue.Envelope) string {
+	return env.ID + "@" + strconv.FormatInt(env.EnqueuedAt.UnixNano(), 10)
+}
+
+// holdLocked counts job among the claimed jobs and marks it a duplicate
+// when another copy of it (the same id and enqueued_at, as two produces of
+// one envelope after an unknown outcome leave) is claimed from this consumer
+// now: that one's delivery settles the job, and since both copies are in
+// one partition, a revoke hands both to the next owner again (the offset
+// window cannot pass the held one).
+func (c *Consumer) holdLocked(job *queue.Claimed) {
+	if job.DecodeErr != nil {
+		return
+	}
+	k := sameKey(job.Envelope)
+	if c.holding[k] > 0 {
+		job.Duplicate = true
+	}
+	c.holding[k]++
 }
