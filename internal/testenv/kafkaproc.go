@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -76,6 +77,35 @@ func (k *KafkaProc) Stop() {
 func (k *KafkaProc) Kill() {
 	k.t.Helper()
 	k.run("kafka-stop", "--dir", k.dir, "--kill")
+}
+
+// Pause freezes the broker (SIGSTOP to the pid in <dir>/kafka.pid): its
+// sockets stay open and what clients send waits in them, as with a hung
+// host; Resume lets it go on.
+func (k *KafkaProc) Pause() {
+	k.t.Helper()
+	k.signal(syscall.SIGSTOP)
+}
+
+// Resume unfreezes a paused broker (SIGCONT).
+func (k *KafkaProc) Resume() {
+	k.t.Helper()
+	k.signal(syscall.SIGCONT)
+}
+
+func (k *KafkaProc) signal(sig syscall.Signal) {
+	k.t.Helper()
+	b, err := os.ReadFile(filepath.Join(k.dir, "kafka.pid"))
+	if err != nil {
+		k.t.Fatalf("testenv: kafka on %s: %v", k.Addr(), err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		k.t.Fatalf("testenv: kafka on %s: pid file: %v", k.Addr(), err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		k.t.Fatalf("testenv: kafka on %s: %v: %v", k.Addr(), sig, err)
+	}
 }
 
 func (k *KafkaProc) run(args ...string) {
