@@ -253,15 +253,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 	lbl := d.label(env.Tenant)
 	st := d.startDelivery(ctx, job)
 	if !st.Deliver {
-		out := queue.Outcome{Dropped: jobstate.Cancelled}
-		if st.Duplicate {
-			d.m.duplicates.WithLabelValues(lbl).Inc()
-			out = queue.Outcome{Duplicate: true}
-		} else {
-			// Cancelled after the claim, while it waited for its turn.
-			d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
-		}
-		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, out) }, "finish")
+		d.dropAtStart(job, st.Duplicate)
 		return
 	}
 	sent := env
@@ -308,6 +300,21 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 		d.m.dispatch.WithLabelValues(lbl, "stopped").Inc()
 		d.settle(job, func(ctx context.Context) error { return c.Release(ctx, job) }, "release")
 	}
+}
+
+// dropAtStart finishes a job whose start found it cancelled after its claim
+// (while it waited for its turn), or done already by another copy
+// (duplicate), unsent; each is counted.
+func (d *Drainer) dropAtStart(job *queue.Claimed, duplicate bool) {
+	lbl := d.label(job.Envelope.Tenant)
+	out := queue.Outcome{Dropped: jobstate.Cancelled}
+	if duplicate {
+		d.m.duplicates.WithLabelValues(lbl).Inc()
+		out = queue.Outcome{Duplicate: true}
+	} else {
+		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
+	}
+	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, out) }, "finish")
 }
 
 // deadLetter builds the dead-letter record of a job's last error, dated by

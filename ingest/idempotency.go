@@ -208,14 +208,8 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 		s.releaseIDs(ctx, snap, ts, sub.reserved)
 		return nil, inProgress(fieldName(jobs[conflict].field, "id"), jobs[conflict].id)
 	}
-	for k, r := range res {
-		if r.state != idemUnknown {
-			continue
-		}
-		if p := s.retryUnknown(ctx, snap, ts.name, jobs, idx[k], r.raw, sub); p != nil {
-			s.giveBack(ctx, snap, ts, sub)
-			return nil, p
-		}
+	if p := s.retryUnknowns(ctx, snap, ts, jobs, idx, res, sub); p != nil {
+		return nil, p
 	}
 	for i := range jobs {
 		if sub.answers[i] == nil {

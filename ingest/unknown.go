@@ -167,6 +167,22 @@ func (s *Server) retryUnknown(ctx context.Context, snap *snapshot, tenant string
 	return nil
 }
 
+// retryUnknowns runs retryUnknown for every reservation of res (of the
+// jobs at idx) that found an unknown record; on the first problem it gives
+// sub's reservations back and returns it.
+func (s *Server) retryUnknowns(ctx context.Context, snap *snapshot, ts *tenantState, jobs []job, idx []int, res []reservation, sub *submission) *problem {
+	for k, r := range res {
+		if r.state != idemUnknown {
+			continue
+		}
+		if p := s.retryUnknown(ctx, snap, ts.name, jobs, idx[k], r.raw, sub); p != nil {
+			s.giveBack(ctx, snap, ts, sub)
+			return p
+		}
+	}
+	return nil
+}
+
 // inProgress is the 409 of an id another request holds.
 func inProgress(field, id string) *problem {
 	p := newProblem(http.StatusConflict, field, fmt.Sprintf(

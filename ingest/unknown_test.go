@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/redisq"
@@ -116,4 +118,75 @@ func byID(jobs []queue.Envelope, id string) queue.Envelope {
 		}
 	}
 	return queue.Envelope{}
+}
+
+// TestUnknownOutcomeBatchRedis: in a batch whose enqueue outcome is unknown
+// each job with an id keeps its id as unknown; the retried batch answers
+// 202 with the same job ids and enqueued_at, and each of them is queued
+// once. While a retry holds an id, another request with it is a 409.
+func TestUnknownOutcomeBatchRedis(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	qrdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 250 * time.Millisecond, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { qrdb.Close() })
+	if err := lua.LoadAll(context.Background(), qrdb); err != nil {
+		t.Fatal(err)
+	}
+	producer, err := redisq.NewProducer(redisq.ProducerConfig{Redis: qrdb, EnqueueTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "unkb")
+	h := startIngest(t, testConfig(t, tenantYAML(tenant, "")), deps{rdb: rdb, producer: producer})
+	body := `{"jobs":[{"type":"t","id":"b1"},{"type":"t","id":"b2","payload":[1]}]}`
+	srv.Pause()
+	a := h.post(t, tenant, "/v1/jobs:batch", body)
+	srv.Resume()
+	if a.status != http.StatusServiceUnavailable {
+		t.Fatalf("paused queue: %d %s, want 503", a.status, a.body)
+	}
+	testenv.WaitFor(t, 5*time.Second, "the first copies queued after the resume", func() bool {
+		return len(queued(t, qrdb, tenant)) == 2
+	})
+	first := queued(t, qrdb, tenant)
+
+	// A retry in progress holds the id: mark b2's record held.
+	ctx := context.Background()
+	k := keys.Idempotency(tenant, "b2")
+	raw, err := rdb.Get(ctx, k).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	_ = json.Unmarshal([]byte(raw), &rec)
+	rec["held_until"] = time.Now().Add(time.Minute).UnixMilli()
+	held, _ := json.Marshal(rec)
+	rdb.Set(ctx, k, held, time.Hour)
+	if a := h.post(t, tenant, "/v1/jobs:batch", body); a.status != http.StatusConflict || a.header.Get("Retry-After") != "1" {
+		t.Errorf("batch while b2 is held: %d %s, want 409 + Retry-After 1", a.status, a.body)
+	}
+	rdb.Set(ctx, k, raw, time.Hour)
+
+	a = h.post(t, tenant, "/v1/jobs:batch", body)
+	if a.status != http.StatusAccepted {
+		t.Fatalf("retried batch: %d %s, want 202", a.status, a.body)
+	}
+	var got struct {
+		Jobs []struct {
+			JobID      string    `json:"job_id"`
+			EnqueuedAt time.Time `json:"enqueued_at"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(a.body, &got); err != nil || len(got.Jobs) != 2 {
+		t.Fatalf("batch answer %s: %v", a.body, err)
+	}
+	for _, j := range got.Jobs {
+		if q := byID(first, j.JobID); q.ID == "" || !q.EnqueuedAt.Equal(j.EnqueuedAt) {
+			t.Errorf("answered %s at %v, want the first copy's enqueued_at (%+v)", j.JobID, j.EnqueuedAt, q)
+		}
+	}
+	if n := len(queued(t, qrdb, tenant)); n != 2 {
+		t.Errorf("queue holds %d jobs after the retried batch, want 2 (each job once)", n)
+	}
 }
