@@ -35,7 +35,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 // Everything up to the cost check needs no Redis, so a request it refuses
 // writes nothing (the limit-state headers of the answer are read by a dry
 // run that writes nothing either). Every refusal after the reservation
-// releases it, so the client can retry with the same ids. The body has
+// releases it, so the client can retry with the same ids, except a 503
+// whose enqueue outcome is unknown, which keeps them as unknown
+// (unknown.go). The body has
 // ingest.body_timeout to arrive, and the answer ingest.write_timeout after
 // it (body.go).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
