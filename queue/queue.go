@@ -89,7 +89,7 @@ type Consumer interface {
 	// Finish ends a job as out says (delivered, dropped unsent, or dead),
 	// writes the dead-letter record of a dead one, lowers the tenant's
 	// backlog by the job's cost and records the job's state (out.State;
-	// package jobstate). It returns ErrLeaseLost when the job's claim was
+	// package jobstate; nothing for a duplicate, Outcome.Duplicate). It returns ErrLeaseLost when the job's claim was
 	// lost meanwhile.
 	Finish(ctx context.Context, job *Claimed, out Outcome) error
 	// Defer holds the job aside for r.Delay and then hands it out again as
