@@ -31,7 +31,7 @@ func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, ti
 			job := c.newClaimed(ctx, e, tenant)
 			c.mu.Lock()
 			c.claimed[job] = e
-			c.holdLocked(job)
+			c.holdLocked(job, e)
 			c.mu.Unlock()
 			return job, 0, nil
 		}
@@ -132,11 +132,8 @@ func (c *Consumer) takeLocked(job *queue.Claimed) *entry {
 		return nil
 	}
 	delete(c.claimed, job)
-	if job.DecodeErr == nil {
-		k := sameKey(job.Envelope)
-		if c.holding[k]--; c.holding[k] <= 0 {
-			delete(c.holding, k)
-		}
+	if k := sameKey(job.Envelope); c.holding[k] == job {
+		delete(c.holding, k)
 	}
 	e.fifo.p.claimed--
 	signal(c.settled)
@@ -148,19 +145,24 @@ func sameKey(env queue.Envelope) string {
 	return env.ID + "@" + strconv.FormatInt(env.EnqueuedAt.UnixNano(), 10)
 }
 
-// holdLocked counts job among the claimed jobs and marks it a duplicate
-// when another copy of it (the same id and enqueued_at, as two produces of
-// one envelope after an unknown outcome leave) is claimed from this consumer
-// now: that one's delivery settles the job, and since both copies are in
-// one partition, a revoke hands both to the next owner again (the offset
-// window cannot pass the held one).
-func (c *Consumer) holdLocked(job *queue.Claimed) {
+// holdLocked marks job, claimed from entry e, a duplicate when another copy
+// of it (the same id and enqueued_at, as two produces of one envelope after
+// an unknown outcome leave) is claimed now from the same partition in the
+// same generation, still active: that one's delivery settles the job, and a
+// revoke hands both to the next owner again (the offset window cannot pass
+// the held one). A copy held from an earlier generation (a delivery the
+// revoke wait gave up on) does not count: it may still fail. Otherwise job
+// becomes the holder of its key.
+func (c *Consumer) holdLocked(job *queue.Claimed, e *entry) {
 	if job.DecodeErr != nil {
 		return
 	}
 	k := sameKey(job.Envelope)
-	if c.holding[k] > 0 {
-		job.Duplicate = true
+	if h, ok := c.holding[k]; ok {
+		if he := c.claimed[h]; he != nil && he.fifo.p == e.fifo.p && e.fifo.p.state == partActive {
+			job.Duplicate = true
+			return
+		}
 	}
-	c.holding[k]++
+	c.holding[k] = job
 }
