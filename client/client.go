@@ -2,8 +2,12 @@
 // client etiquette: on 429 or 503 it waits as long as Retry-After says when
 // the server says it, otherwise it backs off exponentially with full jitter
 // under a cap, and it gives up after a bounded number of tries. Submissions
-// carry a job id, generated when the caller gives none, so a retry after an
-// unclear failure is deduplicated by the server instead of enqueued twice.
+// carry a job id, generated when the caller gives none, and a retry sends
+// the same body with the same id, so a retry after an unclear failure is
+// deduplicated by the server instead of enqueued twice: also after a 503
+// whose enqueue outcome is unknown (the job may be queued), where the server
+// keeps the id and enqueues the same job (same job id and enqueued_at), and a
+// drainer delivers it once.
 package client
 
 import (

@@ -40,14 +40,20 @@ type stack struct {
 	outflow config.Outflow
 	prod    queue.Producer
 
+	// hold, when set, runs first in the stack's handler; a non-nil error is
+	// the delivery's.
+	hold func(ctx context.Context, job queue.Envelope) error
+
 	mu   sync.Mutex
 	seen []delivered
 }
 
-// delivered is one job the stack's handler was given, and when.
+// delivered is one job the stack's handler was given, when, and its
+// Sluice-Attempt (the envelope's Attempt + 1, as HTTPSink sends it).
 type delivered struct {
-	id string
-	at time.Time
+	id      string
+	at      time.Time
+	attempt int
 }
 
 // newStack builds a backend of name for tenant (Kafka: its own topic and
@@ -106,8 +112,12 @@ func (s *stack) start(reg *prometheus.Registry) (stop func()) {
 	}
 	h := drainer.HandlerFunc(func(ctx context.Context, job queue.Envelope) error {
 		s.mu.Lock()
-		s.seen = append(s.seen, delivered{id: job.ID, at: time.Now()})
+		s.seen = append(s.seen, delivered{id: job.ID, at: time.Now(), attempt: job.Attempt + 1})
+		hold := s.hold
 		s.mu.Unlock()
+		if hold != nil {
+			return hold(ctx, job)
+		}
 		return nil
 	})
 	d, err := drainer.New(drainer.Config{Consumer: c, Redis: s.rdb, Settings: settings(), Handler: h, Scheduler: sc,

@@ -217,7 +217,7 @@ func TestDrainerRetriesAndDeadLetters(t *testing.T) {
 		attempts[d.id[len(tenant)+1:]] = append(attempts[d.id[len(tenant)+1:]], d.attempt)
 	}
 	want := map[string][]string{
-		"busy":   {"1", "1", "1"}, // Retry-After spends no attempt
+		"busy":   {"1", "2", "3"}, // Retry-After spends no attempt of MaxAttempts, but every start counts
 		"flaky":  {"1", "2"},
 		"broken": {"1", "2", "3"}, // MaxAttempts 3
 		"bad":    {"1"},

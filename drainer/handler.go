@@ -23,8 +23,9 @@ import (
 )
 
 // Handler delivers one job to its downstream. sluice's drainer calls it once
-// per attempt; job.Attempt is the number of earlier attempts (0 on the
-// first). Deliveries are at least once: the same job id may arrive again
+// per attempt; job.Attempt is the number of earlier starts of the job (0 on
+// the first), counted in the job's recorded state, so a delivery after a
+// crash, a lost lease or a rebalance counts too. Deliveries are at least once: the same job id may arrive again
 // (after a drainer died, a lease expired or a consumer-group rebalance), so
 // a Handler should treat job.ID as an idempotency key.
 //

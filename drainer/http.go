@@ -28,7 +28,9 @@ type TargetFunc func(tenant, jobType string) (config.Target, bool)
 //
 //	Content-Type:   application/json
 //	Sluice-Job-Id:  the job id (an idempotency key: a job may come twice)
-//	Sluice-Attempt: 1 on the first delivery, 2 on the second, ...
+//	Sluice-Attempt: 1 on the first delivery, 2 on the second, ...: one more
+//	                on every start of the job, whatever ended the one
+//	                before (a failure, a crash, a lost lease, a rebalance)
 //	Sluice-Tenant:  the tenant
 //
 // bounded by the target's Timeout (default config.DefaultTargetTimeout).

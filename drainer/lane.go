@@ -183,6 +183,8 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 }
 
 // dropUnsent finishes a job that must not be sent: poison (dead-lettered),
+// a copy of a job delivered already (queue.Claimed.Duplicate: settled with
+// its state left done, counted in sluice_jobs_duplicate_skipped_total),
 // cancelled, past its deadline, or a heartbeat job whose submitter stopped
 // polling (dropped as expired, reason heartbeat, and counted). It reports
 // whether the job was dealt with. Dropping spends no concurrency slot and no
@@ -198,6 +200,9 @@ func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 	case job.DecodeErr != nil:
 		out.Dead = &queue.DeadLetter{Reason: "poison", Error: job.DecodeErr.Error(), At: d.clock.Now().UTC()}
 		d.m.dlq.WithLabelValues(lbl, "poison").Inc()
+	case job.Duplicate:
+		d.m.duplicates.WithLabelValues(lbl).Inc()
+		out.Duplicate = true
 	case job.Cancelled:
 		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
 		out.Dropped = jobstate.Cancelled
@@ -235,22 +240,26 @@ func (d *Drainer) deadTooCostly(job *queue.Claimed, capacity float64) {
 
 // dispatch makes one delivery attempt and settles the job by its outcome.
 // It first records the start (startDelivery), which finds a job cancelled
-// after its claim: that one is dropped unsent.
+// after its claim, or done meanwhile by another copy: that one is dropped
+// unsent. The Handler gets the envelope with Attempt set to the recorded
+// starts before this one, so Sluice-Attempt counts every start; the
+// envelope's own Attempt (attempts spent, for MaxAttempts and the backoff)
+// is what a retry carries on.
 func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Limit, slot bool) {
 	d.m.inflight.Inc()
 	defer d.m.inflight.Dec()
 	defer d.releaseSlot(job, slot)
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
-	if !d.startDelivery(ctx, job) {
-		// Cancelled after the claim, while it waited for its turn.
-		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
-		out := queue.Outcome{Dropped: jobstate.Cancelled}
-		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, out) }, "finish")
+	st := d.startDelivery(ctx, job)
+	if !st.Deliver {
+		d.dropAtStart(job, st.Duplicate)
 		return
 	}
+	sent := env
+	sent.Attempt = max(st.Attempt-1, env.Attempt)
 	start := d.clock.Now()
-	err := d.handler.Handle(ctx, env)
+	err := d.handler.Handle(ctx, sent)
 	d.m.duration.WithLabelValues(lbl).Observe(d.clock.Now().Sub(start).Seconds())
 	out, overload := classify(err, ctx.Err() != nil)
 	if overload && o.Adaptive {
@@ -291,6 +300,21 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 		d.m.dispatch.WithLabelValues(lbl, "stopped").Inc()
 		d.settle(job, func(ctx context.Context) error { return c.Release(ctx, job) }, "release")
 	}
+}
+
+// dropAtStart finishes a job whose start found it cancelled after its claim
+// (while it waited for its turn), or done already by another copy
+// (duplicate), unsent; each is counted.
+func (d *Drainer) dropAtStart(job *queue.Claimed, duplicate bool) {
+	lbl := d.label(job.Envelope.Tenant)
+	out := queue.Outcome{Dropped: jobstate.Cancelled}
+	if duplicate {
+		d.m.duplicates.WithLabelValues(lbl).Inc()
+		out = queue.Outcome{Duplicate: true}
+	} else {
+		d.m.dropped.WithLabelValues(lbl, "cancelled").Inc()
+	}
+	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, out) }, "finish")
 }
 
 // deadLetter builds the dead-letter record of a job's last error, dated by

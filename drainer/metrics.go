@@ -22,6 +22,7 @@ type metrics struct {
 	retries      *prometheus.CounterVec   // tenant, kind
 	dlq          *prometheus.CounterVec   // tenant, reason
 	dropped      *prometheus.CounterVec   // tenant, reason
+	duplicates   *prometheus.CounterVec   // tenant
 	water        *prometheus.GaugeVec     // tenant
 	configured   *prometheus.GaugeVec     // tenant
 	effective    *prometheus.GaugeVec     // tenant
@@ -45,6 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		retries:    counterVec("sluice_retries_total", "Jobs deferred for a retry, by kind (backoff, retry_after).", "tenant", "kind"),
 		dlq:        counterVec("sluice_dlq_total", "Jobs sent to the dead-letter queue, by reason.", "tenant", "reason"),
 		dropped:    counterVec("sluice_dropped_total", "Jobs dropped unsent at the head of their lane, by reason (expired, cancelled, heartbeat).", "tenant", "reason"),
+		duplicates: counterVec("sluice_jobs_duplicate_skipped_total", "Copies of jobs delivered already (same id and enqueued_at, state done) settled unsent at the head of their lane.", "tenant"),
 		water:      gaugeVec("sluice_water_level", "The tenant's shared leaky-bucket water level in units, as last seen by this drainer."),
 		configured: gaugeVec("sluice_outflow_configured_rate", "The tenant's configured (or overridden) outflow rate, units per second."),
 		effective:  gaugeVec("sluice_outflow_effective_rate", "The tenant's effective outflow rate after adaptive backoff, units per second."),
@@ -69,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.dispatch, m.duration, m.retries, m.dlq, m.dropped, m.water,
+	for _, c := range []prometheus.Collector{m.dispatch, m.duration, m.retries, m.dlq, m.dropped, m.duplicates, m.water,
 		m.configured, m.effective, m.measured, m.depth, m.paused, m.inflight, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("drainer: register metrics: %w", err)

@@ -7,8 +7,8 @@ import (
 	"github.com/sluicehq/sluice/jobstate"
 )
 
-// TestStartReplyNeverDropsOnAnUnexpectedReply: only the script's 0 drops a
-// job; every other reply (another integer, a string, nil, an array, an
+// TestStartReplyNeverDropsOnAnUnexpectedReply: only the script's 0 (cancelled)
+// and -1 (a duplicate) drop a job; an attempt >= 1 delivers; every other reply (another integer, a string, nil, an array, an
 // error value) delivers and is reported unexpected, so it is counted.
 func TestStartReplyNeverDropsOnAnUnexpectedReply(t *testing.T) {
 	t.Parallel()
@@ -18,8 +18,9 @@ func TestStartReplyNeverDropsOnAnUnexpectedReply(t *testing.T) {
 	}{
 		{int64(1), true, true},
 		{int64(0), false, true},
-		{int64(2), true, false},
-		{int64(-1), true, false},
+		{int64(2), true, true},
+		{int64(-1), false, true},
+		{int64(-2), true, false},
 		{"1", true, false},
 		{"cancelled", true, false},
 		{nil, true, false},

@@ -19,33 +19,38 @@ import (
 const startTimeout = time.Second
 
 // startDelivery records that job's delivery starts (jobstate.Dispatch:
-// state in_flight, the dispatched sequence, the deliveries in progress and
-// the tenant's outflow of this second). It returns false when the job was
-// cancelled after its claim, so it must be dropped: only the script's
-// answer 0 drops a job. A Redis error, or a reply other than 0 or 1, is
+// state in_flight with the attempt number, the dispatched sequence, the
+// deliveries in progress and the tenant's outflow of this second) and
+// returns the script's answer: Deliver false when the job was cancelled
+// after its claim or is done already (a copy delivered meanwhile), so it
+// must be dropped; Attempt, the delivery's number, grows on every start of
+// the job (a crash, a lost lease or a revoke included), at least the
+// envelope's attempts + 1. A Redis error, or an unexpected reply, is
 // counted (sluice_drainer_errors_total{op="job_state"}) and logged and the
-// delivery goes on: a stale record never holds a job back, and an
-// unexpected reply never drops one (at least once). Concurrent starts share
-// round trips (startGroup).
-func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) bool {
+// delivery goes on as the envelope's attempts + 1: a stale record never
+// holds a job back, and an unexpected reply never drops one (at least
+// once). Concurrent starts share round trips (startGroup).
+func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) jobstate.Start {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	env := job.Envelope
+	floor := jobstate.Start{Deliver: true, Attempt: env.Attempt + 1}
 	v, err := d.starts.Do(ctx, jobstate.Dispatch{
 		Tenant: env.Tenant, JobID: env.ID, Member: job.Token(), Attempt: env.Attempt + 1,
-		Cost: env.Cost, Lease: d.cfg.Settings.Lease,
+		EnqueuedAt: env.EnqueuedAt, Cost: env.Cost, Lease: d.cfg.Settings.Lease,
 	}.Call())
 	if err != nil {
 		d.m.errors.WithLabelValues("job_state").Inc()
 		d.log.Warn("drainer: record delivery start", "tenant", env.Tenant, "job_id", env.ID, "err", err)
-		return true
+		return floor
 	}
-	deliver, err := jobstate.StartReply(v)
+	st, err := jobstate.ReadStart(v)
 	if err != nil {
 		d.m.errors.WithLabelValues("job_state").Inc()
 		d.log.Warn("drainer: record delivery start: unexpected reply; delivering", "tenant", env.Tenant, "job_id", env.ID, "err", err)
+		return floor
 	}
-	return deliver
+	return st
 }
 
 // startPipelines is how many pipelines of delivery starts may be in

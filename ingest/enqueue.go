@@ -82,17 +82,25 @@ func (s *Server) enqueue(ctx context.Context, snap *snapshot, envs []queue.Envel
 // enqueueProblem answers an Enqueue error. Never a 202: a job the producer
 // did not acknowledge is not durable. A refused job (queue.ErrInvalidJob, for
 // example larger than the backend takes) is a 422; anything else, including
-// queue.ErrUnavailable, is a 503 + Retry-After naming the backend.
+// queue.ErrUnavailable, is a 503 + Retry-After naming the backend. One whose
+// outcome is unknown (queue.ErrUnknownOutcome: the job may be queued) is
+// marked so, and its detail says a retry with the same id is safe.
 func enqueueProblem(snap *snapshot, tenant string, err error) *problem {
 	if errors.Is(err, queue.ErrInvalidJob) {
 		p := newProblem(http.StatusUnprocessableEntity, "", fmt.Sprintf("the queue refused the job: %v", err))
 		p.Tenant = tenant
 		return p
 	}
-	p := newProblem(http.StatusServiceUnavailable, "",
-		fmt.Sprintf("the %s queue backend did not acknowledge the job; retry later", snap.backend))
+	detail := fmt.Sprintf("the %s queue backend did not acknowledge the job; retry later", snap.backend)
+	unknown := errors.Is(err, queue.ErrUnknownOutcome)
+	if unknown {
+		detail = fmt.Sprintf("the %s queue backend did not acknowledge the job in time and it may be queued; "+
+			"a retry with the same id queues it at most once", snap.backend)
+	}
+	p := newProblem(http.StatusServiceUnavailable, "", detail)
 	p.Tenant = tenant
 	p.Backend = snap.backend
 	p.RetryAfter = retryAfterSeconds(snap.retryAfter)
+	p.unknown = unknown
 	return p
 }

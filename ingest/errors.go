@@ -44,6 +44,9 @@ type problem struct {
 	// err is the cause the client is not told (a connection error that
 	// names socket addresses); the handler logs it.
 	err error
+	// unknown marks a 503 whose enqueue outcome is unknown
+	// (queue.ErrUnknownOutcome): the ids are kept, not released.
+	unknown bool
 }
 
 // newProblem returns an about:blank problem for status.

@@ -13,19 +13,24 @@ import (
 	"github.com/sluicehq/sluice/keys"
 )
 
-// Idempotency keys (keys.Idempotency) hold one of two values:
+// Idempotency keys (keys.Idempotency) hold one of three values:
 //
 //   - pendingMarker while the first request with the id is being admitted
 //     and enqueued, with a TTL of pendingTTL, so that a request that dies
 //     halfway (a crashed ingest) does not block the id for 24 hours;
 //   - the stored answer, {"status":202,"answer":{...}}, with a TTL of
-//     keys.IdempotencyTTL, once the job is durable.
+//     keys.IdempotencyTTL, once the job is durable;
+//   - an unknown record, {"status":503,"job_id":...,"enqueued_at":...}, with
+//     a TTL of keys.IdempotencyTTL, after an enqueue whose outcome is
+//     unknown (unknown.go).
 //
 // A request reserves its id with SET NX GET (one round trip, atomic), which
 // either creates the marker or returns what is there: nothing (reserved), the
-// marker (a concurrent request holds the id: 409), or a stored answer
-// (replayed, nothing enqueued). A reservation whose request is refused or
-// fails is deleted, so the client can retry with the same id.
+// marker (a concurrent request holds the id: 409), a stored answer
+// (replayed, nothing enqueued), or an unknown record (the same job is
+// enqueued again: unknown.go). A reservation whose request is refused or
+// fails is deleted, so the client can retry with the same id; one whose
+// enqueue outcome is unknown becomes an unknown record.
 const (
 	pendingMarker = "pending"
 	pendingTTL    = time.Minute
@@ -44,12 +49,14 @@ const (
 	idemReserved idemState = iota // the id was free; this request holds it
 	idemPending                   // another request holds it
 	idemStored                    // a job with the id was accepted before
+	idemUnknown                   // a job with the id may have been queued
 )
 
 // reservation is the outcome of reserving one client id.
 type reservation struct {
 	state  idemState
 	answer json.RawMessage // the stored answer when state is idemStored
+	raw    string          // the stored record when state is idemUnknown
 }
 
 // reserve tries to reserve each id of tenant in one pipelined round trip (all
@@ -79,6 +86,10 @@ func reserve(ctx context.Context, rdb redis.UniversalClient, tenant string, ids 
 		case val == pendingMarker:
 			out[i] = reservation{state: idemPending}
 		default:
+			if _, ok := parseUnknown(val); ok {
+				out[i] = reservation{state: idemUnknown, raw: val}
+				continue
+			}
 			var sa storedAnswer
 			if err := json.Unmarshal([]byte(val), &sa); err != nil || len(sa.Answer) == 0 {
 				return nil, fmt.Errorf("ingest: stored answer of id %s of %s is not valid: %q", ids[i], tenant, val)
@@ -135,6 +146,9 @@ type submission struct {
 	// released when the request is refused.
 	reserved    []string
 	reservedIdx []int
+	// retried are the jobs whose id had an unknown outcome, held by this
+	// request to enqueue them again (unknown.go); they are in fresh too.
+	retried []retried
 }
 
 // reserveIDs reserves the client ids of jobs. Jobs whose id was accepted
@@ -192,10 +206,9 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 	}
 	if conflict >= 0 {
 		s.releaseIDs(ctx, snap, ts, sub.reserved)
-		f := fieldName(jobs[conflict].field, "id")
-		p := newProblem(http.StatusConflict, f, fmt.Sprintf(
-			"a request with %s %q is in progress; retry after 1 s to get its answer", f, jobs[conflict].id))
-		p.RetryAfter = 1
+		return nil, inProgress(fieldName(jobs[conflict].field, "id"), jobs[conflict].id)
+	}
+	if p := s.retryUnknowns(ctx, snap, ts, jobs, idx, res, sub); p != nil {
 		return nil, p
 	}
 	for i := range jobs {
@@ -206,22 +219,28 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 	return sub, nil
 }
 
-// storeAnswers keeps the answers of the reserved ids. The jobs are durable
-// already, so a failure is logged and not answered: the pending marker then
-// expires after pendingTTL and a retry would enqueue the job again (with the
-// same job id).
+// storeAnswers keeps the answers of the reserved and retried ids. The jobs
+// are durable already, so a failure is logged and not answered: a pending
+// marker then expires after pendingTTL and a retry would enqueue the job
+// again (with the same job id); a retried id's hold lapses and its retry
+// enqueues the same job again.
 func (s *Server) storeAnswers(ctx context.Context, snap *snapshot, ts *tenantState, sub *submission) {
-	if len(sub.reserved) == 0 {
-		return
+	ids := append([]string(nil), sub.reserved...)
+	answers := make([]json.RawMessage, 0, len(ids)+len(sub.retried))
+	for _, i := range sub.reservedIdx {
+		answers = append(answers, sub.answers[i])
 	}
-	answers := make([]json.RawMessage, len(sub.reserved))
-	for k, i := range sub.reservedIdx {
-		answers[k] = sub.answers[i]
+	for _, r := range sub.retried {
+		ids = append(ids, r.rec.JobID)
+		answers = append(answers, sub.answers[r.idx])
+	}
+	if len(ids) == 0 {
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
 	defer cancel()
-	if err := store(ctx, s.rdb, ts.name, sub.reserved, answers); err != nil {
-		s.log.Warn("storing idempotent answers failed", "tenant", ts.name, "ids", len(sub.reserved), "err", err)
+	if err := store(ctx, s.rdb, ts.name, ids, answers); err != nil {
+		s.log.Warn("storing idempotent answers failed", "tenant", ts.name, "ids", len(ids), "err", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/sluicehq/sluice/limits"
 )
@@ -34,7 +35,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 // Everything up to the cost check needs no Redis, so a request it refuses
 // writes nothing (the limit-state headers of the answer are read by a dry
 // run that writes nothing either). Every refusal after the reservation
-// releases it, so the client can retry with the same ids. The body has
+// releases it, so the client can retry with the same ids, except a 503
+// whose enqueue outcome is unknown, which keeps them as unknown
+// (unknown.go). The body has
 // ingest.body_timeout to arrive, and the answer ingest.write_timeout after
 // it (body.go).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
@@ -125,28 +128,42 @@ func (s *Server) read(q *request) (jobs []job, all charge, ok bool) {
 }
 
 // admitAndEnqueue runs the fresh jobs of sub (those not replayed) through
-// admission and enqueue, releasing sub's reservation when either refuses,
-// then stores and writes the answers.
+// admission (not the retried ones, admitted the first time) and enqueue,
+// giving sub's reservations back when either refuses, or keeping them as
+// unknown when the enqueue's outcome is unknown; then stores and writes the
+// answers. A retried job is enqueued with its first enqueued_at, so it is
+// the same job.
 func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submission) {
 	ctx, ts := q.r.Context(), q.ts
 	fresh := make([]job, len(sub.fresh))
+	again := make(map[int]time.Time, len(sub.retried))
+	for _, r := range sub.retried {
+		again[r.idx] = r.rec.EnqueuedAt
+	}
+	var admit []job
 	for i, k := range sub.fresh {
 		fresh[i] = jobs[k]
+		if _, ok := again[k]; !ok {
+			admit = append(admit, jobs[k])
+		}
 	}
-	// fresh is a part of jobs, whose charge passed: its own cannot fail,
-	// and when nothing was replayed it is all's.
-	c := all
-	if len(fresh) < len(jobs) {
-		c, _ = chargeOf(ts, fresh)
-	}
-	if p := s.admitAndHeaders(ctx, q.w, q.snap, ts, &c); p != nil {
-		s.releaseIDs(ctx, q.snap, ts, sub.reserved)
+	if p := s.admitFresh(q, jobs, all, admit); p != nil {
+		s.giveBack(ctx, q.snap, ts, sub)
 		s.fail(q, p)
 		return
 	}
 	envs := envelopes(ts.name, fresh, s.clock.Now().UTC())
+	for i, k := range sub.fresh {
+		if at, ok := again[k]; ok {
+			envs[i].EnqueuedAt = at
+		}
+	}
 	if p := s.makeDurable(ctx, q.snap, ts.name, envs); p != nil {
-		s.releaseIDs(ctx, q.snap, ts, sub.reserved)
+		if p.unknown {
+			s.keepUnknown(ctx, q.snap, ts, jobs, sub, envs)
+		} else {
+			s.giveBack(ctx, q.snap, ts, sub)
+		}
 		s.fail(q, p)
 		return
 	}
@@ -160,6 +177,22 @@ func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submis
 	}
 	s.storeAnswers(ctx, q.snap, ts, sub)
 	s.answer(q.w, q.batch, sub.answers)
+}
+
+// admitFresh runs admission for the jobs admit (a part of jobs, whose
+// charge all passed: admit's own cannot fail, and when it is all of jobs it
+// is all's). With none to admit (every job retries an unknown id) it only
+// sets the limit-state headers.
+func (s *Server) admitFresh(q *request, jobs []job, all charge, admit []job) *problem {
+	if len(admit) == 0 {
+		s.stateHeaders(q.r.Context(), q.w, q.snap, q.ts, q.policies)
+		return nil
+	}
+	c := all
+	if len(admit) < len(jobs) {
+		c, _ = chargeOf(q.ts, admit)
+	}
+	return s.admitAndHeaders(q.r.Context(), q.w, q.snap, q.ts, &c)
 }
 
 // admitAndHeaders runs admission, sets the limit-state headers, counts the

@@ -264,7 +264,7 @@ func TestJobStatesThroughDrainer(t *testing.T) {
 
 	want := map[string]jobView{
 		"flaky": {State: "done", Attempt: 2, LastError: "drainer: downstream answered 500"},
-		"busy":  {State: "done", Attempt: 1, LastError: busy.LastError},
+		"busy":  {State: "done", Attempt: 2, LastError: busy.LastError}, // every start counts, a Retry-After retry too
 		"bad":   {State: "dead", Attempt: 1, LastError: "rejected: drainer: permanent failure: 422 Unprocessable Entity"},
 		"gone":  {State: "cancelled"},
 		"ok":    {State: "done", Attempt: 1},

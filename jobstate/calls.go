@@ -1,6 +1,7 @@
 package jobstate
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/keys"
@@ -85,8 +86,14 @@ type Dispatch struct {
 	// Member is the delivery's member in keys.Delivering (the claim's
 	// token).
 	Member string
-	// Attempt is the delivery's Sluice-Attempt (1 on the first).
+	// Attempt is the least attempt number of the delivery (the envelope's
+	// attempts + 1): the script records the job's recorded attempt + 1 when
+	// that is higher (every start counts), and answers it (ReadStart).
 	Attempt int
+	// EnqueuedAt is the envelope's enqueued_at: a job recorded as done with
+	// the same one is not started again (ReadStart's Duplicate). Zero skips
+	// the check.
+	EnqueuedAt time.Time
 	// Cost is the job's cost in units, added to the tenant's outflow of
 	// this second (keys.Outflow).
 	Cost int64
@@ -103,35 +110,62 @@ type Dispatch struct {
 // reads its reply; the drainer runs it through a lua.Group, so concurrent
 // starts share round trips.
 func (d Dispatch) Call() lua.Call {
-	var now int64
+	var now, enq int64
 	if !d.Now.IsZero() {
 		now = d.Now.UnixMilli()
+	}
+	if !d.EnqueuedAt.IsZero() {
+		enq = d.EnqueuedAt.UnixMilli()
 	}
 	return lua.Call{
 		Script: lua.JobStateDispatch,
 		Keys:   []string{keys.JobState(d.Tenant, d.JobID), keys.JobsDispatched(d.Tenant), keys.Delivering(d.Tenant), keys.Outflow(d.Tenant)},
-		Args: []any{d.Attempt, d.Member, d.Lease.Milliseconds(), max(d.Cost, 1), keys.JobStateTTL.Milliseconds(),
-			keys.QueueTTL.Milliseconds(), keys.OutflowTTL.Milliseconds(), now},
+		Args: []any{max(d.Attempt, 1), d.Member, d.Lease.Milliseconds(), max(d.Cost, 1), keys.JobStateTTL.Milliseconds(),
+			keys.QueueTTL.Milliseconds(), keys.OutflowTTL.Milliseconds(), now, enq},
 	}
 }
 
-// StartReply reads job_state_dispatch.lua's reply to a Dispatch's Call: 1
-// delivers, 0 drops (the job was cancelled after its claim). Any other reply
-// is an error wrapping lua.ErrReply, and deliver is then true: only the
-// script's explicit 0 drops a job, so a stale record never holds a
-// delivery back nor drops a job.
-func StartReply(v any) (deliver bool, err error) {
+// Start is job_state_dispatch.lua's answer to a Dispatch.
+type Start struct {
+	// Deliver reports that the delivery may start.
+	Deliver bool
+	// Attempt is the delivery's number (Sluice-Attempt) as the script
+	// recorded it: 1 on the job's first start, one more on every start
+	// after it. 0 when not delivering, or when the reply was unexpected
+	// (the caller then uses its own count).
+	Attempt int
+	// Duplicate reports that the job is done already (a copy with the same
+	// enqueued_at was delivered): it is not delivered.
+	Duplicate bool
+}
+
+// ReadStart reads job_state_dispatch.lua's reply to a Dispatch's Call: n
+// >= 1 delivers as attempt n, 0 drops (the job was cancelled after its
+// claim), -1 drops a duplicate (done already). Any other reply is an error
+// wrapping lua.ErrReply, and Deliver is then true: only the script's
+// explicit 0 or -1 drops a job, so a stale record never holds a delivery
+// back nor drops a job.
+func ReadStart(v any) (Start, error) {
 	s := lua.JobStateDispatch
 	switch n, err := s.Int(v, "the reply"); {
 	case err != nil:
-		return true, err
-	case n == 1:
-		return true, nil
+		return Start{Deliver: true}, err
+	case n >= 1 && n <= math.MaxInt32:
+		return Start{Deliver: true, Attempt: int(n)}, nil
 	case n == 0:
-		return false, nil
+		return Start{}, nil
+	case n == -1:
+		return Start{Duplicate: true}, nil
 	default:
-		return true, s.ReplyError("%d, want 0 or 1", n)
+		return Start{Deliver: true}, s.ReplyError("%d, want an attempt >= 1, 0 or -1", n)
 	}
+}
+
+// StartReply is ReadStart's Deliver: false for a cancelled job or a
+// duplicate, true otherwise (also with an error).
+func StartReply(v any) (deliver bool, err error) {
+	st, err := ReadStart(v)
+	return st.Deliver, err
 }
 
 // EnqueueReply reads job_state_enqueue.lua's reply to an EnqueueCall: the

@@ -17,16 +17,25 @@ func wantReplyError(t *testing.T, what string, err error, script, want string) {
 	}
 }
 
-// TestStartReply: 1 delivers, 0 drops; anything else is an error and
-// delivers, so an unexpected reply never drops a job.
+// TestStartReply: n >= 1 delivers as attempt n, 0 drops (cancelled), -1
+// drops a duplicate; anything else is an error and delivers, so an
+// unexpected reply never drops a job.
 func TestStartReply(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		reply   any
-		deliver bool
-	}{{int64(1), true}, {int64(0), false}} {
-		if deliver, err := StartReply(c.reply); err != nil || deliver != c.deliver {
-			t.Errorf("StartReply(%v) = %v, %v; want %v, nil", c.reply, deliver, err, c.deliver)
+		reply any
+		want  Start
+	}{
+		{int64(1), Start{Deliver: true, Attempt: 1}},
+		{int64(2), Start{Deliver: true, Attempt: 2}},
+		{int64(0), Start{}},
+		{int64(-1), Start{Duplicate: true}},
+	} {
+		if got, err := ReadStart(c.reply); err != nil || got != c.want {
+			t.Errorf("ReadStart(%v) = %+v, %v; want %+v, nil", c.reply, got, err, c.want)
+		}
+		if deliver, err := StartReply(c.reply); err != nil || deliver != c.want.Deliver {
+			t.Errorf("StartReply(%v) = %v, %v; want %v, nil", c.reply, deliver, err, c.want.Deliver)
 		}
 	}
 	for _, c := range []struct {
@@ -34,8 +43,7 @@ func TestStartReply(t *testing.T) {
 		reply any
 		want  string
 	}{
-		{"two", int64(2), "2, want 0 or 1"},
-		{"minus one", int64(-1), "-1, want 0 or 1"},
+		{"minus two", int64(-2), "-2, want an attempt >= 1, 0 or -1"},
 		{"string", "0", "is string"},
 		{"nil", nil, "is <nil>"},
 		{"array", []any{int64(0)}, "is []interface {}"},

@@ -6,8 +6,10 @@
 -- cancelled, whose cost the purge took off) and records the job's
 -- final state. When the lease was already
 -- gone (it expired and a reaper returned the job to the queue) nothing else
--- is written: the job will be delivered again and finished by whoever holds
--- it then, so the backlog is lowered exactly once per job.
+-- is written, except a delivered job's state done: the copy the reaper
+-- returned is then settled unsent by whoever claims it (claim.lua's done_ms,
+-- queue.Claimed.Duplicate), and lowers the backlog, so the backlog is
+-- lowered exactly once per job.
 --
 -- The state record (package jobstate) is record_final of
 -- job_state_final.lua (lua.Include puts it and dead_letter.lua first) on
@@ -45,6 +47,9 @@ if record then
 end
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
   redis.call('HDEL', KEYS[2], ARGV[1])
+  if record and ARGV[6] == 'done' then
+    record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+  end
   return 0
 end
 redis.call('HDEL', KEYS[2], ARGV[1])

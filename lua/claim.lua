@@ -12,7 +12,10 @@
 -- same hash tag): a string "cancelled", or a hash whose field state is
 -- "cancelled". The same read takes the job's last heartbeat (the hash's
 -- beat_at, else its enqueued_at), which the drainer compares with now for a
--- heartbeat job (queue.Claimed.HeartbeatLapsed).
+-- heartbeat job (queue.Claimed.HeartbeatLapsed), and, when its state is
+-- done, its enqueued_at: a job delivered already, which the drainer settles
+-- unsent when the envelope's enqueued_at is the same (queue.Claimed.Duplicate:
+-- a second copy of one job, as after an enqueue whose outcome was unknown).
 --
 -- KEYS[1]  queue list (keys.Queue)
 -- KEYS[2]  processing zset (keys.Processing), score = lease deadline, unix ms
@@ -25,11 +28,12 @@
 -- ARGV[5]  at most this many due retries are moved per call
 -- ARGV[6]  job-state key prefix (keys.JobState(tenant, ""))
 --
--- Returns {member, envelope, cancelled (0|1), next_due_ms, beat_ms, now_ms}:
--- member and envelope are "" when the queue is empty; next_due_ms is the due
--- time of the earliest delayed job, or -1 when there is none; beat_ms is the
--- job's last heartbeat (unix ms, 0 when none is recorded); now_ms is the
--- time the claim ran at.
+-- Returns {member, envelope, cancelled (0|1), next_due_ms, beat_ms, now_ms,
+-- done_ms}: member and envelope are "" when the queue is empty; next_due_ms
+-- is the due time of the earliest delayed job, or -1 when there is none;
+-- beat_ms is the job's last heartbeat (unix ms, 0 when none is recorded);
+-- now_ms is the time the claim ran at; done_ms is the recorded enqueued_at
+-- (unix ms) of a job whose state is done, else 0.
 
 local now = tonumber(ARGV[1])
 if now == nil or now <= 0 then
@@ -55,7 +59,7 @@ end
 
 local env = redis.call('LPOP', KEYS[1])
 if not env then
-  return {'', '', 0, next_due(), 0, now}
+  return {'', '', 0, next_due(), 0, now, 0}
 end
 
 local id = string.match(env, '^{"v":%d+,"id":"([^"\\]*)"')
@@ -74,7 +78,7 @@ redis.call('HSET', KEYS[3], member, env)
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
 
-local cancelled, beat = 0, 0
+local cancelled, beat, done = 0, 0, 0
 if id ~= '?' then
   local sk = ARGV[6] .. id
   local kind = redis.call('TYPE', sk)['ok']
@@ -85,7 +89,8 @@ if id ~= '?' then
     local f = redis.call('HMGET', sk, 'state', 'beat_at', 'enqueued_at')
     state = f[1]
     beat = tonumber(f[2]) or tonumber(f[3]) or 0
+    if state == 'done' then done = tonumber(f[3]) or 0 end
   end
   if state == 'cancelled' then cancelled = 1 end
 end
-return {member, env, cancelled, next_due(), beat, now}
+return {member, env, cancelled, next_due(), beat, now, done}

@@ -25,10 +25,14 @@
 -- Each job's state hash is replaced by {state=queued, type, attempt=0,
 -- enqueued_at, updated_at=enqueued_at, seq}; seq continues the tenant's
 -- sequence, from at least the dispatched sequence (so a sequence that
--- expired never starts behind the jobs already gone).
+-- expired never starts behind the jobs already gone). A job whose state
+-- hash holds its very enqueued_at already is this job written before (an
+-- enqueue sent again after its outcome was unknown, queue.ErrUnknownOutcome):
+-- it is skipped, neither pushed nor counted, and its state is left as it is.
 --
 -- Returns {queue_length, backlog}: the list's length and the counter's value
--- after the write. Every argument is checked before the first write, so a bad
+-- after the write (ARGV[3] is the cost of all the jobs; the counter rises by
+-- the cost of those not skipped). Every argument is checked before the first write, so a bad
 -- call writes nothing (Redis does not roll back a script that fails halfway).
 
 local function posint(v)
@@ -57,15 +61,39 @@ if #ARGV ~= 4 + 5 * n then
   return redis.error_reply('ERR enqueue: ' .. n .. ' job state keys but ' .. (#ARGV - 4) .. ' job arguments, want ' .. 5 * n)
 end
 
+local last = 4 + n
+-- A job already written with the same enqueued_at is skipped (pcall: HGET
+-- fails (WRONGTYPE) only on the older string marker, which is another job).
+local skip, skipped, skipped_cost = {}, 0, 0
+for i = 1, n do
+  local was = redis.pcall('HGET', KEYS[4 + i], 'enqueued_at')
+  if type(was) == 'string' and was == ARGV[last + 4 * i - 2] then
+    skip[i] = true
+    skipped = skipped + 1
+    skipped_cost = skipped_cost + (tonumber(ARGV[last + 4 * i - 1]) or 0)
+  end
+end
+
 -- unpack() is bounded by the Lua C stack (LUAI_MAXCSTACK = 8000), so push in
 -- chunks.
-local last = 4 + n
 local chunk = 1000
 local len = 0
-for first = 5, last, chunk do
-  len = redis.call('RPUSH', KEYS[1], unpack(ARGV, first, math.min(first + chunk - 1, last)))
+if skipped == 0 then
+  for first = 5, last, chunk do
+    len = redis.call('RPUSH', KEYS[1], unpack(ARGV, first, math.min(first + chunk - 1, last)))
+  end
+else
+  len = redis.call('LLEN', KEYS[1])
+  for i = 1, n do
+    if not skip[i] then len = redis.call('RPUSH', KEYS[1], ARGV[4 + i]) end
+  end
 end
-local backlog = redis.call('INCRBY', KEYS[2], ARGV[3])
+local backlog
+if skipped == n then
+  backlog = tonumber(redis.call('GET', KEYS[2])) or 0
+  return {len, backlog}
+end
+backlog = redis.call('INCRBY', KEYS[2], math.max(cost - skipped_cost, 1))
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 
@@ -73,24 +101,28 @@ local base = tonumber(redis.call('GET', KEYS[3])) or 0
 local gone = tonumber(redis.call('GET', KEYS[4])) or 0
 if base < gone then base = gone end
 local idx = {}
+local k = 0
 for i = 1, n do
+  if not skip[i] then
+  k = k + 1
   local sk = KEYS[4 + i]
   local at = ARGV[last + 4 * i - 2]
   local id = job_id(sk)
   if id then
     index_leave(sk, id, 'queued')
-    idx[#idx + 1] = base + i
+    idx[#idx + 1] = base + k
     idx[#idx + 1] = id
   end
   redis.call('DEL', sk)
   redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 4 * i - 3], 'attempt', 0,
-    'enqueued_at', at, 'updated_at', at, 'seq', base + i, 'cost', ARGV[last + 4 * i - 1])
+    'enqueued_at', at, 'updated_at', at, 'seq', base + k, 'cost', ARGV[last + 4 * i - 1])
   if (tonumber(ARGV[last + 4 * i]) or 0) > 0 then
     redis.call('HSET', sk, 'heartbeat_ms', ARGV[last + 4 * i])
   end
   redis.call('PEXPIRE', sk, state_ttl)
+  end
 end
-redis.call('SET', KEYS[3], base + n, 'PX', state_ttl)
+redis.call('SET', KEYS[3], base + k, 'PX', state_ttl)
 if #idx > 0 then
   local qk = job_index(KEYS[5], 'queued')
   for first = 1, #idx, 2 * chunk do

@@ -8,28 +8,31 @@
 -- heartbeat (the hash's beat_at, else its enqueued_at) and Redis TIME, which
 -- the drainer compares (queue.Claimed.HeartbeatLapsed).
 --
+-- The same read returns, when the job's state is done, its recorded
+-- enqueued_at: the drainer settles a copy of a job delivered already unsent
+-- when the envelope's enqueued_at is the same (queue.Claimed.Duplicate).
+--
 -- KEYS[1]  job state key (keys.JobState)
 -- ARGV[1]  "1" to read the heartbeat (a heartbeat job), else "0" or absent
 --
--- Returns {cancelled (1|0), beat_ms, now_ms}: beat_ms and now_ms are 0
--- unless ARGV[1] is "1" (beat_ms is 0 when no beat is recorded either).
+-- Returns {cancelled (1|0), beat_ms, now_ms, done_ms}: beat_ms and now_ms
+-- are 0 unless ARGV[1] is "1" (beat_ms is 0 when no beat is recorded
+-- either); done_ms is the recorded enqueued_at (unix ms) when the state is
+-- done, else 0.
 
 local beats = ARGV[1] == '1'
-local cancelled, beat, now = 0, 0, 0
+local cancelled, beat, now, done = 0, 0, 0, 0
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'string' then
   if redis.call('GET', KEYS[1]) == 'cancelled' then cancelled = 1 end
 elseif t == 'hash' then
-  if beats then
-    local f = redis.call('HMGET', KEYS[1], 'state', 'beat_at', 'enqueued_at')
-    if f[1] == 'cancelled' then cancelled = 1 end
-    beat = tonumber(f[2]) or tonumber(f[3]) or 0
-  elseif redis.call('HGET', KEYS[1], 'state') == 'cancelled' then
-    cancelled = 1
-  end
+  local f = redis.call('HMGET', KEYS[1], 'state', 'beat_at', 'enqueued_at')
+  if f[1] == 'cancelled' then cancelled = 1 end
+  if f[1] == 'done' then done = tonumber(f[3]) or 0 end
+  if beats then beat = tonumber(f[2]) or tonumber(f[3]) or 0 end
 end
 if beats then
   local tm = redis.call('TIME')
   now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 end
-return {cancelled, beat, now}
+return {cancelled, beat, now, done}

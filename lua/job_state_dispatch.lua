@@ -2,10 +2,15 @@
 -- backends).
 --
 -- Unless the job was cancelled meanwhile (DELETE /v1/jobs/{id} after the
--- claim, while the job waited for its outflow slot), in one step:
+-- claim, while the job waited for its outflow slot), or this very job (its
+-- recorded enqueued_at is ARGV[9]) is done already (another copy was
+-- delivered meanwhile), in one step:
 --   - its state becomes in_flight with the attempt number and updated_at
 --     (the hash is created when missing: on Kafka the producer's post-ack
---     write may come later, and keeps this state);
+--     write may come later, and keeps this state); the attempt number is
+--     the recorded one plus 1, at least ARGV[1], so it grows on every start
+--     of the job whatever ended the one before (a crash, a lost lease, a
+--     revoke), while the enqueue (and a redrive's) records 0;
 --   - the tenant's dispatched sequence rises to the job's seq, so the jobs
 --     behind it move up (queue positions, package jobstate);
 --   - the delivery joins the tenant's deliveries in progress until now +
@@ -24,7 +29,7 @@
 -- KEYS[2]  the tenant's dispatched sequence (keys.JobsDispatched)
 -- KEYS[3]  the tenant's deliveries in progress (keys.Delivering)
 -- KEYS[4]  the tenant's outflow per second (keys.Outflow), field = unix second
--- ARGV[1]  the attempt number (Sluice-Attempt: 1 on the first delivery)
+-- ARGV[1]  the least attempt number (the envelope's attempts + 1)
 -- ARGV[2]  the delivery's member in KEYS[3] (queue.Claimed.Token)
 -- ARGV[3]  lease, ms
 -- ARGV[4]  the job's cost, integer >= 1
@@ -32,8 +37,11 @@
 -- ARGV[6]  PEXPIRE of the deliveries set, ms (keys.QueueTTL)
 -- ARGV[7]  PEXPIRE of the outflow hash, ms (keys.OutflowTTL)
 -- ARGV[8]  now, unix ms; "0" reads Redis TIME
+-- ARGV[9]  the envelope's enqueued_at, unix ms ("0": not known, no check)
 --
--- Returns 1 when the delivery may start, 0 when the job was cancelled.
+-- Returns the delivery's attempt number (>= 1, Sluice-Attempt) when it may
+-- start, 0 when the job was cancelled, -1 when it is done already (nothing
+-- is written then).
 
 local now = tonumber(ARGV[8])
 if now == nil or now <= 0 then
@@ -43,14 +51,17 @@ end
 local sk, ttl = KEYS[1], ARGV[5]
 
 -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
-local st = redis.pcall('HMGET', sk, 'state', 'seq')
+local attempt = tonumber(ARGV[1]) or 1
+local st = redis.pcall('HMGET', sk, 'state', 'seq', 'attempt', 'enqueued_at')
 if st['err'] then
   if redis.call('GET', sk) == 'cancelled' then return 0 end
 else
   if st[1] == 'cancelled' then return 0 end
+  if st[1] == 'done' and ARGV[9] ~= '0' and st[4] == ARGV[9] then return -1 end
+  attempt = math.max((tonumber(st[3]) or 0) + 1, attempt)
   local id = job_id(sk)
   if id then index_move(sk, id, 'in_flight', now) end
-  redis.call('HSET', sk, 'state', 'in_flight', 'attempt', ARGV[1], 'updated_at', now)
+  redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
   redis.call('PEXPIRE', sk, ttl)
   local seq = tonumber(st[2])
   if seq and seq > (tonumber(redis.call('GET', KEYS[2])) or 0) then
@@ -74,4 +85,4 @@ if redis.call('HINCRBY', KEYS[4], sec, ARGV[4]) == tonumber(ARGV[4]) then
     if #old > 0 then redis.call('HDEL', KEYS[4], unpack(old)) end
   end
 end
-return 1
+return attempt

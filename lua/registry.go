@@ -25,6 +25,9 @@ var (
 	BacklogDecr  = register(mustLoad("backlog_decr.lua"))
 	JobCancelled = register(mustLoad("job_cancelled.lua"))
 
+	// Client ids whose enqueue outcome was unknown (ingest).
+	IdempotencyTake = register(mustLoad("idempotency_take.lua"))
+
 	// Job state records (jobstate).
 	JobStateEnqueue  = register(include("job_state_enqueue.lua", "job_state_final.lua"))
 	JobStateDispatch = register(include("job_state_dispatch.lua", "job_state_final.lua"))

@@ -27,8 +27,21 @@ type Claimed struct {
 	// none was read. Now is the backend's time of that read (Redis TIME);
 	// zero when not read. HeartbeatLapsed compares them.
 	BeatAt, Now time.Time
+	// Duplicate reports that this very job (the same id and enqueued_at)
+	// was delivered already: its recorded state is done (or, on Kafka,
+	// another copy of it is claimed from the same consumer now). It is a
+	// second copy (an enqueue sent again after its outcome was unknown, or a
+	// redelivery of a job whose delivery succeeded); the drainer settles it
+	// unsent (Outcome.Duplicate). Backends set it with SameJob.
+	Duplicate bool
 
 	token string
+}
+
+// SameJob reports whether env is the job recorded with enqueued_at
+// doneMS (unix ms, as the job state holds it; 0: none recorded).
+func SameJob(env Envelope, doneMS int64) bool {
+	return doneMS > 0 && !env.EnqueuedAt.IsZero() && env.EnqueuedAt.UnixMilli() == doneMS
 }
 
 // HeartbeatLapsed reports whether the job is a heartbeat job
@@ -77,13 +90,21 @@ type Outcome struct {
 	// dead-letter queue and its state is jobstate.Dead with Dead's reason
 	// and error. It takes precedence over Dropped.
 	Dead *DeadLetter
+	// Duplicate ends a copy of a job delivered already (Claimed.Duplicate):
+	// the tenant's backlog is lowered by its cost (each copy was counted
+	// when it was queued) and nothing is recorded, so the job's state stays
+	// done. It takes precedence over Dead and Dropped.
+	Duplicate bool
 }
 
 // State returns the job state Finish records for o (package jobstate), with
-// the last error and reason that go with it: dead with the dead letter's
-// error and reason, else Dropped with Reason, else done.
+// the last error and reason that go with it: none ("") for a duplicate,
+// dead with the dead letter's error and reason, else Dropped with Reason,
+// else done.
 func (o Outcome) State() (state, lastError, reason string) {
 	switch {
+	case o.Duplicate:
+		return "", "", ""
 	case o.Dead != nil:
 		return jobstate.Dead, o.Dead.Error, o.Dead.Reason
 	case o.Dropped != "":

@@ -24,9 +24,21 @@ import (
 var ErrUnavailable = errors.New("queue: backend unavailable")
 
 // ErrUnknownOutcome wraps every Enqueue error after which the jobs may or
-// may not be stored (for example a Redis WAIT short of its replicas); such
-// an error wraps ErrUnavailable too.
+// may not be stored: a produce request sent but not acknowledged in time, a
+// Redis script sent but not answered, WAIT short of its replicas. Such an
+// error wraps ErrUnavailable too (errors.Is holds for both). A caller that
+// enqueues the same envelopes again (same id, same enqueued_at) gets at most
+// one job delivered: the Redis enqueue skips a job already recorded with the
+// same enqueued_at, and a drainer settles a copy of a job already done as a
+// duplicate without delivering it.
 var ErrUnknownOutcome = errors.New("queue: outcome unknown")
+
+// UnknownOutcome marks err, an error from the backend during op after which
+// the write may have happened, as ErrUnknownOutcome and ErrUnavailable:
+// "queue: op: backend unavailable: outcome unknown: err".
+func UnknownOutcome(op string, err error) error {
+	return fmt.Errorf("queue: %s: %w: %w: %w", op, ErrUnavailable, ErrUnknownOutcome, err)
+}
 
 // ErrInvalidJob wraps every error a Producer returns for a job it refuses
 // before talking to the backend (an invalid tenant, no id, a cost below 1, a
@@ -77,7 +89,7 @@ type Consumer interface {
 	// Finish ends a job as out says (delivered, dropped unsent, or dead),
 	// writes the dead-letter record of a dead one, lowers the tenant's
 	// backlog by the job's cost and records the job's state (out.State;
-	// package jobstate). It returns ErrLeaseLost when the job's claim was
+	// package jobstate; nothing for a duplicate, Outcome.Duplicate). It returns ErrLeaseLost when the job's claim was
 	// lost meanwhile.
 	Finish(ctx context.Context, job *Claimed, out Outcome) error
 	// Defer holds the job aside for r.Delay and then hands it out again as

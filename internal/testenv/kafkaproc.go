@@ -96,21 +96,20 @@ func (k *KafkaProc) Kill() {
 	k.run("kafka-stop", "--dir", k.dir, "--kill")
 }
 
-// Pause freezes the broker with SIGSTOP: its sockets stay open but nothing
-// answers, as a host that hangs or a long GC pause. Resume ends it.
+// Pause freezes the broker (SIGSTOP to the pid in <dir>/kafka.pid): its
+// sockets stay open and what clients send waits in them, as with a hung
+// host; Resume lets it go on.
 func (k *KafkaProc) Pause() {
 	k.t.Helper()
 	k.signal(syscall.SIGSTOP)
 }
 
-// Resume lets a paused broker run again (SIGCONT).
+// Resume unfreezes a paused broker (SIGCONT).
 func (k *KafkaProc) Resume() {
 	k.t.Helper()
 	k.signal(syscall.SIGCONT)
 }
 
-// signal sends sig to the pid in <dir>/kafka.pid (the JVM: the wrapper that
-// wrote it became java).
 func (k *KafkaProc) signal(sig syscall.Signal) {
 	k.t.Helper()
 	b, err := os.ReadFile(filepath.Join(k.dir, "kafka.pid"))
@@ -118,11 +117,11 @@ func (k *KafkaProc) signal(sig syscall.Signal) {
 		k.t.Fatalf("testenv: kafka on %s: %v", k.Addr(), err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err == nil {
-		err = syscall.Kill(pid, sig)
-	}
 	if err != nil {
-		k.t.Fatalf("testenv: kafka on %s: %v to pid %q: %v", k.Addr(), sig, b, err)
+		k.t.Fatalf("testenv: kafka on %s: pid file: %v", k.Addr(), err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		k.t.Fatalf("testenv: kafka on %s: %v: %v", k.Addr(), sig, err)
 	}
 }
 

@@ -31,6 +31,7 @@ func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, ti
 			job := c.newClaimed(ctx, e, tenant)
 			c.mu.Lock()
 			c.claimed[job] = e
+			c.holdLocked(job, e)
 			c.mu.Unlock()
 			return job, 0, nil
 		}
@@ -62,7 +63,8 @@ func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, ti
 // decode, or belongs to another tenant, is poison: DecodeErr is set and
 // the envelope holds the id from the message header (or the job's place in
 // the log), the tenant and cost 1. The cancel marker is read from Redis
-// (lua/job_cancelled.lua), with the last heartbeat of a heartbeat job;
+// (lua/job_cancelled.lua), with the last heartbeat of a heartbeat job and
+// whether this very job is done already (queue.Claimed.Duplicate);
 // when Redis fails, or answers something else, the job is handed out as not
 // cancelled and with no beat read (so not lapsed).
 func (c *Consumer) newClaimed(ctx context.Context, e *entry, tenant string) *queue.Claimed {
@@ -90,6 +92,7 @@ func (c *Consumer) newClaimed(ctx context.Context, e *entry, tenant string) *que
 		}
 		if err == nil {
 			job.Cancelled, job.BeatAt, job.Now = r.Cancelled, msTime(r.BeatMS), msTime(r.NowMS)
+			job.Duplicate = queue.SameJob(env, r.DoneMS)
 		}
 		if err != nil && ctx.Err() == nil {
 			c.m.redisErrs.WithLabelValues("cancel_check").Inc()
@@ -129,7 +132,37 @@ func (c *Consumer) takeLocked(job *queue.Claimed) *entry {
 		return nil
 	}
 	delete(c.claimed, job)
+	if k := sameKey(job.Envelope); c.holding[k] == job {
+		delete(c.holding, k)
+	}
 	e.fifo.p.claimed--
 	signal(c.settled)
 	return e
+}
+
+// sameKey names one job, a copy of it included: its id and enqueued_at.
+func sameKey(env queue.Envelope) string {
+	return env.ID + "@" + strconv.FormatInt(env.EnqueuedAt.UnixNano(), 10)
+}
+
+// holdLocked marks job, claimed from entry e, a duplicate when another copy
+// of it (the same id and enqueued_at, as two produces of one envelope after
+// an unknown outcome leave) is claimed now from the same partition in the
+// same generation, still active: that one's delivery settles the job, and a
+// revoke hands both to the next owner again (the offset window cannot pass
+// the held one). A copy held from an earlier generation (a delivery the
+// revoke wait gave up on) does not count: it may still fail. Otherwise job
+// becomes the holder of its key.
+func (c *Consumer) holdLocked(job *queue.Claimed, e *entry) {
+	if job.DecodeErr != nil {
+		return
+	}
+	k := sameKey(job.Envelope)
+	if h, ok := c.holding[k]; ok {
+		if he := c.claimed[h]; he != nil && he.fifo.p == e.fifo.p && e.fifo.p.state == partActive {
+			job.Duplicate = true
+			return
+		}
+	}
+	c.holding[k] = job
 }

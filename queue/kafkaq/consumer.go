@@ -180,7 +180,8 @@ type Consumer struct {
 	mu      sync.Mutex
 	tenants map[string]*tenantQueue
 	claimed map[*queue.Claimed]*entry
-	settled chan struct{} // cap 1; signalled when a claimed job is settled
+	holding map[string]*queue.Claimed // the claimed copy of each job (sameKey): holdLocked
+	settled chan struct{}             // cap 1; signalled when a claimed job is settled
 }
 
 // NewConsumer checks cfg, creates the DLQ topic when absent and returns a
@@ -215,7 +216,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		cfg:    cfg, client: client, transport: transport, dlq: dlq, rdb: cfg.Redis,
 		log: log, clock: clock.Or(cfg.Clock), m: m, prefix: hex.EncodeToString(b),
 		tenants: map[string]*tenantQueue{}, claimed: map[*queue.Claimed]*entry{},
-		settled: make(chan struct{}, 1),
+		holding: map[string]*queue.Claimed{}, settled: make(chan struct{}, 1),
 	}, nil
 }
 

@@ -164,8 +164,10 @@ func NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
 // did not acknowledge within ctx and the produce timeout, or cannot be
 // reached, the error wraps queue.ErrUnavailable and the cause. Jobs of a
 // failed call that were not sent yet are not sent at all; those already
-// sent may still reach the topic, so a client retrying after the 503 may
-// create a duplicate, which the sink dedupes by job id. Invalid jobs give
+// sent may still reach the topic: then the error wraps
+// queue.ErrUnknownOutcome too, and enqueueing the same envelopes again
+// (same id and enqueued_at) delivers the job once (a drainer settles the
+// copy of a job already done unsent). Invalid jobs give
 // an error wrapping queue.ErrInvalidJob and nothing is written.
 func (p *Producer) Enqueue(ctx context.Context, jobs []queue.Envelope) (err error) {
 	if len(jobs) == 0 {
@@ -198,7 +200,10 @@ func (p *Producer) Enqueue(ctx context.Context, jobs []queue.Envelope) (err erro
 		}
 		waits = append(waits, joined...)
 	}
-	if err := call.wait(ctx, waits); err != nil {
+	if sent, err := call.wait(ctx, waits); err != nil {
+		if sent {
+			return queue.UnknownOutcome("kafka produce to "+p.topic, err)
+		}
 		return queue.Unavailable("kafka produce to "+p.topic, err)
 	}
 	return nil
@@ -230,14 +235,16 @@ func messagesOf(call *producerCall, batches []batch.Tenant) ([][]message, error)
 // wait waits until every batch of the call is done, or ctx ends. It returns
 // the first batch's error, or ctx's error (with the last try's) when a
 // batch was not acknowledged in time; either way the call is abandoned, so
-// its jobs not sent yet are left out.
-func (call *producerCall) wait(ctx context.Context, waits []*produceBatch) error {
+// its jobs not sent yet are left out. sent reports that a produce request
+// of a failed batch was sent (the jobs may be in the topic: the outcome is
+// unknown); when it is false no request of the call's failed batch left.
+func (call *producerCall) wait(ctx context.Context, waits []*produceBatch) (sent bool, err error) {
 	for _, w := range waits {
 		select {
 		case <-w.done:
 			if w.err != nil {
 				call.abandoned.Store(true)
-				return w.err
+				return w.sent.Load(), w.err
 			}
 		case <-ctx.Done():
 			if w.acked.Load() {
@@ -248,10 +255,10 @@ func (call *producerCall) wait(ctx context.Context, waits []*produceBatch) error
 			if last := w.lastErr.Load(); last != nil {
 				cause = fmt.Errorf("%w (last try: %w)", cause, *last)
 			}
-			return cause
+			return w.sent.Load(), cause
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // errProducerClosed is the cause given to Enqueue calls after Close.

@@ -45,21 +45,22 @@ func jobCancelledCall(tenant, id string, beats bool) lua.Call {
 
 // cancelledReply is job_cancelled.lua's reply: BeatMS (the last heartbeat)
 // and NowMS (Redis TIME) are unix ms, 0 when not read.
+// DoneMS is the enqueued_at of a job recorded as done (0: not done).
 type cancelledReply struct {
-	Cancelled     bool
-	BeatMS, NowMS int64
+	Cancelled             bool
+	BeatMS, NowMS, DoneMS int64
 }
 
 // parseJobCancelled checks job_cancelled.lua's reply {cancelled (1|0),
-// beat_ms, now_ms}.
+// beat_ms, now_ms, done_ms}.
 func parseJobCancelled(v any) (cancelledReply, error) {
 	s := lua.JobCancelled
-	n, err := s.Ints(v, 3)
+	n, err := s.Ints(v, 4)
 	if err != nil {
 		return cancelledReply{}, err
 	}
 	if n[0] != 0 && n[0] != 1 {
 		return cancelledReply{}, s.ReplyError("cancelled is %d, want 1 or 0", n[0])
 	}
-	return cancelledReply{Cancelled: n[0] == 1, BeatMS: n[1], NowMS: n[2]}, nil
+	return cancelledReply{Cancelled: n[0] == 1, BeatMS: n[1], NowMS: n[2], DoneMS: n[3]}, nil
 }

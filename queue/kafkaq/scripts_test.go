@@ -21,7 +21,8 @@ func TestScriptRepliesChecked(t *testing.T) {
 		{"backlog_decr.lua", func(v any) error { _, err := parseBacklogDecr(v); return err },
 			int64(0), []any{int64(-1), "0", nil}},
 		{"job_cancelled.lua", func(v any) error { _, err := parseJobCancelled(v); return err },
-			[]any{int64(1), int64(0), int64(0)}, []any{int64(1), []any{int64(2), int64(0), int64(0)}, []any{"1", int64(0), int64(0)}, []any{}}},
+			[]any{int64(1), int64(0), int64(0), int64(0)}, []any{int64(1), []any{int64(2), int64(0), int64(0), int64(0)},
+				[]any{"1", int64(0), int64(0), int64(0)}, []any{int64(1), int64(0), int64(0)}, []any{int64(0), int64(0), int64(0), "5"}, []any{}}},
 	}
 	for _, p := range parsers {
 		if err := p.parse(p.good); err != nil {

@@ -57,6 +57,7 @@ type produceBatch struct {
 	err     error
 	lastErr atomic.Pointer[error] // the last failed try, while retrying
 	acked   atomic.Bool           // the broker acknowledged; done follows once counted
+	sent    atomic.Bool           // a produce request carried it: it may be in the topic
 }
 
 // batchQueue is one partition's queue of batches. The head is sent next
@@ -238,6 +239,7 @@ func (s *sender) send(partition int, b *produceBatch) ([]message, error) {
 		if len(msgs) == 0 {
 			return nil, nil // nobody waits for these jobs any more
 		}
+		b.sent.Store(true)
 		err := s.produce(deadline, partition, msgs)
 		if err == nil {
 			return msgs, nil

@@ -31,6 +31,9 @@ func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Out
 	if !ok || e.fifo.p.state == partRevoked {
 		c.takeLocked(job)
 		c.mu.Unlock()
+		if out == (queue.Outcome{}) { // delivered
+			c.recordDone(ctx, job)
+		}
 		return fmt.Errorf("queue: finish %s: %w", job.Envelope.ID, queue.ErrLeaseLost)
 	}
 	c.mu.Unlock()
@@ -92,7 +95,11 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 		st.DeadLetter, _ = dlq.Encode(*out.Dead, job.Raw)
 		st.DiedAt = out.Dead.At
 	}
-	cmds := lua.Exec(ctx, c.rdb, []lua.Call{backlogDecrCall(t, job.Envelope.ID, job.Envelope.Cost), st.Call()}, nil)
+	calls := []lua.Call{backlogDecrCall(t, job.Envelope.ID, job.Envelope.Cost)}
+	if state != "" { // a duplicate records nothing: its state stays done
+		calls = append(calls, st.Call())
+	}
+	cmds := lua.Exec(ctx, c.rdb, calls, nil)
 	err := cmds[0].Err()
 	if err == nil {
 		_, err = parseBacklogDecr(cmds[0].Val())
@@ -102,10 +109,30 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 		c.log.Error("kafka consumer: backlog counter not lowered; the job is finished",
 			"tenant", t, "job_id", job.Envelope.ID, "err", err)
 	}
+	if len(cmds) < 2 {
+		return
+	}
 	if err := settled(cmds[1]); err != nil {
 		c.m.redisErrs.WithLabelValues("job_state").Inc()
 		c.log.Warn("kafka consumer: job state not recorded; the job is finished",
 			"tenant", t, "job_id", job.Envelope.ID, "state", state, "err", err)
+	}
+}
+
+// recordDone records a delivered job's state done after its partition was
+// revoked (package jobstate), without lowering the backlog: the new owner
+// hands the job out again, finds it done (queue.Claimed.Duplicate) and
+// settles that copy unsent, lowering the backlog once. A failure is counted:
+// the job is then delivered again (at least once).
+func (c *Consumer) recordDone(ctx context.Context, job *queue.Claimed) {
+	if c.rdb == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backlogTimeout)
+	defer cancel()
+	st := jobstate.Settle{Tenant: job.Envelope.Tenant, JobID: job.Envelope.ID, Member: job.Token(), State: jobstate.Done}.Call()
+	if err := settled(st.Run(ctx, c.rdb)); err != nil {
+		c.m.redisErrs.WithLabelValues("job_state").Inc()
 	}
 }
 

@@ -183,6 +183,7 @@ func (c *Consumer) claimAt(ctx context.Context, tenant string, nowMS int64) (*qu
 		env.Cost = 1
 	}
 	job.Envelope = env
+	job.Duplicate = derr == nil && queue.SameJob(env, r.DoneMS)
 	return job, 0, nil
 }
 

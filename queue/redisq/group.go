@@ -54,13 +54,14 @@ type groupCall struct {
 
 // do runs batches (one script each) in a shared pipeline and returns nil
 // when every script succeeded, else an error wrapping ErrUnavailable naming
-// the failed tenants. It returns ctx's error when ctx ends first; the
+// the failed tenants (and ErrUnknownOutcome when a script may have run). It
+// returns ctx's error, wrapping ErrUnknownOutcome, when ctx ends first: the
 // scripts may still run then.
 func (g *group) do(ctx context.Context, batches []batch.Tenant) error {
 	call := &groupCall{batches: batches, done: make(chan struct{})}
 	g.commit.Do(ctx, call)
 	if err := groupcommit.Wait(ctx, call.done); err != nil {
-		return queue.Unavailable("redis enqueue", err)
+		return queue.UnknownOutcome("redis enqueue", err)
 	}
 	return joinFailures(call.batches, call.errs)
 }

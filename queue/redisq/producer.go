@@ -6,7 +6,9 @@ package redisq
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,9 +97,12 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 // succeeded, within ctx and the enqueue timeout. A Redis error (or a reply
 // of the wrong shape) wraps queue.ErrUnavailable; it means "not known to be
 // durable": a Redis that was slow rather than down may still run the
-// script. With jobs of several tenants, the tenants named in the error were
-// not written while the others may have been (each tenant's write is
-// atomic, the call as a whole is not).
+// script: then the error wraps queue.ErrUnknownOutcome too, and enqueueing
+// the same envelopes again (same id and enqueued_at) adds nothing for a job
+// that was written (enqueue.lua skips it). With jobs of several tenants,
+// each tenant's write is atomic, the call as a whole is not: the tenants
+// named in an error wrapping only ErrUnavailable were not written, while the
+// others may have been.
 func (p *Producer) Enqueue(ctx context.Context, jobs []queue.Envelope) (err error) {
 	if len(jobs) == 0 {
 		return nil
@@ -136,13 +141,17 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*batch
 }
 
 // joinFailures returns nil when every err is nil, else an error wrapping
-// queue.ErrUnavailable and the first failure, naming the failed tenants.
+// queue.ErrUnavailable and the first failure, naming the failed tenants; it
+// wraps queue.ErrUnknownOutcome too when a failed script may have run
+// (mayHaveRun).
 func joinFailures(batches []batch.Tenant, errs []error) error {
 	var failed []string
 	var first error
+	unknown := false
 	for i, err := range errs {
 		if err != nil {
 			failed = append(failed, batches[i].Tenant)
+			unknown = unknown || mayHaveRun(err)
 			if first == nil {
 				first = err
 			}
@@ -151,7 +160,29 @@ func joinFailures(batches []batch.Tenant, errs []error) error {
 	if first == nil {
 		return nil
 	}
-	return queue.Unavailable("redis enqueue for "+strings.Join(failed, ","), first)
+	op := "redis enqueue for " + strings.Join(failed, ",")
+	if unknown {
+		return queue.UnknownOutcome(op, first)
+	}
+	return queue.Unavailable(op, first)
+}
+
+// mayHaveRun reports whether a script that failed with err may still have
+// run: not when Redis answered with an error (the script refused its
+// arguments before writing, or Redis refused it: LOADING, READONLY...), nor
+// when the command never left (no connection, a closed client); otherwise
+// (a timeout, a cut connection, a reply of the wrong shape) it may.
+func mayHaveRun(err error) bool {
+	var rerr redis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &rerr):
+		return false
+	case errors.As(err, &op) && op.Op == "dial", errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return false
+	}
+	return true
 }
 
 // Close releases nothing: the Redis client belongs to the caller.

@@ -297,7 +297,9 @@ func TestRedisProducerDown(t *testing.T) {
 		{"paused", srv.Pause, srv.Resume},
 	} {
 		fault.stop()
-		for _, jobs := range [][]queue.Envelope{{queuetest.Job("t1", "during", 1)}, multi("during")} {
+		// Distinct ids: one id with one enqueued_at (the test clock) is one
+		// job, which a second enqueue adds nothing to.
+		for _, jobs := range [][]queue.Envelope{{queuetest.Job("t1", "during1-"+fault.name, 1)}, multi("during2-" + fault.name)} {
 			start := time.Now()
 			err := p.Enqueue(ctx, jobs)
 			took := time.Since(start)
@@ -310,10 +312,10 @@ func TestRedisProducerDown(t *testing.T) {
 			t.Logf("%s: Enqueue failed after %v: %v", fault.name, took.Round(time.Millisecond), err)
 		}
 		fault.start()
-		if err := p.Enqueue(ctx, []queue.Envelope{queuetest.Job("t1", "after", 1)}); err != nil {
+		if err := p.Enqueue(ctx, []queue.Envelope{queuetest.Job("t1", "after1-"+fault.name, 1)}); err != nil {
 			t.Errorf("%s: Enqueue after recovery: %v", fault.name, err)
 		}
-		if err := p.Enqueue(ctx, multi("after")); err != nil {
+		if err := p.Enqueue(ctx, multi("after2-"+fault.name)); err != nil {
 			t.Errorf("%s: Enqueue of two tenants after recovery: %v", fault.name, err)
 		}
 	}

@@ -74,13 +74,15 @@ type claimReply struct {
 	NextDueMS int64
 	BeatMS    int64
 	NowMS     int64
+	// DoneMS is the enqueued_at of a job recorded as done (0: not done).
+	DoneMS int64
 }
 
 // parseClaim checks claim.lua's reply {member, envelope, cancelled (0|1),
-// next_due_ms, beat_ms, now_ms}.
+// next_due_ms, beat_ms, now_ms, done_ms}.
 func parseClaim(v any) (claimReply, error) {
 	s := lua.Claim
-	arr, err := s.Array(v, 6, 6)
+	arr, err := s.Array(v, 7, 7)
 	if err != nil {
 		return claimReply{}, err
 	}
@@ -108,6 +110,9 @@ func parseClaim(v any) (claimReply, error) {
 	if r.NowMS, err = s.Int(arr[5], "now_ms"); err != nil {
 		return r, err
 	}
+	if r.DoneMS, err = s.Int(arr[6], "done_ms"); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
@@ -125,9 +130,16 @@ type ackArgs struct {
 	Reason                string
 }
 
-// Call returns the script call.
+// Call returns the script call. With State "" (a duplicate,
+// queue.Outcome.Duplicate) the state keys are left out, so ack.lua records
+// nothing.
 func (a ackArgs) Call() lua.Call {
 	t := a.Tenant
+	if a.State == "" {
+		return lua.Call{Script: lua.Ack,
+			Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead")},
+			Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), ""}}
+	}
 	return lua.Call{Script: lua.Ack,
 		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead"),
 			keys.JobState(t, a.JobID), keys.JobsDispatched(t), keys.Delivering(t), keys.DeadRecords(t)},
