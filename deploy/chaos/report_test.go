@@ -1,0 +1,224 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+// result is one row of the table.
+type result struct {
+	row, backend string
+	accepted     int // submissions whose call ended in a 202
+	delivered    int // of them, received by the sink at least once
+	lost         int // 202'd, never received
+	dups         int // jobs received more than once
+	false202     int // lost and unknown to GET /v1/jobs/{id}
+	// recover202 is the first 202 to a request sent after the fault took
+	// effect, recoverOut the last tenant's first delivery after it; -1:
+	// none.
+	recover202, recoverOut time.Duration
+	outflow, rate, load    float64 // jobs/s
+	bound                  float64
+	notes                  []string
+	verdict                string
+}
+
+// measure is what a row's run left, to be counted.
+type measure struct {
+	row                row
+	backend            string
+	st                 *stack
+	entries            []entry
+	deliveries         map[string][]delivery
+	fault              span
+	loadStart, loadEnd time.Time
+	perSecond          float64
+}
+
+func (m *measure) result() result {
+	res := result{row: m.row.name, backend: m.backend, bound: m.row.bound, load: m.perSecond,
+		rate: m.row.topo.rate * float64(m.row.topo.tenants)}
+	var lost []entry
+	finals := map[int]int{}
+	unacceptedDelivered := 0
+	for _, e := range m.entries {
+		got := len(m.deliveries[e.id]) > 0
+		if e.final != http.StatusAccepted {
+			finals[e.final]++
+			if got {
+				unacceptedDelivered++
+			}
+			continue
+		}
+		res.accepted++
+		if got {
+			res.delivered++
+		} else {
+			lost = append(lost, e)
+		}
+	}
+	res.lost = len(lost)
+	res.false202 = m.falseAccepts(&res, lost)
+	if len(finals) > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("not 202'd in the end: %s; %d of them delivered all the same (an unclear answer whose job was queued)",
+			statusCounts(finals), unacceptedDelivered))
+	}
+	m.duplicates(&res)
+	res.recover202, res.recoverOut = m.recovery()
+	res.outflow = m.outflow()
+	res.verdict = verdict(res)
+	return res
+}
+
+// falseAccepts asks GET /v1/jobs/{id} about each lost job (at most 200):
+// one the server does not know (404) was never queued, a false 202. The
+// states of the others go into the notes.
+func (m *measure) falseAccepts(res *result, lost []entry) int {
+	states := map[string]int{}
+	n := 0
+	for i, e := range lost {
+		if i == 200 {
+			states["not asked"] += len(lost) - i
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		js, err := client.New(m.st.ingestURL, tenantKey(e.tenant), client.WithMaxTries(3)).Job(ctx, e.id)
+		cancel()
+		var apiErr *client.Error
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound:
+			n++
+			states["404"]++
+		case err != nil:
+			states["error: "+err.Error()]++
+		default:
+			states[js.State]++
+		}
+	}
+	if len(lost) > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("lost jobs by GET /v1/jobs/{id}: %s (e.g. %s)",
+			countList(states), lost[0].id))
+	}
+	return n
+}
+
+// duplicates counts the jobs delivered more than once and explains them by
+// their Sluice-Attempt sequence and whether the copies straddle the fault.
+func (m *measure) duplicates(res *result) {
+	patterns := map[string]int{}
+	across := 0
+	for _, ds := range m.deliveries {
+		if len(ds) < 2 {
+			continue
+		}
+		res.dups++
+		seq := make([]string, len(ds))
+		for i, d := range ds {
+			seq[i] = fmt.Sprint(d.attempt)
+		}
+		patterns["attempts "+strings.Join(seq, ",")]++
+		if ds[0].at.Before(m.fault.at) && !ds[len(ds)-1].at.Before(m.fault.at) {
+			across++
+		}
+	}
+	if res.dups > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("duplicates: %s; %d of %d first delivered before the fault and again after it",
+			countList(patterns), across, res.dups))
+	}
+}
+
+// recovery returns the time from the fault to the first 202 of a request
+// sent after it, and to the first delivery after it of the tenant that
+// waited longest (-1 when there was none).
+func (m *measure) recovery() (time.Duration, time.Duration) {
+	at := m.fault.at
+	r202 := time.Duration(-1)
+	for _, e := range m.entries {
+		for _, a := range e.answers {
+			if a.status == http.StatusAccepted && !a.sent.Before(at) && (r202 < 0 || a.at.Sub(at) < r202) {
+				r202 = a.at.Sub(at)
+			}
+		}
+	}
+	rOut := time.Duration(-1)
+	for _, tn := range m.st.tenants {
+		ts := times(m.deliveries, tn)
+		i := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(at) })
+		if i < len(ts) && ts[i].Sub(at) > rOut {
+			rOut = ts[i].Sub(at)
+		}
+	}
+	return r202, rOut
+}
+
+// outflow is deliveries a second over the fault's span for an outflow row,
+// else over the load.
+func (m *measure) outflow() float64 {
+	from, to := m.loadStart, m.loadEnd
+	if m.row.bound > 0 {
+		from, to = m.fault.at, m.fault.end
+	}
+	n := 0
+	for _, ds := range m.deliveries {
+		for _, d := range ds {
+			if !d.at.Before(from) && d.at.Before(to) {
+				n++
+			}
+		}
+	}
+	return float64(n) / to.Sub(from).Seconds()
+}
+
+// verdict is "ok", or what the row got wrong.
+func verdict(r result) string {
+	var bad []string
+	if r.lost > 0 {
+		bad = append(bad, fmt.Sprintf("%d lost", r.lost))
+	}
+	if r.false202 > 0 {
+		bad = append(bad, fmt.Sprintf("%d false 202", r.false202))
+	}
+	if r.bound > 0 && math.Abs(r.outflow-r.rate) > r.bound*r.rate {
+		bad = append(bad, fmt.Sprintf("outflow %.1f/s outside %.0f/s ± %.0f %%", r.outflow, r.rate, r.bound*100))
+	}
+	if len(bad) == 0 {
+		return "ok"
+	}
+	return "FAIL: " + strings.Join(bad, ", ")
+}
+
+func statusCounts(m map[int]int) string {
+	s := map[string]int{}
+	for st, n := range m {
+		name := fmt.Sprint(st)
+		if st == 0 {
+			name = "connection error"
+		}
+		s[name] = n
+	}
+	return countList(s)
+}
+
+// countList spells a count per name as "name ×n, ..." sorted by name.
+func countList(m map[string]int) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s ×%d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
