@@ -12,8 +12,15 @@ import (
 )
 
 // span is when a fault took effect (at) and when the system was whole
-// again (end: the process restarted, the broker resumed).
-type span struct{ at, end time.Time }
+// again (end: the process restarted, the broker resumed); events are the
+// instants of every fault it injected (at alone for a single one).
+type span struct {
+	at, end time.Time
+	events  []time.Time
+}
+
+// once is the span of a single fault.
+func once(at time.Time) span { return span{at: at, end: time.Now(), events: []time.Time{at}} }
 
 // faultFunc injects a row's fault into st, restores what it broke, and
 // returns the span.
@@ -27,7 +34,7 @@ func restartAfter(p func(*stack) *proc, end func(*proc), down time.Duration) fau
 		at := time.Now()
 		time.Sleep(down)
 		pr.start()
-		return span{at, time.Now()}
+		return once(at)
 	}
 }
 
@@ -47,7 +54,7 @@ func redisKill(st *stack) span {
 	at := time.Now()
 	time.Sleep(2 * time.Second)
 	st.srv.redis.Start()
-	return span{at, time.Now()}
+	return once(at)
 }
 
 // brokerKill, brokerTerm and brokerStop fault what holds the jobs: the
@@ -61,7 +68,7 @@ func brokerKill(st *stack) span {
 	st.srv.kafka.Kill()
 	at := time.Now()
 	st.srv.kafka.Start()
-	return span{at, time.Now()}
+	return once(at)
 }
 
 func brokerTerm(st *stack) span {
@@ -70,12 +77,12 @@ func brokerTerm(st *stack) span {
 		at := time.Now()
 		time.Sleep(2 * time.Second)
 		st.srv.redis.Start()
-		return span{at, time.Now()}
+		return once(at)
 	}
 	st.srv.kafka.Stop()
 	at := time.Now()
 	st.srv.kafka.Start()
-	return span{at, time.Now()}
+	return once(at)
 }
 
 func brokerStop(st *stack) span {
@@ -89,7 +96,7 @@ func brokerStop(st *stack) span {
 	at := time.Now()
 	time.Sleep(5 * time.Second)
 	resume()
-	return span{at, time.Now()}
+	return once(at)
 }
 
 // signalPidFile sends sig to the process whose pid the file holds (the
@@ -118,7 +125,7 @@ func rollingRestart(gap time.Duration) faultFunc {
 			d.start()
 			time.Sleep(gap)
 		}
-		return span{at, time.Now()}
+		return once(at)
 	}
 }
 
@@ -133,6 +140,6 @@ func killEvery(period time.Duration, n int) faultFunc {
 			d.start()
 			time.Sleep(time.Until(at.Add(time.Duration(i+1) * period)))
 		}
-		return span{at, time.Now()}
+		return once(at)
 	}
 }

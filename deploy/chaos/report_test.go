@@ -23,9 +23,8 @@ type result struct {
 	lost         int // 202'd, never received
 	dups         int // jobs received more than once
 	false202     int // lost and unknown to GET /v1/jobs/{id}
-	// recover202 is the first 202 to a request sent after the fault took
-	// effect, recoverOut the last tenant's first delivery after it; -1:
-	// none.
+	// recover202 and recoverOut are the longest pauses of 202s and of a
+	// tenant's deliveries from the fault on (measure.recovery); -1: none.
 	recover202, recoverOut time.Duration
 	outflow, rate, load    float64 // jobs/s
 	bound                  float64
@@ -127,38 +126,63 @@ func (m *measure) duplicates(res *result) {
 			seq[i] = fmt.Sprint(d.attempt)
 		}
 		patterns["attempts "+strings.Join(seq, ",")]++
-		if ds[0].at.Before(m.fault.at) && !ds[len(ds)-1].at.Before(m.fault.at) {
+		if m.straddles(ds[0].at, ds[len(ds)-1].at) {
 			across++
 		}
 	}
 	if res.dups > 0 {
-		res.notes = append(res.notes, fmt.Sprintf("duplicates: %s; %d of %d first delivered before the fault and again after it",
+		res.notes = append(res.notes, fmt.Sprintf("duplicates: %s; %d of %d delivered before a fault and again after it",
 			countList(patterns), across, res.dups))
 	}
 }
 
-// recovery returns the time from the fault to the first 202 of a request
-// sent after it, and to the first delivery after it of the tenant that
-// waited longest (-1 when there was none).
+// straddles reports whether a fault was injected between first and last.
+func (m *measure) straddles(first, last time.Time) bool {
+	for _, ev := range m.fault.events {
+		if first.Before(ev) && !last.Before(ev) {
+			return true
+		}
+	}
+	return false
+}
+
+// recovery returns how long 202s and deliveries paused from the fault on:
+// the longest gap between consecutive 202 answers, and between consecutive
+// deliveries of one tenant (the longest over the tenants), that ends after
+// the fault took effect and begins before the load stopped; -1 when there
+// was none. The load keeps every tenant busy, so a gap is an outage.
 func (m *measure) recovery() (time.Duration, time.Duration) {
-	at := m.fault.at
-	r202 := time.Duration(-1)
+	var accepts []time.Time
 	for _, e := range m.entries {
 		for _, a := range e.answers {
-			if a.status == http.StatusAccepted && !a.sent.Before(at) && (r202 < 0 || a.at.Sub(at) < r202) {
-				r202 = a.at.Sub(at)
+			if a.status == http.StatusAccepted {
+				accepts = append(accepts, a.at)
 			}
 		}
 	}
+	sort.Slice(accepts, func(i, j int) bool { return accepts[i].Before(accepts[j]) })
+	r202 := m.longestGap(accepts)
 	rOut := time.Duration(-1)
 	for _, tn := range m.st.tenants {
-		ts := times(m.deliveries, tn)
-		i := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(at) })
-		if i < len(ts) && ts[i].Sub(at) > rOut {
-			rOut = ts[i].Sub(at)
-		}
+		rOut = max(rOut, m.longestGap(times(m.deliveries, tn)))
 	}
 	return r202, rOut
+}
+
+// longestGap is the longest gap between consecutive times of ts (sorted)
+// that ends at or after the fault and begins before the load's end.
+func (m *measure) longestGap(ts []time.Time) time.Duration {
+	gap := time.Duration(-1)
+	end := m.loadEnd
+	if m.row.bound > 0 {
+		end = m.fault.end
+	}
+	for i := 1; i < len(ts); i++ {
+		if !ts[i].Before(m.fault.at) && ts[i-1].Before(end) {
+			gap = max(gap, ts[i].Sub(ts[i-1]))
+		}
+	}
+	return gap
 }
 
 // outflow is deliveries a second over the fault's span for an outflow row,
