@@ -112,9 +112,11 @@ func (m *measure) falseAccepts(res *result, lost []entry) int {
 }
 
 // duplicates counts the jobs delivered more than once and explains them by
-// their Sluice-Attempt sequence and whether the copies straddle the fault.
+// their Sluice-Attempt sequence, when their first copy came (before,
+// during or after the fault's span) and whether a fault was injected
+// between the copies.
 func (m *measure) duplicates(res *result) {
-	patterns := map[string]int{}
+	patterns, phases := map[string]int{}, map[string]int{}
 	across := 0
 	for _, ds := range m.deliveries {
 		if len(ds) < 2 {
@@ -126,13 +128,26 @@ func (m *measure) duplicates(res *result) {
 			seq[i] = fmt.Sprint(d.attempt)
 		}
 		patterns["attempts "+strings.Join(seq, ",")]++
+		phases[m.phase(ds[0].at)]++
 		if m.straddles(ds[0].at, ds[len(ds)-1].at) {
 			across++
 		}
 	}
 	if res.dups > 0 {
-		res.notes = append(res.notes, fmt.Sprintf("duplicates: %s; %d of %d delivered before a fault and again after it",
-			countList(patterns), across, res.dups))
+		res.notes = append(res.notes, fmt.Sprintf("duplicates: %s; first copy %s; %d of %d with a fault injected between the copies",
+			countList(patterns), countList(phases), across, res.dups))
+	}
+}
+
+// phase names when t was against the fault's span.
+func (m *measure) phase(t time.Time) string {
+	switch {
+	case t.Before(m.fault.at):
+		return "before the fault"
+	case t.After(m.fault.end):
+		return "after it"
+	default:
+		return "during it"
 	}
 }
 
