@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -73,6 +74,9 @@ func (m *measure) result() result {
 			statusCounts(finals), unacceptedDelivered))
 	}
 	m.duplicates(&res)
+	if m.backend == "kafka" {
+		res.notes = append(res.notes, fmt.Sprintf("partition assignments logged by the drainers (rebalances, the first included): %d", m.assignments()))
+	}
 	res.recover202, res.recoverOut = m.recovery()
 	res.outflow = m.outflow()
 	res.verdict = verdict(res)
@@ -159,6 +163,17 @@ func (m *measure) straddles(first, last time.Time) bool {
 		}
 	}
 	return false
+}
+
+// assignments counts the drainers' "partitions assigned" log lines: one
+// per drainer and generation it got partitions in.
+func (m *measure) assignments() int {
+	n := 0
+	for _, d := range m.st.drainers {
+		b, _ := os.ReadFile(d.log)
+		n += strings.Count(string(b), `"msg":"kafka consumer: partitions assigned"`)
+	}
+	return n
 }
 
 // recovery returns how long 202s and deliveries paused from the fault on:
