@@ -5,7 +5,7 @@
 #   make test       services up, the test tools, make lint-api, go vet, race tests of every package,
 #                   each fuzz target for CI_FUZZTIME, then the short chaos suite (make chaos-short)
 #   make chaos      services up, the chaos suite (deploy/chaos, build tag chaos): every fault row on
-#                   both backends, ~15 min; the table goes to stdout and deploy/chaos/results/
+#                   both backends, ~10 min; the table goes to stdout and deploy/chaos/results/
 #   make chaos-short  its short form (CHAOS_SHORT=1: 7 rows, shorter loads, ~3 min)
 #   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain
 #   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ

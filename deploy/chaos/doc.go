@@ -11,7 +11,7 @@
 //
 // The suite is behind the build tag chaos:
 //
-//	make chaos                  # every row on both backends (~15 min)
+//	make chaos                  # every row on both backends (~10 min)
 //	CHAOS_SHORT=1 make chaos    # the short form make test runs (~3 min)
 //	go test -tags chaos -run 'TestChaos/kafka/drainer_SIGKILL' -v ./deploy/chaos/
 //

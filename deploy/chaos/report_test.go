@@ -121,8 +121,10 @@ func (m *measure) falseAccepts(res *result, lost []entry) int {
 // between the copies.
 func (m *measure) duplicates(res *result) {
 	patterns, phases := map[string]int{}, map[string]int{}
-	across := 0
-	for _, ds := range m.deliveries {
+	across, retried := 0, 0
+	var gaps []time.Duration
+	unclear := m.retriedIDs()
+	for id, ds := range m.deliveries {
 		if len(ds) < 2 {
 			continue
 		}
@@ -133,14 +135,34 @@ func (m *measure) duplicates(res *result) {
 		}
 		patterns["attempts "+strings.Join(seq, ",")]++
 		phases[m.phase(ds[0].at)]++
+		gaps = append(gaps, ds[1].at.Sub(ds[0].at))
+		if unclear[id] {
+			retried++
+		}
 		if m.straddles(ds[0].at, ds[len(ds)-1].at) {
 			across++
 		}
 	}
 	if res.dups > 0 {
-		res.notes = append(res.notes, fmt.Sprintf("duplicates: %s; first copy %s; %d of %d with a fault injected between the copies",
-			countList(patterns), countList(phases), across, res.dups))
+		sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
+		res.notes = append(res.notes, fmt.Sprintf("duplicates: %s; first copy %s; %d of %d with a fault injected between the copies; %d of %d submitted again after a 503 or no answer; second copy %v to %v (median %v) after the first",
+			countList(patterns), countList(phases), across, res.dups, retried, res.dups,
+			gaps[0].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond), gaps[len(gaps)/2].Round(time.Millisecond)))
 	}
+}
+
+// retriedIDs are the ids whose submission got a 503 or no answer before
+// its last one: an unclear outcome the client retried with the same id.
+func (m *measure) retriedIDs() map[string]bool {
+	out := map[string]bool{}
+	for _, e := range m.entries {
+		for _, a := range e.answers[:max(0, len(e.answers)-1)] {
+			if a.status == 0 || a.status == http.StatusServiceUnavailable {
+				out[e.id] = true
+			}
+		}
+	}
+	return out
 }
 
 // phase names when t was against the fault's span.
