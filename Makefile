@@ -3,7 +3,10 @@
 # 127.0.0.1 (no Docker); `bash deploy/local/services.sh help` tells more.
 #
 #   make test       services up, the test tools, make lint-api, go vet, race tests of every package,
-#                   each fuzz target for CI_FUZZTIME
+#                   each fuzz target for CI_FUZZTIME, then the short chaos suite (make chaos-short)
+#   make chaos      services up, the chaos suite (deploy/chaos, build tag chaos): every fault row on
+#                   both backends, ~10 min; the table goes to stdout and deploy/chaos/results/
+#   make chaos-short  its short form (CHAOS_SHORT=1: 7 rows, shorter loads, ~3 min)
 #   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain
 #   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ
 #                   (deploy/bench/drainbench, ~35 min; BENCH_QUICK=1 for the ~3 min subset)
@@ -55,7 +58,14 @@ LINT_API = $(SERVICES) redocly lint --config redocly.yaml api/openapi.yaml
 RUN_CONFIG ?= configs/sluice.local.yaml
 RUN_DURATION ?= 0
 
-.PHONY: services services-down services-status test fuzz bench bench-drain run lint lint-api
+# The chaos suite's go test flags; CHAOS_RUN picks rows (e.g.
+# CHAOS_RUN='TestChaos/kafka/' for the Kafka rows). The suite builds and runs
+# the ingest and drainer binaries itself, so it runs without -race.
+CHAOS_RUN ?= TestChaos
+CHAOS_FLAGS ?= -count=1 -v -timeout 60m
+CHAOS_TEST = $(GO) test -tags chaos -run '$(CHAOS_RUN)' $(CHAOS_FLAGS) ./deploy/chaos/
+
+.PHONY: services services-down services-status test fuzz bench bench-drain run lint lint-api chaos chaos-short
 
 services:
 	$(SERVICES) up
@@ -72,6 +82,15 @@ test: services
 	$(GO) vet $(PKGS)
 	$(TEST_ENV) $(GO) test $(TEST_FLAGS) $(PKGS)
 	$(TEST_ENV) GO=$(GO) FUZZTIME=$(CI_FUZZTIME) FUZZ_PARALLEL=$(FUZZ_PARALLEL) bash deploy/local/fuzz.sh $(FUZZ_TARGETS)
+	$(TEST_ENV) CHAOS_SHORT=1 $(CHAOS_TEST)
+
+# The chaos suite fails when a row lost a 202'd job, answered a false 202 or
+# missed its outflow bound (deploy/chaos/doc.go).
+chaos: services
+	$(TEST_ENV) $(CHAOS_TEST)
+
+chaos-short: services
+	$(TEST_ENV) CHAOS_SHORT=1 $(CHAOS_TEST)
 
 fuzz: services
 	$(TEST_ENV) GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ_PARALLEL=$(FUZZ_PARALLEL) bash deploy/local/fuzz.sh $(FUZZ_TARGETS)

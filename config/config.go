@@ -110,10 +110,12 @@ type Kafka struct {
 	// rebalance does not wait out session_timeout (queue/kafkaq member.go).
 	InstanceID string `mapstructure:"instance_id"`
 	// SessionTimeout is how long the group waits for a silent drainer before
-	// its partitions go to the others (default 10s): shorter, a crashed
-	// drainer's partitions move sooner; longer, a drainer paused by a long
-	// GC or a slow host is less often thrown out. The broker refuses one
-	// outside group.min/max.session.timeout.ms (6s..30min by default).
+	// its partitions go to the others (default 6s, the broker's least):
+	// shorter, a crashed drainer's partitions move sooner, and a crashed
+	// drainer that restarts holds the whole group's rebalance for what is
+	// left of its old session; longer, a drainer paused by a long GC or a
+	// slow host is less often thrown out. The broker refuses one outside
+	// group.min/max.session.timeout.ms (6s..30min by default).
 	SessionTimeout time.Duration `mapstructure:"session_timeout"`
 	// HeartbeatInterval is how often a drainer tells the group it lives
 	// (default 1s); below session_timeout, about a third of it or less.

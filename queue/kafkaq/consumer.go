@@ -30,7 +30,7 @@ const (
 	DefaultFetchMaxWait     = 500 * time.Millisecond
 	DefaultFetchMaxBytes    = 1 << 20
 	DefaultRevokeTimeout    = 5 * time.Second
-	DefaultSessionTimeout   = 10 * time.Second
+	DefaultSessionTimeout   = 6 * time.Second
 	DefaultHeartbeat        = time.Second
 	DefaultRebalanceTimeout = 30 * time.Second
 )
@@ -91,7 +91,7 @@ type ConsumerConfig struct {
 	// RebalanceTimeout is raised to at least RevokeTimeout + 10s.
 	RevokeTimeout time.Duration
 	// SessionTimeout, HeartbeatInterval and RebalanceTimeout are the
-	// consumer group's (defaults 10s, 1s, 30s). A drainer that dies holds
+	// consumer group's (defaults 6s, 1s, 30s). A drainer that dies holds
 	// its partitions for SessionTimeout; the broker refuses one below its
 	// group.min.session.timeout.ms (6s by default).
 	SessionTimeout    time.Duration
