@@ -45,8 +45,8 @@ type Redis struct {
 	// 0 (the default) does not wait: a failover may lose the last writes
 	// the replica had not received. 0 to 16; not with ClusterAddrs.
 	WaitReplicas int `mapstructure:"wait_replicas"`
-	// WaitTimeout bounds that WAIT (default 100ms, 1ms to 10s, below
-	// Timeout).
+	// WaitTimeout bounds that WAIT (default 100ms, 1ms to 10s, at most
+	// half of Timeout, which bounds the whole round trip).
 	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
 }
 
