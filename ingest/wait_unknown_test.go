@@ -137,3 +137,25 @@ func TestWaitShortScheduled(t *testing.T) {
 		t.Errorf("enqueued_at %s after the retry, want the first %s", at, at1)
 	}
 }
+
+// TestWaitKeptByReload: redis.wait_replicas is read at start, as the Redis
+// producer's wait: a reload that sets it to 0 leaves a scheduled store
+// waiting (a 503 on a primary without replicas).
+func TestWaitKeptByReload(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: time.Second, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	tenant := testenv.Name(t, "waitr")
+	cfg := testConfig(t, tenantYAML(tenant, ""))
+	cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout = 1, 50*time.Millisecond
+	h := startIngest(t, cfg, deps{rdb: rdb})
+	if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","delay":"1h"}`); a.status != http.StatusServiceUnavailable {
+		t.Fatalf("scheduled job with no replica: %d %s, want 503", a.status, a.body)
+	}
+	reloaded := testConfig(t, tenantYAML(tenant, ""))
+	h.srv.SetConfig(reloaded)
+	if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","delay":"1h"}`); a.status != http.StatusServiceUnavailable {
+		t.Errorf("after a reload with wait_replicas 0: %d %s, want 503 (the wait is fixed at start)", a.status, a.body)
+	}
+}
