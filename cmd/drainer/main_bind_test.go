@@ -41,7 +41,7 @@ func TestKafkaSecondDrainerOnTheSamePortExits(t *testing.T) {
 	cfg := k.writeConfig(t, []string{tenant}, sink.srv.URL, "")
 	first := start(t, cfg)
 	var before []string
-	testenv.WaitFor(t, 30*time.Second, "the first drainer in the group, its job delivered", func() bool {
+	testenv.WaitFor(t, 90*time.Second, "the first drainer in the group, its job delivered", func() bool {
 		unique, _ := sink.counts()
 		before = k.groupMembers(t)
 		return unique == 1 && len(before) == 1
