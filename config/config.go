@@ -43,10 +43,15 @@ type Redis struct {
 	// round trip) before ingest answers 202; fewer within WaitTimeout is a
 	// 503 + Retry-After whose outcome is unknown (the primary has the job).
 	// 0 (the default) does not wait: a failover may lose the last writes
-	// the replica had not received. 0 to 16; not with ClusterAddrs.
+	// the replica had not received. 0 to 16; not with ClusterAddrs. Read
+	// at start, as WaitTimeout: a reload keeps the values the process
+	// started with (changing them needs a restart). Scheduled jobs wait on
+	// both queue backends (ingest stores them in Redis); on the Kafka
+	// backend the ordinary enqueue does not (Kafka's in-sync replicas
+	// acknowledge it).
 	WaitReplicas int `mapstructure:"wait_replicas"`
-	// WaitTimeout bounds that WAIT (default 100ms, 1ms to 10s, below
-	// Timeout).
+	// WaitTimeout bounds that WAIT (default 100ms, 1ms to 10s, at most
+	// half of Timeout, which bounds the whole round trip).
 	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
 }
 

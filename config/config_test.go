@@ -251,7 +251,8 @@ func TestInvalid(t *testing.T) {
 		{"wait_replicas with cluster", "redis: {cluster_addrs: [127.0.0.1:7000], wait_replicas: 1}\n", "redis.wait_replicas: cannot be used with redis.cluster_addrs"},
 		{"wait_timeout zero", "redis: {wait_timeout: 0s}\n", "redis.wait_timeout: must be a duration from 1ms to 10s (got 0s)"},
 		{"wait_timeout above 10s", "redis: {wait_timeout: 11s}\n", "redis.wait_timeout: must be a duration from 1ms to 10s (got 11s)"},
-		{"wait_timeout not below timeout", "redis: {wait_replicas: 1, timeout: 200ms, wait_timeout: 200ms}\n", "redis.wait_timeout: must be below redis.timeout 200ms"},
+		{"wait_timeout not below timeout", "redis: {wait_replicas: 1, timeout: 200ms, wait_timeout: 200ms}\n", "redis.wait_timeout: must be at most half of redis.timeout 200ms"},
+		{"wait_timeout above half the timeout", "redis: {wait_replicas: 1, timeout: 250ms, wait_timeout: 126ms}\n", "redis.wait_timeout: must be at most half of redis.timeout 250ms"},
 		{"absurd header limit", "ingest: {max_header_bytes: 1073741824}\n", "ingest.max_header_bytes: must be from 1024 to 16777216"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

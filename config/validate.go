@@ -76,8 +76,8 @@ func (r Redis) validateReplication(bad badFunc) {
 	}
 	if r.WaitTimeout < time.Millisecond || r.WaitTimeout > 10*time.Second {
 		bad("redis.wait_timeout", "must be a duration from 1ms to 10s (got %s)", r.WaitTimeout)
-	} else if r.WaitReplicas > 0 && r.Timeout > 0 && r.WaitTimeout >= r.Timeout {
-		bad("redis.wait_timeout", "must be below redis.timeout %s, which bounds the enqueue's round trip that carries the WAIT (got %s)", r.Timeout, r.WaitTimeout)
+	} else if r.WaitReplicas > 0 && r.Timeout > 0 && 2*r.WaitTimeout > r.Timeout {
+		bad("redis.wait_timeout", "must be at most half of redis.timeout %s, which bounds the enqueue's round trip that carries the WAIT and the scripts before it (got %s)", r.Timeout, r.WaitTimeout)
 	}
 }
 

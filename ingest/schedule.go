@@ -108,8 +108,10 @@ func splitScheduled(envs []queue.Envelope) (sched []scheduler.Job, now []queue.E
 // schedule stores tenant's scheduled jobs (internal/scheduler.AddWait,
 // waiting for redis.wait_replicas as an enqueue does), bounded like an
 // enqueue. A failed hint write is logged: the jobs are stored, and a
-// scheduler's sweep finds them. Too few replicas is a 503: the jobs are
-// on the primary, and a retry replaces them by id.
+// scheduler's sweep finds them. Too few replicas is a 503 whose outcome is
+// unknown (queue.ErrUnknownOutcome): the jobs are on the primary, their ids
+// stay reserved as unknown (keepUnknown), and a retry stores the same jobs
+// again, which replaces them or skips those already moved (schedule_add.lua).
 func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jobs []scheduler.Job) *problem {
 	if len(jobs) == 0 {
 		return nil
@@ -131,8 +133,14 @@ func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jo
 		return p
 	}
 	s.log.Warn("storing scheduled jobs failed", "tenant", tenant, "jobs", len(jobs), "err", err)
-	p := newProblem(http.StatusServiceUnavailable, "", "scheduled jobs cannot be stored (redis); retry later")
-	p.Backend, p.RetryAfter, p.Tenant = "redis", retryAfterSeconds(snap.retryAfter), tenant
+	detail := "scheduled jobs cannot be stored (redis); retry later"
+	unknown := errors.Is(err, queue.ErrUnknownOutcome)
+	if unknown {
+		detail = "scheduled jobs were not acknowledged by redis.wait_replicas replicas and may be stored; " +
+			"a retry with the same id stores them at most once"
+	}
+	p := newProblem(http.StatusServiceUnavailable, "", detail)
+	p.Backend, p.RetryAfter, p.Tenant, p.unknown = "redis", retryAfterSeconds(snap.retryAfter), tenant, unknown
 	return p
 }
 

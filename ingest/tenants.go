@@ -34,7 +34,9 @@ type snapshot struct {
 	redisTimeout time.Duration
 	shutdown     time.Duration
 	// wait is the replica wait of a scheduled jobs' store
-	// (redis.wait_replicas, redis.wait_timeout).
+	// (redis.wait_replicas, redis.wait_timeout), read from the first
+	// config and kept by every reload, as the Redis producer's wait (set at
+	// start): changing it needs a restart.
 	wait lua.Wait
 	// bodyTimeout and writeTimeout bound each request from the config
 	// current at its start; readHeaderTimeout, idleTimeout and
@@ -118,6 +120,9 @@ func newSnapshot(cfg *config.Config, old *snapshot) *snapshot {
 		listen:       cfg.Ingest.Listen,
 		kafkaBrokers: cfg.Kafka.Brokers,
 		kafkaTopic:   cfg.Kafka.Topic,
+	}
+	if old != nil {
+		s.wait = old.wait
 	}
 	if s.redisTimeout <= 0 {
 		s.redisTimeout = config.DefaultRedisTimeout

@@ -191,27 +191,21 @@ func inProgress(field, id string) *problem {
 	return p
 }
 
-// keepUnknown stores, after an enqueue whose outcome is unknown, the
-// unknown record of every job of sub with a client id that was enqueued
-// (envs holds them in sub.fresh's order), retried ones included, and
-// releases the ids of its scheduled jobs, which the failed request removed
-// again. A failure is logged: the pending markers then lapse after
-// pendingTTL, and a retry after that enqueues the job anew (with the same
-// job id).
+// keepUnknown stores, after an enqueue (or a scheduled store) whose outcome
+// is unknown, the unknown record of every job of sub with a client id (envs
+// holds them in sub.fresh's order), retried and scheduled ones included: a
+// scheduled job the failed request removed again (unschedule) is stored
+// anew by the retry, one it could not remove or whose store was the unknown
+// one is replaced or, once moved, skipped (schedule_add.lua). A failure is
+// logged: the pending markers then lapse after pendingTTL, and a retry
+// after that enqueues the job anew (with the same job id).
 func (s *Server) keepUnknown(ctx context.Context, snap *snapshot, ts *tenantState, jobs []job, sub *submission, envs []queue.Envelope) {
 	var recs []unknownRecord
-	var sched []string
 	for i, k := range sub.fresh {
-		j := jobs[k]
-		switch {
-		case j.id == "":
-		case j.due != nil:
-			sched = append(sched, j.id)
-		default:
+		if j := jobs[k]; j.id != "" {
 			recs = append(recs, unknownRecord{Status: unknownStatus, JobID: j.id, EnqueuedAt: envs[i].EnqueuedAt, Digest: digestOf(j)})
 		}
 	}
-	s.releaseIDs(ctx, snap, ts, sched)
 	s.freeUnknown(ctx, snap, ts, recs)
 }
 

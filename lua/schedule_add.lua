@@ -7,7 +7,11 @@
 -- "scheduled" with type, enqueued_at, updated_at and due_at (and
 -- heartbeat_ms for a heartbeat job). A drainer's scheduler moves it to the
 -- queue when due (schedule_take.lua, schedule_done.lua). A job id already
--- scheduled is replaced, not added twice. Refused as a whole, writing
+-- scheduled is replaced, not added twice. A job whose state hash holds its
+-- very enqueued_at in a state other than "scheduled" (moved to the queue,
+-- cancelled) is this job stored before by a request whose outcome was unknown
+-- (queue.ErrUnknownOutcome) and retried with the same id: it is skipped and
+-- left as it is. Refused as a whole, writing
 -- nothing, when the tenant would hold more than ARGV[1] scheduled jobs.
 -- Every key's TTL is at least (latest due − now) + ARGV[2], so a job
 -- scheduled beyond keys.JobStateTTL does not expire before it is due.
@@ -20,7 +24,7 @@
 -- ARGV[3..]  per job, 6 values: id, due (unix ms), envelope (JSON), type,
 --            enqueued_at (unix ms), heartbeat_ms (0: none)
 --
--- Returns {1, earliest due ms of the tenant} when stored, {0, scheduled
+-- Returns {1, earliest due ms of the tenant (now when none)} when stored, {0, scheduled
 -- count} when refused by the bound.
 
 local n = (#ARGV - 2) / 6
@@ -37,9 +41,16 @@ for i = 0, n - 1 do
     return redis.error_reply('ERR schedule_add: job ' .. (i + 1) .. ': due, enqueued_at and heartbeat_ms must be numbers')
   end
 end
-local fresh = 0
+-- pcall: HGET fails (WRONGTYPE) only on an older string marker, another job.
+local skip, fresh = {}, 0
 for i = 0, n - 1 do
-  if not redis.call('ZSCORE', KEYS[1], ARGV[3 + i * 6]) then fresh = fresh + 1 end
+  local b = 3 + i * 6
+  local st = redis.pcall('HMGET', KEYS[3 + i], 'state', 'enqueued_at')
+  if type(st) == 'table' and st[1] and st[1] ~= 'scheduled' and st[2] == ARGV[b + 4] then
+    skip[i] = true
+  elseif not redis.call('ZSCORE', KEYS[1], ARGV[b]) then
+    fresh = fresh + 1
+  end
 end
 local count = redis.call('ZCARD', KEYS[1])
 if count + fresh > max then
@@ -50,23 +61,27 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local latest = now
 for i = 0, n - 1 do
-  local b = 3 + i * 6
-  local id, due = ARGV[b], tonumber(ARGV[b + 1])
-  local sk = KEYS[3 + i]
-  redis.call('ZADD', KEYS[1], due, id)
-  redis.call('HSET', KEYS[2], id, ARGV[b + 2])
-  redis.call('DEL', sk)
-  redis.call('HSET', sk, 'state', 'scheduled', 'type', ARGV[b + 3], 'enqueued_at', ARGV[b + 4],
-    'updated_at', now, 'due_at', due)
-  if tonumber(ARGV[b + 5]) > 0 then
-    redis.call('HSET', sk, 'heartbeat_ms', ARGV[b + 5])
+  if not skip[i] then
+    local b = 3 + i * 6
+    local id, due = ARGV[b], tonumber(ARGV[b + 1])
+    local sk = KEYS[3 + i]
+    redis.call('ZADD', KEYS[1], due, id)
+    redis.call('HSET', KEYS[2], id, ARGV[b + 2])
+    redis.call('DEL', sk)
+    redis.call('HSET', sk, 'state', 'scheduled', 'type', ARGV[b + 3], 'enqueued_at', ARGV[b + 4],
+      'updated_at', now, 'due_at', due)
+    if tonumber(ARGV[b + 5]) > 0 then
+      redis.call('HSET', sk, 'heartbeat_ms', ARGV[b + 5])
+    end
+    redis.call('PEXPIRE', sk, math.max(due - now, 0) + ttl)
+    if due > latest then latest = due end
   end
-  redis.call('PEXPIRE', sk, math.max(due - now, 0) + ttl)
-  if due > latest then latest = due end
 end
 local keep = latest - now + ttl
 for _, k in ipairs({KEYS[1], KEYS[2]}) do
   if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, keep) end
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {1, tonumber(first[2])}
+-- Every job skipped from an empty index: the hint is lowered to now,
+-- which costs a scheduler one look.
+return {1, tonumber(first[2]) or now}

@@ -20,6 +20,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -49,12 +50,22 @@ func run() int {
 	rdb := boot.Redis(svc.Config.Redis)
 	defer rdb.Close()
 
+	// The ops port is bound before anything joins the queue: a second
+	// drainer started with the same drainer.listen (so the same
+	// kafka.instance_id auto) fails here instead of removing the running
+	// one's group member first.
+	ln, err := net.Listen("tcp", svc.Config.Drainer.Listen)
+	if err != nil {
+		svc.Log.Error("ops server", "addr", svc.Config.Drainer.Listen, "err", err)
+		return 2
+	}
+	defer ln.Close()
 	reg := boot.Metrics()
 	d, runConsumer, ok := build(ctx, svc, rdb, reg)
 	if !ok {
 		return 2
 	}
-	return serve(ctx, stop, svc, d, runConsumer, rdb, reg)
+	return serve(ctx, stop, svc, ln, d, runConsumer, rdb, reg)
 }
 
 // build loads the scripts and the runtime tenants and builds the queue
@@ -112,17 +123,17 @@ func build(ctx context.Context, svc *boot.Service, rdb redis.UniversalClient, re
 	return d, runConsumer, true
 }
 
-// serve runs the ops server, the queue consumer and the drainer until ctx
+// serve runs the ops server (on ln, bound by run), the queue consumer and the drainer until ctx
 // is done or one of them fails (then it calls stop), shuts them down and
 // returns the exit code. Shutdown order: the drainer first (stops intake,
 // finishes or returns jobs within drainer.shutdown_timeout), then the queue
 // consumer (Kafka: commits and leaves the group), then the ops server, so
 // /metrics and /readyz answer to the end.
-func serve(ctx context.Context, stop context.CancelFunc, svc *boot.Service, d *drainer.Drainer, runConsumer func(context.Context) error, rdb redis.UniversalClient, reg *prometheus.Registry) int {
+func serve(ctx context.Context, stop context.CancelFunc, svc *boot.Service, ln net.Listener, d *drainer.Drainer, runConsumer func(context.Context) error, rdb redis.UniversalClient, reg *prometheus.Registry) int {
 	log, cfg := svc.Log, svc.Config
-	srv := &http.Server{Addr: cfg.Drainer.Listen, Handler: ops(d, rdb, reg), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: ops(d, rdb, reg), ReadHeaderTimeout: 5 * time.Second}
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.ListenAndServe() }()
+	go func() { srvErr <- srv.Serve(ln) }()
 
 	code := 0
 	consumerCtx, stopConsumer := context.WithCancel(context.WithoutCancel(ctx))

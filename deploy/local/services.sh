@@ -415,13 +415,14 @@ sentinel_launch() {
 }
 
 # sentinel_master PORT: print the master's port as the Sentinel on PORT names it,
-# when that Sentinel has a quorum (SENTINEL CKQUORUM: it knows the other two), knows
-# one replica and does not hold the master down; fail otherwise.
+# when that Sentinel has a quorum (SENTINEL CKQUORUM), knows the other two Sentinels
+# (num-other-sentinels 2) and one replica, and does not hold the master down; fail
+# otherwise.
 sentinel_master() {
 	local port=$1 info addr
 	[[ $(sentinel_cli "$port" sentinel ckquorum "$SENTINEL_MASTER") == OK* ]] || return 1
 	info=" $(sentinel_cli "$port" sentinel master "$SENTINEL_MASTER" | paste -sd' ') "
-	[[ $info == *" num-slaves 1 "* && $info != *s_down* && $info != *o_down* ]] || return 1
+	[[ $info == *" num-slaves 1 "* && $info == *" num-other-sentinels 2 "* && $info != *s_down* && $info != *o_down* ]] || return 1
 	addr=$(sentinel_cli "$port" sentinel get-master-addr-by-name "$SENTINEL_MASTER" | paste -sd' ')
 	[[ -n $addr ]] || return 1
 	echo "${addr##* }"
@@ -720,6 +721,20 @@ shared_kafka_dir() {
 	fi
 }
 
+# kafka_dirs prints every shared Kafka node's directory under $RUN (a single node's
+# kafka-<port>, a cluster's kafka-cluster-<port>), whatever SLUICE_KAFKA_BROKERS says
+# now, so down, clean and status find a cluster started with another count.
+kafka_dirs() {
+	local d
+	for d in "$RUN"/kafka-*; do
+		[[ -d $d ]] && echo "$d"
+	done
+	return 0
+}
+
+# kafka_port_of DIR: the client port a shared node's directory is named after.
+kafka_port_of() { echo "${1##*-}"; }
+
 shared_kafka_voters() {
 	local i voters=()
 	for ((i = 0; i < KAFKA_BROKERS; i++)); do voters+=("$((i + 1))@$HOST:$((KAFKA_CONTROLLER_PORT + i))"); done
@@ -762,8 +777,9 @@ cmd_up() {
 # cmd_down stops the nodes of a Kafka cluster all at once: stopped one at a time,
 # the last ones wait in vain for a controller quorum to shut down cleanly.
 cmd_down() {
-	local i
-	for ((i = 0; i < KAFKA_BROKERS; i++)); do kafka_stop "$(shared_kafka_dir "$i")" & done
+	local d dirs=()
+	mapfile -t dirs < <(kafka_dirs)
+	for d in "${dirs[@]}"; do kafka_stop "$d" & done
 	wait
 	cluster_down
 	redis_stop "$RUN/redis-$REDIS_PORT" term "$HOST:$REDIS_PORT"
@@ -794,7 +810,22 @@ cmd_status() {
 			rc=1
 		fi
 	done
+	status_other_kafka
 	return $rc
+}
+
+# status_other_kafka reports the shared Kafka nodes running from $RUN outside the
+# ports SLUICE_KAFKA_BROKERS names now (a cluster started with another count).
+status_other_kafka() {
+	local d port
+	while read -r d; do
+		port=$(kafka_port_of "$d")
+		[[ $port =~ ^[0-9]+$ ]] || continue
+		((port >= KAFKA_PORT && port < KAFKA_PORT + KAFKA_BROKERS)) && continue
+		d=$(cd "$d" && pwd)
+		pid_of "$d/kafka.pid" "$d/server.properties" >/dev/null || continue
+		echo "kafka          $HOST:$port  running from $d (not in SLUICE_KAFKA_BROKERS=$KAFKA_BROKERS; down stops it)"
+	done < <(kafka_dirs)
 }
 
 cmd_env() {

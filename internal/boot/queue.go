@@ -34,7 +34,7 @@ func Queue(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, reg 
 			Brokers: k.Brokers, Topic: k.Topic, Partitions: k.Partitions,
 			ReplicationFactor: k.ReplicationFactor, MinInsyncReplicas: k.MinInsyncReplicas,
 			DLQTopic: k.DLQTopic, BatchTimeout: k.BatchTimeout, ProduceTimeout: k.ProduceTimeout,
-			ConsumerGroup: k.ConsumerGroup, Instance: instance(cfg),
+			ConsumerGroup: k.ConsumerGroup, Instance: instance(cfg, log),
 			Group: kafkaq.GroupTimeouts{SessionTimeout: k.SessionTimeout, HeartbeatInterval: k.HeartbeatInterval,
 				RebalanceTimeout: k.RebalanceTimeout, RevokeTimeout: revokeTimeout(cfg)},
 		},
@@ -47,8 +47,10 @@ func Queue(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, reg 
 
 // instance is kafka.instance_id, with "auto" the host name and the port of
 // drainer.listen ("host:8081"; the whole address when it has no port), and
-// "none" empty (off).
-func instance(cfg *config.Config) string {
+// "none" empty (off). "auto" with port 0 (or none) is off, with a warning on
+// log: every drainer of the host would share "host:0", and each start would
+// remove the other from the group.
+func instance(cfg *config.Config, log *slog.Logger) string {
 	switch id := cfg.Kafka.InstanceID; id {
 	case "none":
 		return ""
@@ -60,6 +62,14 @@ func instance(cfg *config.Config) string {
 		port := cfg.Drainer.Listen
 		if _, p, err := net.SplitHostPort(port); err == nil {
 			port = p
+		}
+		if port == "" || port == "0" {
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Warn("kafka.instance_id auto needs a fixed drainer.listen port; instance id off",
+				"drainer_listen", cfg.Drainer.Listen)
+			return ""
 		}
 		return host + ":" + port
 	default:

@@ -37,8 +37,16 @@ func TestInstance(t *testing.T) {
 	for id, want := range map[string]string{"auto": host + ":8081", "none": "", "drainer-3": "drainer-3"} {
 		cfg := &config.Config{}
 		cfg.Kafka.InstanceID, cfg.Drainer.Listen = id, "127.0.0.1:8081"
-		if got := instance(cfg); got != want {
+		if got := instance(cfg, nil); got != want {
 			t.Errorf("instance(%q) = %q, want %q", id, got, want)
+		}
+	}
+	// auto with port 0 would give every drainer of the host "host:0": off.
+	for _, listen := range []string{"127.0.0.1:0", ":0", ""} {
+		cfg := &config.Config{}
+		cfg.Kafka.InstanceID, cfg.Drainer.Listen = "auto", listen
+		if got := instance(cfg, nil); got != "" {
+			t.Errorf("instance(auto) with drainer.listen %q = %q, want \"\" (off)", listen, got)
 		}
 	}
 }

@@ -52,8 +52,11 @@ func Add(ctx context.Context, rdb redis.UniversalClient, tenant string, jobs []J
 // AddWait is Add whose script is followed, in its round trip, by WAIT
 // (lua.ExecWait; w zero: none), as ingest stores the jobs it answers 202
 // for with redis.wait_replicas. Fewer replicas than w.Replicas is an error
-// wrapping lua.ErrWaitShort, returned after the hint is written: the jobs
-// are stored on the primary (a retry replaces them by id).
+// wrapping lua.ErrWaitShort, queue.ErrUnavailable and
+// queue.ErrUnknownOutcome (as the Redis queue backend's short WAIT),
+// returned after the hint is written: the jobs are stored on the primary and
+// may survive or not. A retry with the same ids and enqueued_at replaces
+// them, or skips those the scheduler has moved (schedule_add.lua).
 func AddWait(ctx context.Context, rdb redis.UniversalClient, tenant string, jobs []Job, max int64, w lua.Wait) error {
 	call, err := addCall(tenant, jobs, max)
 	if err != nil {
@@ -75,7 +78,7 @@ func AddWait(ctx context.Context, rdb redis.UniversalClient, tenant string, jobs
 		return fmt.Errorf("%w: %w", ErrHint, err)
 	}
 	if waitErr != nil {
-		return fmt.Errorf("scheduler: add jobs of %s: %w", tenant, waitErr)
+		return fmt.Errorf("scheduler: add jobs of %s: %w: %w: %w", tenant, queue.ErrUnavailable, queue.ErrUnknownOutcome, waitErr)
 	}
 	return nil
 }

@@ -6,9 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -99,36 +102,83 @@ func (c *Consumer) removePredecessor(ctx context.Context) {
 			"key", r.key)
 		return
 	}
-	if err := c.leaveFor(ctx, member); err != nil {
+	removed, err := c.leaveFor(ctx, member)
+	switch {
+	case err != nil:
 		c.log.Warn("kafka consumer: remove the previous member of this instance; its session will time out",
 			"member", member, "err", err)
-		return
+	case !removed:
+		c.log.Debug("kafka consumer: the previous member of this instance had already left the group", "member", member)
+	default:
+		c.m.predecessors.Inc()
+		c.log.Info("kafka consumer: removed the previous member of this instance from the group",
+			"member", member, "waited", time.Since(start).Round(time.Millisecond).String())
 	}
-	c.m.predecessors.Inc()
-	c.log.Info("kafka consumer: removed the previous member of this instance from the group",
-		"member", member, "waited", time.Since(start).Round(time.Millisecond).String())
 }
 
-// leaveFor sends LeaveGroup on behalf of member. A member the group no longer
-// knows is not an error.
-func (c *Consumer) leaveFor(ctx context.Context, member string) error {
+// leaveAttempts is how many LeaveGroup requests leaveFor sends at most, all
+// within one callTimeout.
+const leaveAttempts = 3
+
+// leaveFor sends LeaveGroup on behalf of member: removed reports that the
+// broker removed it; a member the group no longer knows (UnknownMemberId)
+// is not removed and not an error. A coordinator moving or loading
+// (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE)
+// or a network error is retried, up to leaveAttempts within callTimeout.
+func (c *Consumer) leaveFor(ctx context.Context, member string) (removed bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	res, err := c.client.LeaveGroup(cctx, &kafka.LeaveGroupRequest{
+	for attempt := 1; ; attempt++ {
+		removed, err = c.leaveOnce(cctx, member)
+		if err == nil || attempt == leaveAttempts || !leaveRetryable(err) || cctx.Err() != nil {
+			return removed, err
+		}
+		sleepCtx(cctx, time.Duration(attempt)*200*time.Millisecond)
+	}
+}
+
+// leaveOnce is one LeaveGroup of leaveFor.
+func (c *Consumer) leaveOnce(ctx context.Context, member string) (bool, error) {
+	res, err := c.client.LeaveGroup(ctx, &kafka.LeaveGroupRequest{
 		GroupID: c.cfg.Kafka.ConsumerGroup, Members: []kafka.LeaveGroupRequestMember{{ID: member}},
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
-	if res.Error != nil && !errors.Is(res.Error, kafka.UnknownMemberId) {
-		return res.Error
+	if errors.Is(res.Error, kafka.UnknownMemberId) {
+		return false, nil
 	}
+	if res.Error != nil {
+		return false, res.Error
+	}
+	// A LeaveGroup before v3 answers no member list: no error is removed.
+	removed := len(res.Members) == 0
 	for _, m := range res.Members {
-		if m.Error != nil && !errors.Is(m.Error, kafka.UnknownMemberId) {
-			return fmt.Errorf("member %s: %w", m.ID, m.Error)
+		switch {
+		case m.Error == nil:
+			removed = removed || m.ID == member
+		case errors.Is(m.Error, kafka.UnknownMemberId):
+		default:
+			return false, fmt.Errorf("member %s: %w", m.ID, m.Error)
 		}
 	}
-	return nil
+	return removed, nil
+}
+
+// leaveRetryable reports whether a LeaveGroup error may pass on a retry:
+// the group's coordinator moving or loading, or the network (not the
+// caller's context ending).
+func leaveRetryable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		return ke == kafka.NotCoordinatorForGroup || ke == kafka.GroupLoadInProgress ||
+			ke == kafka.GroupCoordinatorNotAvailable || ke == kafka.NetworkException || ke == kafka.RequestTimedOut
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // keepMemberRecord writes this process's member id every memberRefresh

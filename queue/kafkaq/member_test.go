@@ -137,3 +137,22 @@ func (e *kafkaEnv) groupMembers() ([]string, string) {
 	}
 	return ids, g.GroupState
 }
+
+// TestGoneMemberNotCountedRemoved: a stale record of a member the group
+// does not know (its process had left) is not counted as removed.
+func TestGoneMemberNotCountedRemoved(t *testing.T) {
+	e := newKafkaEnv(t, 2)
+	key := keys.KafkaMember(e.cfg.ConsumerGroup, "g")
+	if err := e.rdb.Set(context.Background(), key, "deadbeef 1 gone-member-id", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	_, _ = e.consumer(e.memberConfig("g"), reg)
+	testenv.WaitFor(t, 60*time.Second, "the group stable with the new member", func() bool {
+		members, state := e.groupMembers()
+		return state == "Stable" && len(members) == 1
+	})
+	if n := testenv.MetricValue(t, reg, "sluice_kafka_predecessors_removed_total", nil); n != 0 {
+		t.Fatalf("sluice_kafka_predecessors_removed_total = %v, want 0 (the member was already gone)", n)
+	}
+}

@@ -1,9 +1,11 @@
 package redisq
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,13 +61,20 @@ func TestProducerWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := testenv.CommandCalls(t, rdb, "evalsha", "eval", "wait")
+	trips := &roundTrips{}
+	rdb.AddHook(trips)
 	for _, id := range []string{"b1", "b2"} {
 		if err := p.Enqueue(ctx, []queue.Envelope{queuetest.Job(tenant, id, 1)}); err != nil {
 			t.Fatalf("Enqueue %s with the replica in sync: %v", id, err)
 		}
 	}
+	enqueueTrips := trips.seen()
 	if got := testenv.CommandCalls(t, rdb, "evalsha", "eval", "wait") - before; got != 4 {
 		t.Errorf("EVALSHA+EVAL+WAIT calls for two enqueues = %d, want 4 (one script and one WAIT each)", got)
+	}
+	// The WAIT is in the script's own pipeline: one round trip per enqueue.
+	if got := enqueueTrips; len(got) != 2 || got[0] != "evalsha wait" || got[1] != "evalsha wait" {
+		t.Errorf("round trips of two enqueues = %q, want [\"evalsha wait\" \"evalsha wait\"] (the WAIT in the script's pipeline)", got)
 	}
 	if got := queued(t, rc, tenant); len(got) != 3 {
 		t.Errorf("jobs on the replica = %d, want 3", len(got))
@@ -73,6 +82,45 @@ func TestProducerWait(t *testing.T) {
 	if got := testenv.MetricValue(t, reg, "sluice_redis_wait_short_total", nil); got != 1 {
 		t.Errorf("sluice_redis_wait_short_total = %v after acknowledged enqueues, want still 1", got)
 	}
+}
+
+// roundTrips is a redis.Hook recording each round trip (a command or a
+// pipeline) as its commands' names.
+type roundTrips struct {
+	mu    sync.Mutex
+	trips []string
+}
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.add([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.add(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (r *roundTrips) add(cmds []redis.Cmder) {
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = c.Name()
+	}
+	r.mu.Lock()
+	r.trips = append(r.trips, strings.Join(names, " "))
+	r.mu.Unlock()
+}
+
+func (r *roundTrips) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.trips...)
 }
 
 func portOf(t *testing.T, addr string) string {

@@ -42,7 +42,10 @@ type Config struct {
 	Tenants map[string]string
 	// PerSecond is each tenant's GCRA rate (burst = rate).
 	PerSecond int
-	// Prefix starts every key (default "peer:"), so a run can delete its keys.
+	// Prefix starts the queue keys (default "peer:"; QueueKey) and the
+	// limiter's key names. redis_rate adds its own "rate:" in front of the
+	// latter, so the limiter's state lives under "rate:" + Prefix + tenant:
+	// a run deletes both patterns to remove its keys.
 	Prefix string
 }
 
@@ -78,8 +81,18 @@ type envelope struct {
 	EnqueuedAt time.Time       `json:"enqueued_at"`
 }
 
-// ServeHTTP handles POST /v1/jobs.
+// ServeHTTP handles POST /v1/jobs; any other path is a 404, another
+// method on it a 405.
 func (p *Peer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/jobs" {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
 	tenant, ok := p.tenants[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
 	if !ok {
 		http.Error(w, "unknown key", http.StatusUnauthorized)
