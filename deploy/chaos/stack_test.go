@@ -25,6 +25,9 @@ type servers struct {
 	redisYAML, kafkaYAML string
 	redis                *testenv.RedisProc
 	kafka                *testenv.KafkaProc
+	ha                   *testenv.RedisHA      // sentinelStores
+	cluster              *testenv.KafkaCluster // clusterStores
+	topic                string                // clusterStores: the jobs topic
 }
 
 // storesFunc starts a row's stores for backend ("redis" or "kafka"). A new
