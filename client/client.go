@@ -137,9 +137,14 @@ func (e *Error) Error() string {
 	return msg
 }
 
-// Temporary reports whether the same request may succeed later (429, 503).
+// Temporary reports whether the same request may succeed later: 429, 503,
+// and a 409 with Retry-After (another request holds the job's id: a
+// concurrent submission, or one whose ingest died mid-way, whose hold
+// expires within a minute). A 409 without Retry-After (a job that is not a
+// heartbeat job, a cancelled one) is final.
 func (e *Error) Temporary() bool {
-	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
+	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable ||
+		(e.Status == http.StatusConflict && e.RetryAfter > 0)
 }
 
 // Submit submits one job, retrying 429 and 503 answers and connection errors

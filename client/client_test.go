@@ -154,3 +154,24 @@ func TestContextCancelStopsWaiting(t *testing.T) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
 	}
 }
+
+// TestRetriesConflictWithRetryAfter: a 409 with Retry-After (another
+// request holds the id, e.g. one whose ingest died mid-way) is retried with
+// the same id; a 409 without it is final.
+func TestRetriesConflictWithRetryAfter(t *testing.T) {
+	s := &script{steps: []func(http.ResponseWriter){status(409, "1"), accepted}}
+	c, slept := newTest(t, s)
+	if _, err := c.Submit(context.Background(), Job{Type: "email", ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]time.Duration{time.Second}, *slept); diff != "" || s.ids[0] != "a" || s.ids[1] != "a" {
+		t.Errorf("waits (-want +got):\n%s; ids %v", diff, s.ids)
+	}
+	s = &script{steps: []func(http.ResponseWriter){status(409, "")}}
+	c, slept = newTest(t, s)
+	_, err := c.Submit(context.Background(), Job{Type: "email"})
+	var apiErr *Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Temporary() || len(*slept) != 0 {
+		t.Fatalf("err = %v, waits %v; want a final 409 without retry", err, *slept)
+	}
+}
