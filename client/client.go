@@ -1,5 +1,6 @@
 // Package client is a Go client of sluice's ingest API that follows good
-// client etiquette: on 429 or 503 it waits as long as Retry-After says when
+// client etiquette: on 429 or 503 (and a 409 with Retry-After: the job's id
+// is held by another request) it waits as long as Retry-After says when
 // the server says it, otherwise it backs off exponentially with full jitter
 // under a cap, and it gives up after a bounded number of tries. Submissions
 // carry a job id, generated when the caller gives none, and a retry sends
