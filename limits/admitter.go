@@ -23,12 +23,12 @@ type Admitter struct {
 	script *lua.Script // every module: requests mixing algorithms
 	// single holds, per algorithm, the script with that module alone, for
 	// requests whose policies all use it (the common case).
-	single  map[Algorithm]*lua.Script
+	single map[Algorithm]*lua.Script
 	// submit and submitSingle are the same for lua/submit.lua (Submit).
 	submit       *lua.Script
 	submitSingle map[Algorithm]*lua.Script
-	batch   *batcher // nil: one round trip per call, unbatched
-	metrics *metrics
+	batch        *batcher // nil: one round trip per call, unbatched
+	metrics      *metrics
 
 	// Memoized per tenant and per policy, so the hot path neither matches
 	// regexps, formats keys nor boxes integers on every call.
