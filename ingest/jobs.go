@@ -129,7 +129,8 @@ func (s *Server) read(q *request) (jobs []job, all charge, ok bool) {
 }
 
 // admitAndEnqueue runs the fresh jobs of sub (those not replayed) through
-// admission (not the retried ones, admitted the first time) and enqueue,
+// admission (not the retried ones, admitted the first time) and enqueue, in
+// one script call where it can (submitInOne, submit.go), else in two steps,
 // giving sub's reservations back when either refuses, or keeping them as
 // unknown when the enqueue's outcome is unknown; then stores and writes the
 // answers. A retried job is enqueued with its first enqueued_at, so it is
