@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/limits"
+	"github.com/sluicehq/sluice/queue"
 )
 
 // batchAnswer is the 202 body of POST /v1/jobs:batch: one answer per job, in
@@ -128,7 +129,8 @@ func (s *Server) read(q *request) (jobs []job, all charge, ok bool) {
 }
 
 // admitAndEnqueue runs the fresh jobs of sub (those not replayed) through
-// admission (not the retried ones, admitted the first time) and enqueue,
+// admission (not the retried ones, admitted the first time) and enqueue, in
+// one script call where it can (submitInOne, submit.go), else in two steps,
 // giving sub's reservations back when either refuses, or keeping them as
 // unknown when the enqueue's outcome is unknown; then stores and writes the
 // answers. A retried job is enqueued with its first enqueued_at, so it is
@@ -146,6 +148,9 @@ func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submis
 		if _, ok := again[k]; !ok {
 			admit = append(admit, jobs[k])
 		}
+	}
+	if s.submitInOne(q, jobs, all, sub, fresh) {
+		return
 	}
 	if p := s.admitFresh(q, jobs, all, admit); p != nil {
 		s.giveBack(ctx, q.snap, ts, sub)
@@ -167,6 +172,14 @@ func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submis
 		s.fail(q, p)
 		return
 	}
+	s.accept(q, sub, envs)
+}
+
+// accept answers a request whose fresh jobs (sub.fresh, envs in the same
+// order) are durable: it builds their answers, stores them for their ids and
+// writes the 202.
+func (s *Server) accept(q *request, sub *submission, envs []queue.Envelope) {
+	ts := q.ts
 	for i, k := range sub.fresh {
 		b, err := json.Marshal(jobAnswer{JobID: envs[i].ID, Tenant: ts.name, EnqueuedAt: envs[i].EnqueuedAt, DueAt: envs[i].NotBefore})
 		if err != nil {
@@ -175,7 +188,7 @@ func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submis
 		}
 		sub.answers[k] = b
 	}
-	s.storeAnswers(ctx, q.snap, ts, sub)
+	s.storeAnswers(q.r.Context(), q.snap, ts, sub)
 	s.answer(q.w, q.batch, sub.answers)
 }
 
@@ -198,7 +211,12 @@ func (s *Server) admitFresh(q *request, jobs []job, all charge, admit []job) *pr
 // admitAndHeaders runs admission, sets the limit-state headers, counts the
 // decision, and returns the problem to answer when the request is refused.
 func (s *Server) admitAndHeaders(ctx context.Context, w http.ResponseWriter, snap *snapshot, ts *tenantState, c *charge) *problem {
-	v := s.admit(ctx, snap, ts, c)
+	return s.judge(w, snap, ts, c, s.admit(ctx, snap, ts, c))
+}
+
+// judge sets the limit-state headers of v, the admission of c, counts the
+// decision, and returns the problem to answer when it is not an admission.
+func (s *Server) judge(w http.ResponseWriter, snap *snapshot, ts *tenantState, c *charge, v verdict) *problem {
 	if errors.Is(v.err, limits.ErrInvalidRequest) {
 		s.metrics.decision(ts, "", resultInvalid)
 		s.log.Error("admission request refused by the limiter", "tenant", ts.name, "err", v.err)

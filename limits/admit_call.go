@@ -58,11 +58,14 @@ type encoded struct {
 	maxBacklog int64
 	dry        bool
 	pols       []polRef
+	then       *Then // submit.lua's part after admission; nil for admit.lua
 }
 
 // admitCall is the call of s (lua.Admit or a lua.AdmitFor script) deciding
 // ds, which share now: the distinct policies once, in order of first use,
-// then each request's part.
+// then each request's part. For a submit script (lua.Submit, lua.SubmitFor:
+// every one of ds has its then) each request's Then follows, in turn, after
+// all the admission keys and arguments (lua/submit.lua).
 func admitCall(s *lua.Script, ds []*encoded) lua.Call {
 	var defs []*encodedPolicy
 	nk, na := 0, 3
@@ -90,6 +93,12 @@ func admitCall(s *lua.Script, ds []*encoded) lua.Call {
 		args = append(args, d.cost, d.maxBacklog, dry, len(d.pols))
 		for _, r := range d.pols {
 			args = append(args, indexOf(defs, r.def)+1, r.cost)
+		}
+	}
+	for _, d := range ds {
+		if d.then != nil {
+			keyList = append(keyList, d.then.Keys...)
+			args = append(args, d.then.Args...)
 		}
 	}
 	return lua.Call{Script: s, Keys: keyList, Args: args}
@@ -139,6 +148,9 @@ func splitReply(s *lua.Script, reply any, ds []*encoded, out []answer) error {
 			}
 		}
 		n := 3 + 5*len(d.pols)
+		if d.then != nil {
+			n += submitReplyExtra
+		}
 		if i+n > len(arr) {
 			return s.ReplyError("%d elements for %d decisions, short at decision %d", len(arr), len(ds), j+1)
 		}

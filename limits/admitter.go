@@ -23,9 +23,12 @@ type Admitter struct {
 	script *lua.Script // every module: requests mixing algorithms
 	// single holds, per algorithm, the script with that module alone, for
 	// requests whose policies all use it (the common case).
-	single  map[Algorithm]*lua.Script
-	batch   *batcher // nil: one round trip per call, unbatched
-	metrics *metrics
+	single map[Algorithm]*lua.Script
+	// submit and submitSingle are the same for lua/submit.lua (Submit).
+	submit       *lua.Script
+	submitSingle map[Algorithm]*lua.Script
+	batch        *batcher // nil: one round trip per call, unbatched
+	metrics      *metrics
 
 	// Memoized per tenant and per policy, so the hot path neither matches
 	// regexps, formats keys nor boxes integers on every call.
@@ -83,10 +86,15 @@ func NewAdmitter(cfg AdmitterConfig) (*Admitter, error) {
 		log = slog.Default()
 	}
 	a := &Admitter{rdb: cfg.Redis, script: lua.Admit(), metrics: newMetrics(cfg.Registerer, log)}
+	a.submit = lua.Submit()
 	a.single = make(map[Algorithm]*lua.Script, len(Algorithms))
+	a.submitSingle = make(map[Algorithm]*lua.Script, len(Algorithms))
 	for _, alg := range Algorithms {
 		if s := lua.AdmitFor(string(alg) + ".lua"); s != nil {
 			a.single[alg] = s
+		}
+		if s := lua.SubmitFor(string(alg) + ".lua"); s != nil {
+			a.submitSingle[alg] = s
 		}
 	}
 	a.tenants.max, a.policies.max, a.stateKey.max = maxMemo, maxMemo, maxMemo
@@ -107,19 +115,25 @@ func NewAdmitter(cfg AdmitterConfig) (*Admitter, error) {
 // scriptFor picks the script of r: the one-module script when all of r's
 // policies use one algorithm, else the composite.
 func (a *Admitter) scriptFor(r Request) *lua.Script {
+	return pick(r, a.script, a.single)
+}
+
+// pick returns single's script for the one algorithm of r's policies, else
+// all (no policy, or several algorithms).
+func pick(r Request, all *lua.Script, single map[Algorithm]*lua.Script) *lua.Script {
 	if len(r.Policies) == 0 {
-		return a.script
+		return all
 	}
 	alg := r.Policies[0].Algorithm
 	for _, p := range r.Policies[1:] {
 		if p.Algorithm != alg {
-			return a.script
+			return all
 		}
 	}
-	if s, ok := a.single[alg]; ok {
+	if s, ok := single[alg]; ok {
 		return s
 	}
-	return a.script
+	return all
 }
 
 // run decides d in one script call of its own, in its own round trip

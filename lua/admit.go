@@ -34,7 +34,7 @@ var (
 // embedded file is missing, which any test catches.
 func Admit() *Script {
 	admitOnce.Do(func() {
-		admitScript = register(include("admit.lua", append([]string{"admit_prelude.lua"}, AdmitModules...)...))
+		admitScript = register(include("admit.lua", admitParts("")...))
 	})
 	return admitScript
 }
@@ -49,10 +49,23 @@ func AdmitFor(module string) *Script {
 	singleOnce.Do(func() {
 		singles = make(map[string]*Script, len(AdmitModules))
 		for _, m := range AdmitModules {
-			singles[m] = register(New("admit.lua("+m+")", concat([]string{"admit_prelude.lua", m, "admit.lua"})))
+			singles[m] = register(New("admit.lua("+m+")", concat(append(admitParts(m), "admit.lua"))))
 		}
 	})
 	return singles[module]
+}
+
+// admitParts are the modules before an admission driver: the prelude, the
+// algorithm module (every one of AdmitModules when module is "") and the
+// decisions admit_decide.lua.
+func admitParts(module string) []string {
+	parts := []string{"admit_prelude.lua"}
+	if module == "" {
+		parts = append(parts, AdmitModules...)
+	} else {
+		parts = append(parts, module)
+	}
+	return append(parts, "admit_decide.lua")
 }
 
 // concat joins the embedded files names into one script's source, each

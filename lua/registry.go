@@ -10,10 +10,11 @@ import (
 
 // The registry: every script sluice runs, each registered once, here. The
 // comment names its caller, where its Go twin (typed arguments and reply
-// parser) lives. The admission scripts are Admit and AdmitFor (admit.go).
+// parser) lives. The admission scripts are Admit and AdmitFor (admit.go),
+// admission with the Redis enqueue Submit and SubmitFor (submit.go).
 var (
 	// Queue, Redis backend (queue/redisq).
-	Enqueue     = register(include("enqueue.lua", "job_state_final.lua"))
+	Enqueue     = register(include("enqueue.lua", "job_state_final.lua", "enqueue_jobs.lua"))
 	Claim       = register(mustLoad("claim.lua"))
 	Ack         = register(include("ack.lua", "job_state_final.lua", "dead_letter.lua"))
 	Release     = register(mustLoad("release.lua"))
@@ -71,7 +72,7 @@ var (
 
 // Modules are the embedded files that are not scripts of their own: each
 // only defines local functions for the scripts that include it.
-var Modules = append([]string{"admit_prelude.lua", "admit.lua", "job_state_final.lua", "dead_letter.lua"}, AdmitModules...)
+var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua"}, AdmitModules...)
 
 var (
 	regMu    sync.Mutex
@@ -93,11 +94,13 @@ func register(s *Script) *Script {
 }
 
 // All returns every registered script: those above and the admission
-// scripts (Admit, and AdmitFor of each AdmitModules entry), in
+// scripts (Admit, and AdmitFor of each AdmitModules entry) and Submit and
+// SubmitFor of each, in
 // registration order.
 func All() []*Script {
 	Admit()
 	AdmitFor(AdmitModules[0])
+	Submit()
 	regMu.Lock()
 	defer regMu.Unlock()
 	return append([]*Script(nil), regList...)

@@ -17,12 +17,20 @@ import (
 // keys.Queue, INCRBY of keys.Backlog by their cost and each job's state
 // "queued" (package jobstate).
 func enqueueCall(b *batch.Tenant) lua.Call {
+	ks, args := enqueueArgs(b, 0)
+	return lua.Call{Script: lua.Enqueue, Keys: ks, Args: args}
+}
+
+// enqueueArgs are enqueue.lua's KEYS and ARGV for b (the layout
+// enqueue_jobs.lua shares with submit.lua), its ARGV after lead free
+// places at the front.
+func enqueueArgs(b *batch.Tenant, lead int) ([]string, []any) {
 	ks := make([]string, 0, 4+len(b.Jobs))
 	ks = append(ks, keys.Queue(b.Tenant), keys.Backlog(b.Tenant), keys.JobSeq(b.Tenant), keys.JobsDispatched(b.Tenant))
 	for _, j := range b.Jobs {
 		ks = append(ks, keys.JobState(b.Tenant, j.ID))
 	}
-	args := make([]any, 0, 4+5*len(b.Values))
+	args := make([]any, lead, lead+4+5*len(b.Values))
 	args = append(args, keys.QueueTTL.Milliseconds(), keys.BacklogTTL.Milliseconds(), b.Cost, keys.JobStateTTL.Milliseconds())
 	for _, v := range b.Values {
 		args = append(args, v)
@@ -30,7 +38,7 @@ func enqueueCall(b *batch.Tenant) lua.Call {
 	for _, j := range b.Jobs {
 		args = append(args, j.Type, j.EnqueuedAt.UnixMilli(), j.Cost, j.HeartbeatMS)
 	}
-	return lua.Call{Script: lua.Enqueue, Keys: ks, Args: args}
+	return ks, args
 }
 
 // parseEnqueue checks enqueue.lua's reply {queue_length, backlog}.

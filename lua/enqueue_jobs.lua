@@ -1,0 +1,110 @@
+-- enqueue_jobs.lua: one tenant's enqueue (Redis queue backend), a module of
+-- enqueue.lua and submit.lua, after job_state_final.lua (job_id,
+-- index_leave, job_index). Run on its own it only defines two local
+-- functions and touches nothing.
+--
+-- The enqueue's arguments start at ARGV[a], its keys at KEYS[k], in the
+-- layout of enqueue.lua's header (there a = 1 and k = 1): ARGV[a] queue ttl
+-- ms, ARGV[a+1] backlog ttl ms, ARGV[a+2] the jobs' total cost, ARGV[a+3]
+-- state ttl ms, then the n envelopes, then per job type, enqueued_at ms,
+-- cost, heartbeat_ms; KEYS[k] queue, KEYS[k+1] backlog, KEYS[k+2] enqueue
+-- sequence, KEYS[k+3] dispatched sequence, KEYS[k+4 ..] the n job states.
+--
+--   enqueue_check(a, n)  returns nil when the 4 + 5n arguments from ARGV[a]
+--     are valid (ttls and cost integers >= 1), else a message. Reads nothing.
+--   enqueue_jobs(k, a, n, seen)  writes as enqueue.lua's header says and
+--     returns queue_length, backlog. seen false says no job's id can have
+--     been recorded before (ids the caller just made): the resent-job HGET,
+--     the old state's index_leave and the DEL are then skipped, which is
+--     what they would find. seen true runs them all (enqueue.lua always).
+
+local function enqueue_posint(v)
+  local n = tonumber(v)
+  if n == nil or n < 1 or n ~= math.floor(n) then
+    return nil
+  end
+  return n
+end
+
+local function enqueue_check(a, n)
+  if enqueue_posint(ARGV[a]) == nil or enqueue_posint(ARGV[a + 1]) == nil or enqueue_posint(ARGV[a + 2]) == nil then
+    return 'ttls and cost must be integers >= 1'
+  end
+  if enqueue_posint(ARGV[a + 3]) == nil then
+    return 'the job state ttl must be an integer >= 1'
+  end
+  return nil
+end
+
+local function enqueue_jobs(k, a, n, seen)
+  local cost, state_ttl = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local first_env, last = a + 4, a + 3 + n
+  -- A job already written with the same enqueued_at is skipped (pcall: HGET
+  -- fails (WRONGTYPE) only on the older string marker, which is another job).
+  local skip, skipped, skipped_cost = {}, 0, 0
+  if seen then
+    for i = 1, n do
+      local was = redis.pcall('HGET', KEYS[k + 3 + i], 'enqueued_at')
+      if type(was) == 'string' and was == ARGV[last + 4 * i - 2] then
+        skip[i] = true
+        skipped = skipped + 1
+        skipped_cost = skipped_cost + (tonumber(ARGV[last + 4 * i - 1]) or 0)
+      end
+    end
+  end
+  -- unpack() is bounded by the Lua C stack (LUAI_MAXCSTACK = 8000), so push
+  -- in chunks.
+  local chunk = 1000
+  local len = 0
+  if skipped == 0 then
+    for first = first_env, last, chunk do
+      len = redis.call('RPUSH', KEYS[k], unpack(ARGV, first, math.min(first + chunk - 1, last)))
+    end
+  else
+    len = redis.call('LLEN', KEYS[k])
+    for i = 1, n do
+      if not skip[i] then len = redis.call('RPUSH', KEYS[k], ARGV[a + 3 + i]) end
+    end
+  end
+  if skipped == n then
+    return len, tonumber(redis.call('GET', KEYS[k + 1])) or 0
+  end
+  local backlog = redis.call('INCRBY', KEYS[k + 1], math.max(cost - skipped_cost, 1))
+  redis.call('PEXPIRE', KEYS[k], ARGV[a])
+  redis.call('PEXPIRE', KEYS[k + 1], ARGV[a + 1])
+
+  local base = tonumber(redis.call('GET', KEYS[k + 2])) or 0
+  local gone = tonumber(redis.call('GET', KEYS[k + 3])) or 0
+  if base < gone then base = gone end
+  local idx = {}
+  local c = 0
+  for i = 1, n do
+    if not skip[i] then
+      c = c + 1
+      local sk = KEYS[k + 3 + i]
+      local at = ARGV[last + 4 * i - 2]
+      local id = job_id(sk)
+      if id then
+        if seen then index_leave(sk, id, 'queued') end
+        idx[#idx + 1] = base + c
+        idx[#idx + 1] = id
+      end
+      if seen then redis.call('DEL', sk) end
+      redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 4 * i - 3], 'attempt', 0,
+        'enqueued_at', at, 'updated_at', at, 'seq', base + c, 'cost', ARGV[last + 4 * i - 1])
+      if (tonumber(ARGV[last + 4 * i]) or 0) > 0 then
+        redis.call('HSET', sk, 'heartbeat_ms', ARGV[last + 4 * i])
+      end
+      redis.call('PEXPIRE', sk, state_ttl)
+    end
+  end
+  redis.call('SET', KEYS[k + 2], base + c, 'PX', state_ttl)
+  if #idx > 0 then
+    local qk = job_index(KEYS[k + 4], 'queued')
+    for first = 1, #idx, 2 * chunk do
+      redis.call('ZADD', qk, unpack(idx, first, math.min(first + 2 * chunk - 1, #idx)))
+    end
+    redis.call('PEXPIRE', qk, state_ttl)
+  end
+  return len, backlog
+end
