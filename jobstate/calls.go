@@ -56,6 +56,10 @@ type Settle struct {
 	// Due is a Retrying job's retry time, its score in the retrying index
 	// (keys.JobIndex); zero is Redis TIME.
 	Due time.Time
+	// Refresh is keys.Refresh's Due for the tenant: the caller's first
+	// settle of the tenant in a wall second also trims the done index
+	// (keys.DoneTrimEvery).
+	Refresh bool
 }
 
 // Call is the call of job_state_settle.lua that records s; SettleReply
@@ -75,7 +79,7 @@ func (s Settle) Call() lua.Call {
 		Keys: []string{keys.JobState(t, s.JobID), keys.JobsDispatched(t), keys.Delivering(t),
 			keys.JobIndex(t, "dead"), keys.DeadRecords(t)},
 		Args: []any{s.Member, s.State, s.LastError, s.Reason, keys.JobStateTTL.Milliseconds(), s.DeadLetter,
-			keys.DeadTTL.Milliseconds(), died, keys.DeadMaxJobs, s.JobID, due},
+			keys.DeadTTL.Milliseconds(), died, keys.DeadMaxJobs, s.JobID, due, flag(s.Refresh)},
 	}
 }
 
@@ -194,4 +198,12 @@ func SettleReply(v any) error {
 		err = s.ReplyError("%d, want 1", n)
 	}
 	return err
+}
+
+// flag is a script's boolean ARGV: "1" or "0".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -37,6 +37,8 @@
 -- ARGV[10] with a dead letter: the job id
 -- ARGV[11] with a dead letter: when the job died, unix ms (0: Redis TIME)
 -- ARGV[12] with a dead letter: most dead letters kept (keys.DeadMaxJobs)
+-- ARGV[13] with KEYS[5]: "1" on the caller's first finish of the tenant in
+--          a wall second (keys.Refresh): the done index is trimmed then too
 --
 -- Returns 1 when the lease was held and the job is finished, 0 when the
 -- lease was lost.
@@ -48,7 +50,7 @@ end
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
   redis.call('HDEL', KEYS[2], ARGV[1])
   if record and ARGV[6] == 'done' then
-    record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+    record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13])
   end
   return 0
 end
@@ -69,5 +71,5 @@ if not record then
   return 1
 end
 
-record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13])
 return 1

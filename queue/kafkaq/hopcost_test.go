@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
@@ -23,11 +24,12 @@ import (
 // and docs/architecture.md. The outflow turn and slot are the Redis
 // backend's (queue/redisq TestRedisHopCommands).
 var wantKafkaHops = map[string]int64{
-	"post-ack write":           13,
-	"claim":                    3,
-	"start":                    14,
-	"start, first of a second": 17,
-	"finish":                   15,
+	"post-ack write":            13,
+	"claim":                     3,
+	"start":                     14,
+	"start, first of a second":  17,
+	"finish":                    13,
+	"finish, first of a second": 15,
 }
 
 // TestKafkaHopCommands drives two jobs of one tenant through the Kafka
@@ -49,7 +51,7 @@ func TestKafkaHopCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Consumer{rdb: rdb, log: slog.Default(), m: m, prefix: "hops"}
+	c := &Consumer{rdb: rdb, log: slog.Default(), m: m, prefix: "hops", clock: clock.Or(nil)}
 	k, err := newBacklog(rdb, slog.Default(), nil, "hops")
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +98,11 @@ func TestKafkaHopCommands(t *testing.T) {
 				t.Fatalf("start: %+v, %v", st, err)
 			}
 		})
-		hop(name("finish"), func() { c.lowerBacklog(ctx, job, queue.Outcome{}) })
+		finish := "finish"
+		if i == 0 {
+			finish = "finish, first of a second"
+		}
+		hop(finish, func() { c.lowerBacklog(ctx, job, queue.Outcome{}) })
 	}
 	pinned := map[string]int64{}
 	for h := range wantKafkaHops {

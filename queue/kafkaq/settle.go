@@ -88,7 +88,7 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 	t := job.Envelope.Tenant
 	state, lastErr, reason := out.State()
 	st := jobstate.Settle{Tenant: t, JobID: job.Envelope.ID, Member: job.Token(), State: state,
-		LastError: lastErr, Reason: reason}
+		LastError: lastErr, Reason: reason, Refresh: c.refresh.Due(t, c.clock.Now())}
 	if out.Dead != nil {
 		// The DLQ topic has the letter already; a failure here loses only
 		// its listing (logged below with the state).
