@@ -55,7 +55,10 @@ func Admission(tenant, algorithm, policy string) string {
 }
 
 // Backlog is the tenant's count of queued, not yet finished jobs (in cost
-// units). TTL: BacklogTTL, refreshed on every write.
+// units). TTL: BacklogTTL, refreshed on every enqueue; a finish refreshes
+// it when it creates or resets the counter and otherwise once a second per
+// process (Refresh), so it is never below BacklogTTL minus a second while
+// jobs finish.
 func Backlog(tenant string) string { return tag(tenant) + ":backlog" }
 
 // Queue is the tenant's Redis list of job envelopes (Redis queue backend).

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,3 +97,29 @@ func CommandTotal(t testing.TB, rdb *redis.Client) int64 {
 
 // handshake is what CommandTotal leaves out besides CLIENT's subcommands.
 var handshake = map[string]bool{"cmdstat_info": true, "cmdstat_hello": true, "cmdstat_auth": true, "cmdstat_select": true}
+
+// KeysWithoutTTL returns the keys matching pattern (SCAN MATCH) on the
+// server behind rdb that have no TTL (PTTL <= 0), sorted: a test that ran a
+// tenant's jobs on a private server checks that every key it left has one.
+// No key matching pattern fails the test (nothing was checked).
+func KeysWithoutTTL(t testing.TB, rdb *redis.Client, pattern string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var bad []string
+	seen := 0
+	iter := rdb.Scan(ctx, 0, pattern, 100).Iterator()
+	for iter.Next(ctx) {
+		seen++
+		if ttl := rdb.PTTL(ctx, iter.Val()).Val(); ttl <= 0 {
+			bad = append(bad, iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("testenv: SCAN %s: %v", pattern, err)
+	}
+	if seen == 0 {
+		t.Fatalf("testenv: no key matches %s", pattern)
+	}
+	sort.Strings(bad)
+	return bad
+}

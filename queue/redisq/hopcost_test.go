@@ -26,7 +26,7 @@ var wantRedisHops = map[string]int64{
 	"claim":                     11,
 	"start":                     14,
 	"start, first of a second":  17,
-	"finish":                    14,
+	"finish":                    13,
 	"finish, first of a second": 16,
 	"turn granted":              6,
 	"turn refused":              4,
@@ -119,6 +119,9 @@ func TestRedisHopCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+	if bad := testenv.KeysWithoutTTL(t, h.rdb, "sluice:{"+tenant+"}*"); len(bad) > 0 {
+		t.Errorf("keys without a TTL after the run: %v", bad)
 	}
 	gateHops(t, h, tenant)
 	got := map[string]int64{}

@@ -128,8 +128,8 @@ type ackArgs struct {
 	State                 string
 	LastError             string
 	Reason                string
-	// Refresh is keys.Refresh's Due for the tenant: the done index is
-	// trimmed (keys.DoneTrimEvery).
+	// Refresh is keys.Refresh's Due for the tenant: the backlog's TTL is
+	// refreshed and the done index trimmed (keys.DoneTrimEvery).
 	Refresh bool
 }
 
@@ -141,7 +141,8 @@ func (a ackArgs) Call() lua.Call {
 	if a.State == "" {
 		return lua.Call{Script: lua.Ack,
 			Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead")},
-			Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), ""}}
+			Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), "",
+				"", "", "", "", "", "", "", flag(a.Refresh)}}
 	}
 	return lua.Call{Script: lua.Ack,
 		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead"),
