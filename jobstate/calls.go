@@ -98,9 +98,6 @@ type Dispatch struct {
 	// the same one is not started again (ReadStart's Duplicate). Zero skips
 	// the check.
 	EnqueuedAt time.Time
-	// Cost is the job's cost in units, added to the tenant's outflow of
-	// this second (keys.Outflow).
-	Cost int64
 	// Lease is how long the delivery counts as in flight unless the
 	// drainer extends it (lua/lease_extend.lua on keys.Delivering).
 	Lease time.Duration
@@ -109,8 +106,9 @@ type Dispatch struct {
 }
 
 // Call is the call of job_state_dispatch.lua that records d in one round
-// trip: the job is in flight, its seq has left the queue, the delivery
-// counts as in flight and its cost in the tenant's outflow. StartReply
+// trip: the job is in flight, its seq has left the queue and the delivery
+// counts as in flight (its cost joins the tenant's outflow through
+// OutflowAdd, from the drainer's counts). StartReply
 // reads its reply; the drainer runs it through a lua.Group, so concurrent
 // starts share round trips.
 func (d Dispatch) Call() lua.Call {
@@ -123,9 +121,9 @@ func (d Dispatch) Call() lua.Call {
 	}
 	return lua.Call{
 		Script: lua.JobStateDispatch,
-		Keys:   []string{keys.JobState(d.Tenant, d.JobID), keys.JobsDispatched(d.Tenant), keys.Delivering(d.Tenant), keys.Outflow(d.Tenant)},
-		Args: []any{max(d.Attempt, 1), d.Member, d.Lease.Milliseconds(), max(d.Cost, 1), keys.JobStateTTL.Milliseconds(),
-			keys.QueueTTL.Milliseconds(), keys.OutflowTTL.Milliseconds(), now, enq},
+		Keys:   []string{keys.JobState(d.Tenant, d.JobID), keys.JobsDispatched(d.Tenant), keys.Delivering(d.Tenant)},
+		Args: []any{max(d.Attempt, 1), d.Member, d.Lease.Milliseconds(), keys.JobStateTTL.Milliseconds(),
+			keys.QueueTTL.Milliseconds(), now, enq},
 	}
 }
 
