@@ -35,11 +35,3 @@ func (r *Refresh) Due(tenant string, now time.Time) bool {
 	r.sec[tenant] = s
 	return true
 }
-
-// Flag is Due as a script's ARGV flag: "1" or "0".
-func (r *Refresh) Flag(tenant string, now time.Time) string {
-	if r.Due(tenant, now) {
-		return "1"
-	}
-	return "0"
-}
