@@ -33,11 +33,10 @@ type Config struct {
 	// (config.Outflow.WithDefaults, applied again here to a hand-built one).
 	Tenants map[string]config.Tenant
 	// Settings is the drainer section of the configuration, a zero field
-	// taking config's default: Lease config.DefaultLease (30s),
-	// MaxAttempts config.DefaultMaxAttempts (10), BackoffBase and
-	// BackoffMax config.DefaultBackoffBase and DefaultBackoffMax (500ms,
-	// 5m), ShutdownTimeout config.DefaultDrainerShutdownTimeout (30s).
-	// Listen is not read.
+	// taking config's default: Lease config.DefaultLease (30s), MaxAttempts
+	// config.DefaultMaxAttempts (10), BackoffBase and BackoffMax
+	// config.DefaultBackoffBase and DefaultBackoffMax (500ms, 5m),
+	// ShutdownTimeout config.DefaultDrainerShutdownTimeout (30s); not Listen.
 	Settings config.Drainer
 	// Handler delivers jobs (default: an HTTPSink to the tenants' targets).
 	Handler Handler
@@ -92,6 +91,7 @@ type Drainer struct {
 	ready    atomic.Bool
 	sentMu   sync.Mutex
 	sent     map[string]*atomic.Int64 // units dispatched per tenant, for the measured rate
+	units    outflowCounts            // units started per tenant and second, for keys.Outflow
 	stopping atomic.Bool
 	starts   *lua.Group                    // delivery-start records, in shared pipelines
 	wake     chan struct{}                 // SetTenants asks Run to start lanes at once
@@ -243,8 +243,8 @@ const discoverEvery = 2 * time.Second
 //  2. dispatches in flight may finish until Settings.ShutdownTimeout;
 //  3. at the deadline the rest are cancelled and their jobs released
 //     (delivered again later: at least once);
-//  4. the lease keeper, the reaper, the samplers and the scheduler stop
-//     (a move in progress finishes or is taken again after its lease).
+//  4. the lease keeper, the reaper, the samplers (a last outflow flush) and
+//     the scheduler stop (a move in progress finishes or is retaken later).
 //
 // Run returns nil after a clean shutdown, or an error when shutdown missed
 // its deadline by more than a few seconds (a backend hanging).
@@ -258,7 +258,7 @@ func (d *Drainer) Run(ctx context.Context) error {
 	bg.Add(4)
 	go func() { defer bg.Done(); d.keepLeases(bgCtx) }()
 	go func() { defer bg.Done(); d.reap(ctx) }()
-	go func() { defer bg.Done(); d.measure(ctx) }()
+	go func() { defer bg.Done(); d.measure(bgCtx) }()
 	go func() { defer bg.Done(); d.sampleDepth(ctx) }()
 	if sc := d.cfg.Scheduler; sc != nil {
 		bg.Add(1)

@@ -104,17 +104,23 @@ func (d *Drainer) sentCounter(tenant string) *atomic.Int64 {
 // measureEvery is the window of sluice_outflow_measured_rate.
 const measureEvery = 5 * time.Second
 
-// measure publishes each tenant's dispatched units per second over the last
-// window until ctx is done.
+// measure flushes the outflow counts (flushOutflow) every second and
+// publishes each tenant's dispatched units per second over the last
+// measureEvery until ctx is done; then it flushes a last time.
 func (d *Drainer) measure(ctx context.Context) {
 	last := map[string]int64{}
-	tick := time.NewTicker(measureEvery)
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
+			d.flushOutflow(context.WithoutCancel(ctx))
 			return
 		case <-tick.C:
+		}
+		d.flushOutflow(ctx)
+		if n%int(measureEvery/time.Second) != 0 {
+			continue
 		}
 		d.sentMu.Lock()
 		for t, c := range d.sent {

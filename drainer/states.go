@@ -29,15 +29,26 @@ const startTimeout = time.Second
 // counted (sluice_drainer_errors_total{op="job_state"}) and logged and the
 // delivery goes on as the envelope's attempts + 1: a stale record never
 // holds a job back, and an unexpected reply never drops one (at least
-// once). Concurrent starts share round trips (startGroup).
+// once). Concurrent starts share round trips (startGroup). A delivery that
+// goes on adds its cost to the drainer's outflow counts of this second
+// (outflowCounts, flushed to keys.Outflow once a second).
 func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) jobstate.Start {
+	st := d.recordStart(ctx, job)
+	if st.Deliver {
+		d.units.add(job.Envelope.Tenant, d.clock.Now().Unix(), job.Envelope.Cost)
+	}
+	return st
+}
+
+// recordStart is startDelivery's write.
+func (d *Drainer) recordStart(ctx context.Context, job *queue.Claimed) jobstate.Start {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	env := job.Envelope
 	floor := jobstate.Start{Deliver: true, Attempt: env.Attempt + 1}
 	v, err := d.starts.Do(ctx, jobstate.Dispatch{
 		Tenant: env.Tenant, JobID: env.ID, Member: job.Token(), Attempt: env.Attempt + 1,
-		EnqueuedAt: env.EnqueuedAt, Cost: env.Cost, Lease: d.cfg.Settings.Lease,
+		EnqueuedAt: env.EnqueuedAt, Lease: d.cfg.Settings.Lease,
 	}.Call())
 	if err != nil {
 		d.m.errors.WithLabelValues("job_state").Inc()

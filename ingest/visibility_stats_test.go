@@ -103,7 +103,7 @@ func TestTenantStats(t *testing.T) {
 			// would enter as soon as the second ends; the second one's
 			// deadline has passed.
 			for i, at := range []time.Time{time.Now().Add(-30 * time.Second), time.Now().Add(-time.Hour)} {
-				d := jobstate.Dispatch{Tenant: tenant, JobID: fmt.Sprint(i), Member: fmt.Sprintf("%d|x", i), Attempt: 1, Cost: 1, Lease: time.Minute, Now: at}
+				d := jobstate.Dispatch{Tenant: tenant, JobID: fmt.Sprint(i), Member: fmt.Sprintf("%d|x", i), Attempt: 1, Lease: time.Minute, Now: at}
 				v, err := d.Call().Run(ctx, rdb).Result()
 				if err == nil {
 					_, err = jobstate.StartReply(v)

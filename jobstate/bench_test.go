@@ -17,7 +17,7 @@ func BenchmarkStart(b *testing.B) {
 	b.Cleanup(func() {
 		rdb.Del(context.Background(), keys.JobsDispatched(tenant), keys.Delivering(tenant), keys.Outflow(tenant))
 	})
-	d := jobstate.Dispatch{Tenant: tenant, JobID: "j", Member: "j|1", Attempt: 1, Cost: 1, Lease: time.Minute}
+	d := jobstate.Dispatch{Tenant: tenant, JobID: "j", Member: "j|1", Attempt: 1, Lease: time.Minute}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := startRun(ctx, rdb, d); err != nil {

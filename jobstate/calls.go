@@ -56,6 +56,10 @@ type Settle struct {
 	// Due is a Retrying job's retry time, its score in the retrying index
 	// (keys.JobIndex); zero is Redis TIME.
 	Due time.Time
+	// Refresh is keys.Refresh's Due for the tenant: the caller's first
+	// settle of the tenant in a wall second also trims the done index
+	// (keys.DoneTrimEvery).
+	Refresh bool
 }
 
 // Call is the call of job_state_settle.lua that records s; SettleReply
@@ -75,7 +79,7 @@ func (s Settle) Call() lua.Call {
 		Keys: []string{keys.JobState(t, s.JobID), keys.JobsDispatched(t), keys.Delivering(t),
 			keys.JobIndex(t, "dead"), keys.DeadRecords(t)},
 		Args: []any{s.Member, s.State, s.LastError, s.Reason, keys.JobStateTTL.Milliseconds(), s.DeadLetter,
-			keys.DeadTTL.Milliseconds(), died, keys.DeadMaxJobs, s.JobID, due},
+			keys.DeadTTL.Milliseconds(), died, keys.DeadMaxJobs, s.JobID, due, flag(s.Refresh)},
 	}
 }
 
@@ -94,9 +98,6 @@ type Dispatch struct {
 	// the same one is not started again (ReadStart's Duplicate). Zero skips
 	// the check.
 	EnqueuedAt time.Time
-	// Cost is the job's cost in units, added to the tenant's outflow of
-	// this second (keys.Outflow).
-	Cost int64
 	// Lease is how long the delivery counts as in flight unless the
 	// drainer extends it (lua/lease_extend.lua on keys.Delivering).
 	Lease time.Duration
@@ -105,8 +106,9 @@ type Dispatch struct {
 }
 
 // Call is the call of job_state_dispatch.lua that records d in one round
-// trip: the job is in flight, its seq has left the queue, the delivery
-// counts as in flight and its cost in the tenant's outflow. StartReply
+// trip: the job is in flight, its seq has left the queue and the delivery
+// counts as in flight (its cost joins the tenant's outflow through
+// OutflowAdd, from the drainer's counts). StartReply
 // reads its reply; the drainer runs it through a lua.Group, so concurrent
 // starts share round trips.
 func (d Dispatch) Call() lua.Call {
@@ -119,9 +121,9 @@ func (d Dispatch) Call() lua.Call {
 	}
 	return lua.Call{
 		Script: lua.JobStateDispatch,
-		Keys:   []string{keys.JobState(d.Tenant, d.JobID), keys.JobsDispatched(d.Tenant), keys.Delivering(d.Tenant), keys.Outflow(d.Tenant)},
-		Args: []any{max(d.Attempt, 1), d.Member, d.Lease.Milliseconds(), max(d.Cost, 1), keys.JobStateTTL.Milliseconds(),
-			keys.QueueTTL.Milliseconds(), keys.OutflowTTL.Milliseconds(), now, enq},
+		Keys:   []string{keys.JobState(d.Tenant, d.JobID), keys.JobsDispatched(d.Tenant), keys.Delivering(d.Tenant)},
+		Args: []any{max(d.Attempt, 1), d.Member, d.Lease.Milliseconds(), keys.JobStateTTL.Milliseconds(),
+			keys.QueueTTL.Milliseconds(), now, enq},
 	}
 }
 
@@ -194,4 +196,12 @@ func SettleReply(v any) error {
 		err = s.ReplyError("%d, want 1", n)
 	}
 	return err
+}
+
+// flag is a script's boolean ARGV: "1" or "0".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -106,7 +106,7 @@ func ExampleDispatch_Call() {
 	}
 	v, err := jobstate.Dispatch{
 		Tenant: "example-start", JobID: job.Envelope.ID, Member: job.Token(),
-		Attempt: job.Envelope.Attempt + 1, Cost: job.Envelope.Cost, Lease: time.Minute,
+		Attempt: job.Envelope.Attempt + 1, Lease: time.Minute,
 	}.Call().Run(ctx, rdb).Result()
 	if err != nil {
 		log.Fatal(err)

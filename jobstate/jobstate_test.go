@@ -73,7 +73,7 @@ func start(t testing.TB, rdb redis.UniversalClient, j *queue.Claimed) bool {
 	t.Helper()
 	ok, err := startRun(context.Background(), rdb, jobstate.Dispatch{
 		Tenant: j.Envelope.Tenant, JobID: j.Envelope.ID, Member: j.Token(), Attempt: j.Envelope.Attempt + 1,
-		Cost: j.Envelope.Cost, Lease: time.Minute,
+		Lease: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestNotFoundAndOlderMarker(t *testing.T) {
 	if err := jobstate.Cancel(ctx, rdb, tenant, "old"); !errors.As(err, &conflict) || conflict.State != "cancelled" {
 		t.Errorf("Cancel(string marker) = %v, want a ConflictError naming cancelled", err)
 	}
-	ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "old", Member: "old|x", Attempt: 1, Cost: 1, Lease: time.Second})
+	ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "old", Member: "old|x", Attempt: 1, Lease: time.Second})
 	if err != nil || ok {
 		t.Errorf("Start(string marker) = %v, %v; want false, nil", ok, err)
 	}
@@ -220,9 +220,10 @@ func TestNotFoundAndOlderMarker(t *testing.T) {
 	}
 }
 
-// TestStartOutflowAndDeliveries: Start adds the cost to the second of its
-// instant, keeps a delivery in flight until its deadline, drops deliveries
-// whose deadline passed, and trims outflow seconds older than OutflowTTL.
+// TestStartOutflowAndDeliveries: Start keeps a delivery in flight until its
+// deadline; the drainer's outflow flush (OutflowAdd) adds the units to
+// their seconds, drops deliveries whose deadline passed and trims outflow
+// seconds older than OutflowTTL.
 func TestStartOutflowAndDeliveries(t *testing.T) {
 	t.Parallel()
 	rdb := testenv.Redis(t)
@@ -231,9 +232,14 @@ func TestStartOutflowAndDeliveries(t *testing.T) {
 	base := time.UnixMilli(1_800_000_000_000)
 	for i := range 70 {
 		_, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: fmt.Sprint(i), Member: fmt.Sprintf("%d|x", i),
-			Attempt: 1, Cost: 2, Lease: 1500 * time.Millisecond, Now: base.Add(time.Duration(i) * time.Second)})
+			Attempt: 1, Lease: 1500 * time.Millisecond, Now: base.Add(time.Duration(i) * time.Second)})
 		if err != nil {
 			t.Fatal(err)
+		}
+		at := base.Add(time.Duration(i) * time.Second)
+		add := jobstate.OutflowAdd{Tenant: tenant, Units: map[int64]int64{at.Unix(): 2}, Now: at}
+		if n, err := jobstate.OutflowAddReply(add.Call().Run(ctx, rdb).Val()); err != nil || n != 1 {
+			t.Fatalf("outflow flush: %d, %v", n, err)
 		}
 	}
 	last := base.Add(69 * time.Second)

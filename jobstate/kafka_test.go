@@ -21,7 +21,7 @@ func TestKafkaEnqueueAfterStart(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
 	tenant := testenv.Name(t, "js")
-	ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "early", Member: "early|1", Attempt: 1, Cost: 1, Lease: time.Minute})
+	ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "early", Member: "early|1", Attempt: 1, Lease: time.Minute})
 	if err != nil || !ok {
 		t.Fatalf("Start = %v, %v", ok, err)
 	}

@@ -123,7 +123,7 @@ func TestListKafkaStatesAndStale(t *testing.T) {
 	if err := jobstate.EnqueueCall(tenant, qj).Run(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "k1", Member: "k1|1", Attempt: 1, Cost: 1, Lease: time.Minute}); err != nil || !ok {
+	if ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "k1", Member: "k1|1", Attempt: 1, Lease: time.Minute}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	due := time.Now().Add(time.Hour)

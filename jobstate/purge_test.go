@@ -72,7 +72,7 @@ func TestPurgeRedisChunked(t *testing.T) {
 			t.Errorf("%s index holds %d after the purge", s, n)
 		}
 	}
-	if ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: claimed.Envelope.ID, Member: claimed.Token(), Attempt: 1, Cost: 1, Lease: time.Minute}); err != nil || ok {
+	if ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: claimed.Envelope.ID, Member: claimed.Token(), Attempt: 1, Lease: time.Minute}); err != nil || ok {
 		t.Errorf("start of the claimed, purged job = %v, %v; want false (dropped unsent)", ok, err)
 	}
 	enqueue(t, rdb, tenant, "after")

@@ -70,7 +70,7 @@ func TestRedriveKafkaDeliveredBeforePostAck(t *testing.T) {
 		must(jobstate.Settle{Tenant: tenant, JobID: id, Member: id + "|1", State: jobstate.Dead, Reason: "rejected", DeadLetter: `{"reason":"rejected"}`}.Call().Run(ctx, rdb).Err())
 		must(rdb.HDel(ctx, keys.JobState(tenant, id), "enqueued_at").Err()) // the redrive
 	}
-	_, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "x", Member: "x|2", Attempt: 1, Cost: 1, Lease: time.Minute})
+	_, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "x", Member: "x|2", Attempt: 1, Lease: time.Minute})
 	must(err)
 	must(jobstate.Settle{Tenant: tenant, JobID: "x", Member: "x|2", State: jobstate.Done}.Call().Run(ctx, rdb).Err())
 	post := []jobstate.QueuedJob{{ID: "x", Type: "t", EnqueuedAt: time.Now(), Cost: 1}, {ID: "y", Type: "t", EnqueuedAt: time.Now(), Cost: 1}}

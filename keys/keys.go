@@ -55,7 +55,10 @@ func Admission(tenant, algorithm, policy string) string {
 }
 
 // Backlog is the tenant's count of queued, not yet finished jobs (in cost
-// units). TTL: BacklogTTL, refreshed on every write.
+// units). TTL: BacklogTTL, refreshed on every enqueue; a finish refreshes
+// it when it creates or resets the counter and otherwise once a second per
+// process (Refresh), so it is never below BacklogTTL minus a second while
+// jobs finish.
 func Backlog(tenant string) string { return tag(tenant) + ":backlog" }
 
 // Queue is the tenant's Redis list of job envelopes (Redis queue backend).
@@ -109,9 +112,11 @@ func JobsDispatched(tenant string) string { return tag(tenant) + ":jobs:dispatch
 func Delivering(tenant string) string { return tag(tenant) + ":delivering" }
 
 // Outflow is the tenant's hash of dispatched units per second, across all
-// drainers: field = unix second (Redis TIME), value = units. Fields older
-// than OutflowTTL are trimmed by the writer. TTL: OutflowTTL, refreshed on
-// every write.
+// drainers: field = unix second (the drainer's clock), value = units, each
+// drainer adding its counts once a second (lua/outflow_add.lua), so a
+// second is complete at most a second after it ends. Fields older than
+// OutflowTTL are trimmed by the writer. TTL: OutflowTTL, refreshed on every
+// write.
 func Outflow(tenant string) string { return tag(tenant) + ":outflow" }
 
 // DLQCount counted the tenant's dead jobs written to the Kafka dead-letter

@@ -37,6 +37,10 @@
 -- ARGV[10] with a dead letter: the job id
 -- ARGV[11] with a dead letter: when the job died, unix ms (0: Redis TIME)
 -- ARGV[12] with a dead letter: most dead letters kept (keys.DeadMaxJobs)
+-- ARGV[13] "1" on the caller's first finish of the tenant in a wall second
+--          (keys.Refresh): the backlog's TTL is refreshed (otherwise only
+--          when this call set the counter, which clears a TTL, or created
+--          it) and, with KEYS[5], the done index is trimmed
 --
 -- Returns 1 when the lease was held and the job is finished, 0 when the
 -- lease was lost.
@@ -48,7 +52,7 @@ end
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
   redis.call('HDEL', KEYS[2], ARGV[1])
   if record and ARGV[6] == 'done' then
-    record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+    record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13])
   end
   return 0
 end
@@ -59,15 +63,19 @@ end
 -- A job a purge cancelled left the backlog then (purge.lua); pcall: HGET
 -- fails (WRONGTYPE) only on the older string marker.
 if not (record and redis.pcall('HGET', KEYS[5], 'reason') == 'purged') then
+  -- A counter DECRBY creates is below 0, and the SET clears a TTL: both
+  -- refresh it; an existing counter keeps its TTL but once a second.
   local left = redis.call('DECRBY', KEYS[3], ARGV[2])
   if left < 0 then
     redis.call('SET', KEYS[3], 0)
   end
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  if left < 0 or ARGV[13] == '1' then
+    redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  end
 end
 if not record then
   return 1
 end
 
-record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13])
 return 1

@@ -15,40 +15,36 @@
 --     behind it move up (queue positions, package jobstate);
 --   - the delivery joins the tenant's deliveries in progress until now +
 --     lease (the drainer's lease keeper pushes the deadline on);
---   - the job's cost is added to the tenant's outflow of this second.
 --   - its id moves to the tenant's in_flight index (keys.JobIndex, score
 --     now) from the index of the state it leaves (index_move of
 --     job_state_final.lua, which lua.Include puts first).
--- The first start of each second of a tenant also does the housekeeping:
--- deliveries past their deadline (a drainer that died) leave the set,
--- outflow seconds older than ARGV[7] are trimmed, and both TTLs are set.
+-- The job's cost joins the tenant's outflow (keys.Outflow) from the
+-- drainer, which counts it in memory and flushes once a second with
+-- outflow_add.lua; that script also drops deliveries past their deadline.
 -- A cancelled job, or an older cancel marker (the string "cancelled"), is
 -- left as it is.
 --
 -- KEYS[1]  the job's state hash (keys.JobState)
 -- KEYS[2]  the tenant's dispatched sequence (keys.JobsDispatched)
 -- KEYS[3]  the tenant's deliveries in progress (keys.Delivering)
--- KEYS[4]  the tenant's outflow per second (keys.Outflow), field = unix second
 -- ARGV[1]  the least attempt number (the envelope's attempts + 1)
 -- ARGV[2]  the delivery's member in KEYS[3] (queue.Claimed.Token)
 -- ARGV[3]  lease, ms
--- ARGV[4]  the job's cost, integer >= 1
--- ARGV[5]  PEXPIRE of the state and sequence, ms (keys.JobStateTTL)
--- ARGV[6]  PEXPIRE of the deliveries set, ms (keys.QueueTTL)
--- ARGV[7]  PEXPIRE of the outflow hash, ms (keys.OutflowTTL)
--- ARGV[8]  now, unix ms; "0" reads Redis TIME
--- ARGV[9]  the envelope's enqueued_at, unix ms ("0": not known, no check)
+-- ARGV[4]  PEXPIRE of the state and sequence, ms (keys.JobStateTTL)
+-- ARGV[5]  PEXPIRE of the deliveries set, ms (keys.QueueTTL)
+-- ARGV[6]  now, unix ms; "0" reads Redis TIME
+-- ARGV[7]  the envelope's enqueued_at, unix ms ("0": not known, no check)
 --
 -- Returns the delivery's attempt number (>= 1, Sluice-Attempt) when it may
 -- start, 0 when the job was cancelled, -1 when it is done already (nothing
 -- is written then).
 
-local now = tonumber(ARGV[8])
+local now = tonumber(ARGV[6])
 if now == nil or now <= 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local sk, ttl = KEYS[1], ARGV[5]
+local sk, ttl = KEYS[1], ARGV[4]
 
 -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
 local attempt = tonumber(ARGV[1]) or 1
@@ -57,7 +53,7 @@ if st['err'] then
   if redis.call('GET', sk) == 'cancelled' then return 0 end
 else
   if st[1] == 'cancelled' then return 0 end
-  if st[1] == 'done' and ARGV[9] ~= '0' and st[4] == ARGV[9] then return -1 end
+  if st[1] == 'done' and ARGV[7] ~= '0' and st[4] == ARGV[7] then return -1 end
   attempt = math.max((tonumber(st[3]) or 0) + 1, attempt)
   local id = job_id(sk)
   if id then index_move(sk, id, 'in_flight', now) end
@@ -70,19 +66,5 @@ else
 end
 
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
-redis.call('PEXPIRE', KEYS[3], ARGV[6])
-local sec = math.floor(now / 1000)
-if redis.call('HINCRBY', KEYS[4], sec, ARGV[4]) == tonumber(ARGV[4]) then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
-  redis.call('PEXPIRE', KEYS[4], ARGV[7])
-  local keep = math.ceil(tonumber(ARGV[7]) / 1000)
-  if redis.call('HLEN', KEYS[4]) > keep then
-    local old = {}
-    for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
-      local n = tonumber(f)
-      if n == nil or n <= sec - keep then old[#old + 1] = f end
-    end
-    if #old > 0 then redis.call('HDEL', KEYS[4], unpack(old)) end
-  end
-end
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
 return attempt

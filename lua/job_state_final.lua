@@ -11,29 +11,34 @@
 -- state key sk, so it is in the job's cluster slot. job_id(sk) is the job id
 -- at the end of sk.
 --
--- index_leave(sk, id, new_state) reads the job's recorded state from sk and
--- ZREMs id from that state's index when it is a listed state other than
--- new_state and other than dead (one HGET, at most one ZREM): the dead index
--- belongs to the dead letters, which only dlq_remove.lua and the trim of
--- dead_letter.lua remove, so a redrive interrupted before its removal leaves
--- the job listed in the DLQ and its letter reachable; it returns the old state, or false
--- when none is recorded (or sk is the older string marker). Call it before
--- the state field is written.
+-- index_leave(sk, id, new_state) reads the job's recorded state and seq
+-- from sk (one HMGET) and ZREMs id from that state's index when it is a
+-- listed state other than new_state and other than dead (at most one ZREM):
+-- the dead index belongs to the dead letters, which only dlq_remove.lua and
+-- the trim of dead_letter.lua remove, so a redrive interrupted before its
+-- removal leaves the job listed in the DLQ and its letter reachable; it
+-- returns the old state (false when none is recorded, or sk is the older
+-- string marker) and the recorded seq (a number, or nil). Call it before the
+-- state field is written.
 --
--- index_add(sk, id, state, score) ZADDs id with score to the index of state
--- when state is queued, in_flight, retrying or done, and refreshes the
--- index's TTL (JOB_INDEX_TTL); the done index is also trimmed to the members
--- of the last DONE_RETENTION_MS before score, at most DONE_MAX of them. For
--- any other state it does nothing: dead and scheduled are added by their own
--- writers (dlq, scheduler), cancelled and expired are not listed.
+-- index_add(sk, id, state, score, no_trim) ZADDs id with score to the index
+-- of state when state is queued, in_flight, retrying or done, and refreshes
+-- the index's TTL (JOB_INDEX_TTL); unless no_trim, the done index is also
+-- trimmed to the members of the last DONE_RETENTION_MS before score, at most
+-- DONE_MAX of them. For any other state it does nothing: dead and scheduled
+-- are added by their own writers (dlq, scheduler), cancelled and expired are
+-- not listed.
 --
 -- index_move(sk, id, new_state, score) is index_leave then index_add.
 --
--- record_final(sk, seqk, state, last_error, reason, ttl, score) sets the
--- job's state hash sk (package jobstate): state, updated_at (Redis TIME,
+-- record_final(sk, seqk, state, last_error, reason, ttl, score, tick) sets
+-- the job's state hash sk (package jobstate): state, updated_at (Redis TIME,
 -- ms), last_error and reason when not empty, its TTL refreshed to ttl ms,
 -- and moves the job between the indexes (score: the new state's index
--- score, default updated_at; a retrying job passes its due time). A job
+-- score, default updated_at; a retrying job passes its due time). The done
+-- index is trimmed (keys.DoneTrimEvery) only when tick is '1' (the caller's
+-- first finish of the tenant in a wall second, keys.Refresh), the job's seq
+-- is a multiple of DONE_TRIM_EVERY, or it has no seq. A job
 -- dropped at the head of its queue (cancelled, expired, poison) also moves
 -- the tenant's dispatched sequence seqk up to its seq; a delivered job did
 -- that when its delivery started. An older cancel marker (a string under
@@ -55,21 +60,23 @@ local function job_id(sk)
 end
 
 local function index_leave(sk, id, new_state)
-  -- pcall: HGET fails (WRONGTYPE) only on the older string marker.
-  local old = redis.pcall('HGET', sk, 'state')
-  if type(old) ~= 'string' then return false end
+  -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
+  local f = redis.pcall('HMGET', sk, 'state', 'seq')
+  if f['err'] then return false end
+  local old, seq = f[1], tonumber(f[2])
+  if type(old) ~= 'string' then return false, seq end
   if old ~= new_state and JOB_LISTED[old] and old ~= 'dead' then
     redis.call('ZREM', job_index(sk, old), id)
   end
-  return old
+  return old, seq
 end
 
-local function index_add(sk, id, state, score)
+local function index_add(sk, id, state, score, no_trim)
   if not JOB_ADDED[state] then return end
   local ik = job_index(sk, state)
   redis.call('ZADD', ik, score, id)
   redis.call('PEXPIRE', ik, JOB_INDEX_TTL)
-  if state == 'done' then
+  if state == 'done' and not no_trim then
     redis.call('ZREMRANGEBYSCORE', ik, '-inf', '(' .. (score - DONE_RETENTION_MS))
     local over = redis.call('ZCARD', ik) - DONE_MAX
     if over > 0 then redis.call('ZREMRANGEBYRANK', ik, 0, over - 1) end
@@ -81,14 +88,18 @@ local function index_move(sk, id, new_state, score)
   index_add(sk, id, new_state, score)
 end
 
-local function record_final(sk, seqk, state, last_error, reason, ttl, score)
+local function record_final(sk, seqk, state, last_error, reason, ttl, score, tick)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local f = {'state', state, 'updated_at', now}
   if last_error ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = last_error end
   if reason ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = reason end
   local id = job_id(sk)
-  if id then index_leave(sk, id, state) end
+  local seq
+  if id then
+    local _old
+    _old, seq = index_leave(sk, id, state)
+  end
   -- pcall: HSET fails (WRONGTYPE) only on the older string marker.
   if type(redis.pcall('HSET', sk, unpack(f))) == 'table' then
     return
@@ -96,9 +107,10 @@ local function record_final(sk, seqk, state, last_error, reason, ttl, score)
   -- A dead job's state lives as long as its dead letter (keys.DeadTTL).
   if state == 'dead' then ttl = math.max(tonumber(ttl), DEAD_STATE_TTL) end
   redis.call('PEXPIRE', sk, ttl)
-  if id then index_add(sk, id, state, score or now) end
+  local no_trim = tick ~= '1' and seq ~= nil and seq % DONE_TRIM_EVERY ~= 0
+  if id then index_add(sk, id, state, score or now, no_trim) end
   if state == 'cancelled' or state == 'expired' or reason == 'poison' then
-    local seq = tonumber(redis.call('HGET', sk, 'seq'))
+    if not id then seq = tonumber(redis.call('HGET', sk, 'seq')) end
     if seq and seq > (tonumber(redis.call('GET', seqk)) or 0) then
       redis.call('SET', seqk, seq, 'PX', ttl)
     end

@@ -27,6 +27,8 @@
 -- ARGV[10] with a dead letter: the job id
 -- ARGV[11] retrying: the retry's due time, unix ms, the score of the job in
 --          the retrying index (keys.JobIndex); "" or 0 for Redis TIME
+-- ARGV[12] "1" on the caller's first settle of the tenant in a wall second
+--          (keys.Refresh): the done index is trimmed then too
 --
 -- Returns 1.
 
@@ -36,5 +38,5 @@ if ARGV[6] ~= '' then
 end
 local due = tonumber(ARGV[11])
 if due ~= nil and due <= 0 then due = nil end
-record_final(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5], due)
+record_final(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5], due, ARGV[12])
 return 1

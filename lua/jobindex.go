@@ -15,10 +15,10 @@ var preludes = map[string]func() string{
 
 // jobIndexBounds defines the job index's bounds (package keys) as Lua
 // locals for job_state_final.lua: JOB_INDEX_TTL (keys.JobStateTTL, ms),
-// DONE_RETENTION_MS (keys.DoneRetention), DONE_MAX (keys.DoneMax) and
-// DEAD_STATE_TTL (keys.DeadTTL, ms: a dead job's state lives as long as its
+// DONE_RETENTION_MS (keys.DoneRetention), DONE_MAX (keys.DoneMax),
+// DONE_TRIM_EVERY (keys.DoneTrimEvery) and DEAD_STATE_TTL (keys.DeadTTL, ms: a dead job's state lives as long as its
 // dead letter).
 func jobIndexBounds() string {
-	return fmt.Sprintf("-- job_index_bounds (generated from package keys):\nlocal JOB_INDEX_TTL = %d\nlocal DONE_RETENTION_MS = %d\nlocal DONE_MAX = %d\nlocal DEAD_STATE_TTL = %d\n",
-		keys.JobStateTTL.Milliseconds(), keys.DoneRetention.Milliseconds(), keys.DoneMax, keys.DeadTTL.Milliseconds())
+	return fmt.Sprintf("-- job_index_bounds (generated from package keys):\nlocal JOB_INDEX_TTL = %d\nlocal DONE_RETENTION_MS = %d\nlocal DONE_MAX = %d\nlocal DONE_TRIM_EVERY = %d\nlocal DEAD_STATE_TTL = %d\n",
+		keys.JobStateTTL.Milliseconds(), keys.DoneRetention.Milliseconds(), keys.DoneMax, keys.DoneTrimEvery, keys.DeadTTL.Milliseconds())
 }

@@ -129,3 +129,33 @@ func TestBacklogDecrSkipsPurged(t *testing.T) {
 		}
 	}
 }
+
+// TestBacklogDecrTTL: backlog_decr.lua refreshes the counter's TTL when
+// asked (ARGV[3] "1", keys.Refresh) and whenever it creates or resets the
+// counter; otherwise an existing counter keeps the TTL it had.
+func TestBacklogDecrTTL(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	bk := keys.Backlog(testenv.Name(t, "bt"))
+	defer rdb.Del(ctx, bk)
+	ttl := keys.BacklogTTL.Milliseconds()
+	for _, step := range []struct {
+		name    string
+		setup   func()
+		refresh string
+		want    func(time.Duration) bool
+	}{
+		{"created", func() { rdb.Del(ctx, bk) }, "0", func(d time.Duration) bool { return d > keys.BacklogTTL-time.Minute }},
+		{"kept", func() { rdb.Set(ctx, bk, 5, time.Hour) }, "0", func(d time.Duration) bool { return d > 0 && d <= time.Hour }},
+		{"refreshed", func() { rdb.Set(ctx, bk, 5, time.Hour) }, "1", func(d time.Duration) bool { return d > keys.BacklogTTL-time.Minute }},
+		{"reset to 0", func() { rdb.Set(ctx, bk, 0, time.Hour) }, "0", func(d time.Duration) bool { return d > keys.BacklogTTL-time.Minute }},
+	} {
+		step.setup()
+		if err := BacklogDecr.Run(ctx, rdb, []string{bk}, 1, ttl, step.refresh).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if d := rdb.PTTL(ctx, bk).Val(); !step.want(d) {
+			t.Errorf("%s: PTTL %v", step.name, d)
+		}
+	}
+}

@@ -32,6 +32,7 @@ var (
 	// Job state records (jobstate).
 	JobStateEnqueue  = register(include("job_state_enqueue.lua", "job_state_final.lua"))
 	JobStateDispatch = register(include("job_state_dispatch.lua", "job_state_final.lua"))
+	OutflowAdd       = register(mustLoad("outflow_add.lua"))
 	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua", "dead_letter.lua"))
 	JobStateCancel   = register(include("job_state_cancel.lua", "job_state_final.lua"))
 	JobList          = register(mustLoad("job_list.lua"))

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,4 +65,61 @@ func RedisCPU(t testing.TB, rdb *redis.Client) time.Duration {
 		total += s
 	}
 	return time.Duration(total * float64(time.Second))
+}
+
+// CommandTotal returns how many commands the server behind rdb has run
+// since it started, every command INFO commandstats lists (those a script
+// runs included) but INFO itself and a new connection's handshake (HELLO,
+// CLIENT ...), so neither a test's own readings nor the client's pool
+// count. A test compares two readings around one call on a private server
+// (StartRedis).
+func CommandTotal(t testing.TB, rdb *redis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("testenv: INFO commandstats: %v", err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || handshake[name] || strings.HasPrefix(name, "cmdstat_client|") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			t.Fatalf("testenv: INFO commandstats line %q: %v", line, err)
+		}
+		total += n
+	}
+	return total
+}
+
+// handshake is what CommandTotal leaves out besides CLIENT's subcommands.
+var handshake = map[string]bool{"cmdstat_info": true, "cmdstat_hello": true, "cmdstat_auth": true, "cmdstat_select": true}
+
+// KeysWithoutTTL returns the keys matching pattern (SCAN MATCH) on the
+// server behind rdb that have no TTL (PTTL <= 0), sorted: a test that ran a
+// tenant's jobs on a private server checks that every key it left has one.
+// No key matching pattern fails the test (nothing was checked).
+func KeysWithoutTTL(t testing.TB, rdb *redis.Client, pattern string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var bad []string
+	seen := 0
+	iter := rdb.Scan(ctx, 0, pattern, 100).Iterator()
+	for iter.Next(ctx) {
+		seen++
+		if ttl := rdb.PTTL(ctx, iter.Val()).Val(); ttl <= 0 {
+			bad = append(bad, iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("testenv: SCAN %s: %v", pattern, err)
+	}
+	if seen == 0 {
+		t.Fatalf("testenv: no key matches %s", pattern)
+	}
+	sort.Strings(bad)
+	return bad
 }

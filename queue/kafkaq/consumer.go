@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -176,6 +177,7 @@ type Consumer struct {
 	prefix    string        // unique per consumer, part of every claim token
 	seq       atomic.Uint64 // claim token counter
 	running   atomic.Bool
+	refresh   keys.Refresh // once a second per tenant: TTLs and the done trim
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQueue

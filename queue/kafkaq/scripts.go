@@ -13,10 +13,15 @@ import (
 
 // backlogDecrCall is lua/backlog_decr.lua: lower tenant's backlog counter
 // (keys.Backlog) by cost, never below 0, unless job id was purged, and
-// refresh its TTL.
-func backlogDecrCall(tenant, id string, cost int64) lua.Call {
+// refresh its TTL when refresh (keys.Refresh's Due) or the call created or
+// reset the counter.
+func backlogDecrCall(tenant, id string, cost int64, refresh bool) lua.Call {
+	f := "0"
+	if refresh {
+		f = "1"
+	}
 	return lua.Call{Script: lua.BacklogDecr, Keys: []string{keys.Backlog(tenant), keys.JobState(tenant, id)},
-		Args: []any{cost, keys.BacklogTTL.Milliseconds()}}
+		Args: []any{cost, keys.BacklogTTL.Milliseconds(), f}}
 }
 
 // parseBacklogDecr checks backlog_decr.lua's reply: the counter after the

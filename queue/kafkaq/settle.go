@@ -87,15 +87,16 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 	defer cancel()
 	t := job.Envelope.Tenant
 	state, lastErr, reason := out.State()
+	refresh := c.refresh.Due(t, c.clock.Now())
 	st := jobstate.Settle{Tenant: t, JobID: job.Envelope.ID, Member: job.Token(), State: state,
-		LastError: lastErr, Reason: reason}
+		LastError: lastErr, Reason: reason, Refresh: refresh}
 	if out.Dead != nil {
 		// The DLQ topic has the letter already; a failure here loses only
 		// its listing (logged below with the state).
 		st.DeadLetter, _ = dlq.Encode(*out.Dead, job.Raw)
 		st.DiedAt = out.Dead.At
 	}
-	calls := []lua.Call{backlogDecrCall(t, job.Envelope.ID, job.Envelope.Cost)}
+	calls := []lua.Call{backlogDecrCall(t, job.Envelope.ID, job.Envelope.Cost, refresh)}
 	if state != "" { // a duplicate records nothing: its state stays done
 		calls = append(calls, st.Call())
 	}

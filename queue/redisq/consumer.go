@@ -63,6 +63,7 @@ type Consumer struct {
 	prefix   string        // unique per consumer, part of every lease token
 	seq      atomic.Uint64 // lease token counter
 	finishes *lua.Group
+	refresh  keys.Refresh // once a second per tenant: TTLs and the done trim
 }
 
 // finishPipelines is how many pipelines of Finish calls may be in flight

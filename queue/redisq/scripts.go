@@ -136,6 +136,9 @@ type ackArgs struct {
 	State                 string
 	LastError             string
 	Reason                string
+	// Refresh is keys.Refresh's Due for the tenant: the backlog's TTL is
+	// refreshed and the done index trimmed (keys.DoneTrimEvery).
+	Refresh bool
 }
 
 // Call returns the script call. With State "" (a duplicate,
@@ -146,13 +149,14 @@ func (a ackArgs) Call() lua.Call {
 	if a.State == "" {
 		return lua.Call{Script: lua.Ack,
 			Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead")},
-			Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), ""}}
+			Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), "",
+				"", "", "", "", "", "", "", flag(a.Refresh)}}
 	}
 	return lua.Call{Script: lua.Ack,
 		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead"),
 			keys.JobState(t, a.JobID), keys.JobsDispatched(t), keys.Delivering(t), keys.DeadRecords(t)},
 		Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), a.DeadLetter,
-			a.State, a.LastError, a.Reason, keys.JobStateTTL.Milliseconds(), a.JobID, a.DiedAt, keys.DeadMaxJobs}}
+			a.State, a.LastError, a.Reason, keys.JobStateTTL.Milliseconds(), a.JobID, a.DiedAt, keys.DeadMaxJobs, flag(a.Refresh)}}
 }
 
 // parseHeld checks the reply of a script that answers 1 when the lease was
@@ -264,4 +268,12 @@ func parseReap(v any) (int, error) {
 		return 0, lua.Reap.ReplyError("count %d, want >= 0", n)
 	}
 	return int(n), nil
+}
+
+// flag is a script's boolean ARGV: "1" or "0".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

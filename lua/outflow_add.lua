@@ -1,0 +1,45 @@
+-- outflow_add.lua: add one drainer's dispatched units per second to a
+-- tenant's outflow (both queue backends). The drainer counts the units of
+-- the deliveries it starts per tenant and wall second in memory and flushes
+-- them with this script once a second (and at shutdown), instead of one
+-- HINCRBY per start; stats' measured outflow and the console history, which
+-- read whole past seconds, see a second's units at most a second late.
+--
+-- In one step: each (second, units) pair is added to KEYS[1]; fields older
+-- than ARGV[1] ms before now are trimmed and the hash's TTL refreshed to
+-- ARGV[1]; deliveries of KEYS[2] whose deadline passed before now (a
+-- drainer that died) leave the set. The housekeeping the first start of a
+-- second did in job_state_dispatch.lua before.
+--
+-- KEYS[1]  the tenant's outflow per second (keys.Outflow), field = unix second
+-- KEYS[2]  the tenant's deliveries in progress (keys.Delivering)
+-- ARGV[1]  PEXPIRE of KEYS[1], ms (keys.OutflowTTL); also the age bound
+-- ARGV[2]  now, unix ms; "0" reads Redis TIME
+-- ARGV[3..] pairs: unix second, units (integers >= 1)
+--
+-- Returns the number of pairs added.
+
+local now = tonumber(ARGV[2])
+if now == nil or now <= 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local n = 0
+for i = 3, #ARGV - 1, 2 do
+  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
+  n = n + 1
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+if n == 0 then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+local keep = math.ceil(tonumber(ARGV[1]) / 1000)
+local sec = math.floor(now / 1000)
+if redis.call('HLEN', KEYS[1]) > keep then
+  local old = {}
+  for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+    local s = tonumber(f)
+    if s == nil or s <= sec - keep then old[#old + 1] = f end
+  end
+  if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
+end
+return n
