@@ -28,7 +28,9 @@
 -- expired never starts behind the jobs already gone). A job whose state
 -- hash holds its very enqueued_at already is this job written before (an
 -- enqueue sent again after its outcome was unknown, queue.ErrUnknownOutcome):
--- it is skipped, neither pushed nor counted, and its state is left as it is.
+-- it is skipped, neither pushed nor counted, and its state is left as it is
+-- (when every job is skipped, their state keys' TTLs are set again, to
+-- themselves, so that a WAIT after the script covers the first write).
 --
 -- Returns {queue_length, backlog}: the list's length and the counter's value
 -- after the write (ARGV[3] is the cost of all the jobs; the counter rises by
@@ -90,6 +92,13 @@ else
 end
 local backlog
 if skipped == n then
+  -- A write propagated after this job's first write (each state key's TTL
+  -- set again, to itself): a WAIT after this script waits for the replicas
+  -- to hold the first write, even on a connection that wrote nothing before.
+  for i = 1, n do
+    local p = redis.call('PTTL', KEYS[4 + i])
+    redis.call('PEXPIRE', KEYS[4 + i], p > 0 and p or state_ttl)
+  end
   backlog = tonumber(redis.call('GET', KEYS[2])) or 0
   return {len, backlog}
 end
