@@ -55,7 +55,7 @@ func validateTiming(j job, req jobRequest, now time.Time, maxDelay time.Duration
 		if err != nil {
 			return malformed("not_before", "an RFC 3339 time such as 2026-01-02T15:04:05Z", *req.NotBefore)
 		}
-		due = t
+		due, j.timing = t, "not_before="+*req.NotBefore
 	case req.Delay != nil:
 		d, err := time.ParseDuration(*req.Delay)
 		if err != nil {
@@ -64,7 +64,7 @@ func validateTiming(j job, req jobRequest, now time.Time, maxDelay time.Duration
 		if d < 0 {
 			return unprocessable("delay", "must be >= 0 (got %s)", *req.Delay)
 		}
-		due = now.Add(d)
+		due, j.timing = now.Add(d), "delay="+*req.Delay
 	}
 	if due.After(now) {
 		if due.Sub(now) > maxDelay {

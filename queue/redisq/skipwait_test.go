@@ -20,8 +20,8 @@ import (
 // already written but still writes after it, so the WAIT waits for the
 // replica to hold the job instead of returning at once on a connection
 // that wrote nothing. (Redis 7.0 moves a connection's write offset on
-// every command, so there the WAIT waits either way; Redis 7.2 and later
-// move it only on a write, which this pins.)
+// every command, so there the WAIT waits either way; a Redis that moves
+// it only on a write would not.)
 func TestSkippedRetryWaits(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
