@@ -54,6 +54,10 @@ type job struct {
 	// heartbeat is a heartbeat job's interval (0: none). schedule.go.
 	due       *time.Time
 	heartbeat time.Duration
+	// timing is the request's not_before or delay as sent ("not_before=…",
+	// "delay=…", "" when neither): what digestOf compares a retry by, since
+	// due depends on when the request arrives.
+	timing string
 	// field is the job's path in the request: "" for a single job, "jobs[3]"
 	// in a batch; errors about the job name fields under it.
 	field string

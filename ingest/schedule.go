@@ -55,7 +55,7 @@ func validateTiming(j job, req jobRequest, now time.Time, maxDelay time.Duration
 		if err != nil {
 			return malformed("not_before", "an RFC 3339 time such as 2026-01-02T15:04:05Z", *req.NotBefore)
 		}
-		due = t
+		due, j.timing = t, "not_before="+*req.NotBefore
 	case req.Delay != nil:
 		d, err := time.ParseDuration(*req.Delay)
 		if err != nil {
@@ -64,7 +64,7 @@ func validateTiming(j job, req jobRequest, now time.Time, maxDelay time.Duration
 		if d < 0 {
 			return unprocessable("delay", "must be >= 0 (got %s)", *req.Delay)
 		}
-		due = now.Add(d)
+		due, j.timing = now.Add(d), "delay="+*req.Delay
 	}
 	if due.After(now) {
 		if due.Sub(now) > maxDelay {
@@ -146,7 +146,9 @@ func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jo
 
 // unschedule removes scheduled jobs stored by a request whose other jobs
 // could not be enqueued (the request is refused as a whole), best effort:
-// a failure is logged, and those jobs stay scheduled.
+// a failure is logged, and those jobs stay scheduled. A job cancelled here
+// loses its state hash (a retry then stores it afresh); one no longer
+// scheduled (the scheduler moved it meanwhile) keeps its state.
 func (s *Server) unschedule(ctx context.Context, snap *snapshot, tenant string, jobs []scheduler.Job) {
 	if len(jobs) == 0 {
 		return
@@ -154,11 +156,14 @@ func (s *Server) unschedule(ctx context.Context, snap *snapshot, tenant string, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
 	defer cancel()
 	for _, j := range jobs {
-		if _, _, err := scheduler.Cancel(ctx, s.rdb, tenant, j.Envelope.ID); err != nil {
+		cancelled, _, err := scheduler.Cancel(ctx, s.rdb, tenant, j.Envelope.ID)
+		if err != nil {
 			s.log.Warn("removing scheduled jobs of a refused request failed", "tenant", tenant, "job_id", j.Envelope.ID, "err", err)
 			return
 		}
-		s.rdb.Del(ctx, keys.JobState(tenant, j.Envelope.ID))
+		if cancelled { // else no longer scheduled (moved already): its state stays
+			s.rdb.Del(ctx, keys.JobState(tenant, j.Envelope.ID))
+		}
 	}
 }
 

@@ -56,8 +56,10 @@ type unknownRecord struct {
 
 // digestOf sums what a job asks for, so a retry can be told apart from
 // another job under the same id: type, payload (compacted JSON), cost,
-// deadline, heartbeat, and whether it is scheduled. The client id and the
-// times derived from "now" are left out.
+// deadline, heartbeat, and its not_before or delay as sent (not whether it
+// is still ahead: a retry after the due time is the same job). The client
+// id and the times derived from "now" are left out. A job with neither sums
+// as before they were part of it.
 func digestOf(j job) string {
 	h := sha256.New()
 	var b bytes.Buffer
@@ -69,7 +71,11 @@ func digestOf(j job) string {
 	if j.deadline != nil {
 		deadline = j.deadline.UnixNano()
 	}
-	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00%t\x00", j.typ, j.cost, deadline, j.heartbeat.Milliseconds(), j.due != nil)
+	timing := j.timing
+	if timing == "" {
+		timing = "false" // the sum of an ordinary job, unchanged
+	}
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00%s\x00", j.typ, j.cost, deadline, j.heartbeat.Milliseconds(), timing)
 	h.Write(b.Bytes())
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -67,6 +67,14 @@ local function enqueue_jobs(k, a, n, seen)
     end
   end
   if skipped == n then
+    -- A write propagated after this job's first write (each state key's TTL
+    -- set again, to itself): a WAIT after this script waits for the replicas
+    -- to hold the first write, even on a connection that wrote nothing
+    -- before (a Redis whose WAIT offset moves on writes only).
+    for i = 1, n do
+      local p = redis.call('PTTL', KEYS[k + 3 + i])
+      redis.call('PEXPIRE', KEYS[k + 3 + i], p > 0 and p or state_ttl)
+    end
     return len, tonumber(redis.call('GET', KEYS[k + 1])) or 0
   end
   local backlog = redis.call('INCRBY', KEYS[k + 1], math.max(cost - skipped_cost, 1))

@@ -11,7 +11,13 @@
 -- very enqueued_at in a state other than "scheduled" (moved to the queue,
 -- cancelled) is this job stored before by a request whose outcome was unknown
 -- (queue.ErrUnknownOutcome) and retried with the same id: it is skipped and
--- left as it is. Refused as a whole, writing
+-- left as it is, and so is a job in state "scheduled" without enqueued_at,
+-- one a scheduler is moving (schedule_take.lua drops it; job ids are never
+-- reused, so it is this job): storing it again would re-add its id and
+-- enqueued_at under the move, and the move's enqueue would skip it as
+-- already queued. A skipped job counts as stored, and its state key's TTL
+-- is set again (to itself), a write that orders after the first store's on
+-- the replication stream, so the caller's WAIT covers that store. Refused as a whole, writing
 -- nothing, when the tenant would hold more than ARGV[1] scheduled jobs.
 -- Every key's TTL is at least (latest due − now) + ARGV[2], so a job
 -- scheduled beyond keys.JobStateTTL does not expire before it is due.
@@ -46,7 +52,8 @@ local skip, fresh = {}, 0
 for i = 0, n - 1 do
   local b = 3 + i * 6
   local st = redis.pcall('HMGET', KEYS[3 + i], 'state', 'enqueued_at')
-  if type(st) == 'table' and st[1] and st[1] ~= 'scheduled' and st[2] == ARGV[b + 4] then
+  if type(st) == 'table' and ((st[1] and st[1] ~= 'scheduled' and st[2] == ARGV[b + 4])
+      or (st[1] == 'scheduled' and not st[2])) then
     skip[i] = true
   elseif not redis.call('ZSCORE', KEYS[1], ARGV[b]) then
     fresh = fresh + 1
@@ -55,6 +62,17 @@ end
 local count = redis.call('ZCARD', KEYS[1])
 if count + fresh > max then
   return {0, count}
+end
+
+-- A skipped job's state key gets its own TTL again: a write propagated
+-- after the first store's, so a WAIT after this script (AddWait) waits for
+-- the replicas to hold that store, even on a connection that wrote nothing
+-- before.
+for i = 0, n - 1 do
+  if skip[i] then
+    local p = redis.call('PTTL', KEYS[3 + i])
+    redis.call('PEXPIRE', KEYS[3 + i], p > 0 and p or ttl)
+  end
 end
 
 local t = redis.call('TIME')

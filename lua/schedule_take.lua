@@ -8,8 +8,10 @@
 -- the lease holds. A job whose envelope is gone or reads "cancelled" (it
 -- was cancelled) is dropped from the moving set and not returned. With
 -- ARGV[2] = 0 nothing is taken: the call reads the next due time and the
--- count only. A taken job's state hash loses enqueued_at (its state stays
--- scheduled): the Kafka producer's post-ack write (job_state_enqueue.lua)
+-- count only. A taken job's state hash still in state scheduled loses
+-- enqueued_at (its state stays scheduled; a state the mover's own enqueue
+-- already wrote, queued or later, is left whole, so the retake after an
+-- unknown enqueue is skipped by enqueue.lua): the Kafka producer's post-ack write (job_state_enqueue.lua)
 -- then adds its queue fields without replacing a state the drainer may have
 -- recorded first (in_flight, done: Kafka can hand a job out before that
 -- write), and schedule_done.lua turns a state still scheduled into queued.
@@ -54,7 +56,8 @@ if max > 0 then
       redis.call('HDEL', KEYS[2], id)
     else
       redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), id)
-      if redis.call('TYPE', ARGV[5] .. id)['ok'] == 'hash' then
+      -- pcall: HGET fails (WRONGTYPE) only on an older string marker.
+      if redis.pcall('HGET', ARGV[5] .. id, 'state') == 'scheduled' then
         redis.call('HDEL', ARGV[5] .. id, 'enqueued_at')
       end
       out[#out + 1] = id

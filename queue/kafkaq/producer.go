@@ -236,15 +236,16 @@ func messagesOf(call *producerCall, batches []batch.Tenant) ([][]message, error)
 // the first batch's error, or ctx's error (with the last try's) when a
 // batch was not acknowledged in time; either way the call is abandoned, so
 // its jobs not sent yet are left out. sent reports that a produce request
-// of a failed batch was sent (the jobs may be in the topic: the outcome is
-// unknown); when it is false no request of the call's failed batch left.
+// of any batch of the call was sent or acknowledged (some of its jobs may
+// be in the topic: the outcome is unknown); when it is false no request of
+// the call left.
 func (call *producerCall) wait(ctx context.Context, waits []*produceBatch) (sent bool, err error) {
 	for _, w := range waits {
 		select {
 		case <-w.done:
 			if w.err != nil {
 				call.abandoned.Store(true)
-				return w.sent.Load(), w.err
+				return anySent(waits), w.err
 			}
 		case <-ctx.Done():
 			if w.acked.Load() {
@@ -255,10 +256,21 @@ func (call *producerCall) wait(ctx context.Context, waits []*produceBatch) (sent
 			if last := w.lastErr.Load(); last != nil {
 				cause = fmt.Errorf("%w (last try: %w)", cause, *last)
 			}
-			return w.sent.Load(), cause
+			return anySent(waits), cause
 		}
 	}
 	return false, nil
+}
+
+// anySent reports whether a produce request of any of waits was sent or
+// acknowledged.
+func anySent(waits []*produceBatch) bool {
+	for _, w := range waits {
+		if w.sent.Load() || w.acked.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // errProducerClosed is the cause given to Enqueue calls after Close.
