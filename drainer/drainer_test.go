@@ -317,7 +317,9 @@ func TestDrainerOutflowRateAcrossDrainers(t *testing.T) {
 
 // TestDrainerNoHeadOfLineBlocking gives tenant A a 10,000-job backlog at
 // 10 jobs/s and checks that tenant B's jobs, queued behind it in time, are
-// delivered within 200 ms each.
+// delivered within 1 s each: blocked behind A's backlog, B's jobs would
+// wait 1,000 s; unblocked they take tens of ms on a quiet machine (the
+// bound leaves room for a loaded one: 211 ms was seen at load 7).
 func TestDrainerNoHeadOfLineBlocking(t *testing.T) {
 	rdb := testenv.Redis(t)
 	a, b := testenv.Name(t, "hol-a"), testenv.Name(t, "hol-b")
@@ -344,8 +346,8 @@ func TestDrainerNoHeadOfLineBlocking(t *testing.T) {
 		}
 	}
 	t.Logf("tenant B worst dispatch delay behind A's backlog: %v", worst)
-	if worst > 200*time.Millisecond {
-		t.Errorf("B's slowest job took %v behind A's backlog, want < 200ms", worst)
+	if worst > time.Second {
+		t.Errorf("B's slowest job took %v behind A's backlog, want < 1s", worst)
 	}
 }
 
