@@ -20,8 +20,7 @@ import (
 func startReplicated(t *testing.T) (primary, replica *testenv.RedisProc, rdb *redis.Client) {
 	t.Helper()
 	primary = testenv.StartRedis(t)
-	_, port, _ := strings.Cut(primary.Addr(), ":")
-	replica = testenv.StartRedis(t, "--replicaof", "127.0.0.1", port)
+	replica = testenv.StartReplica(t, primary)
 	rdb = redis.NewClient(&redis.Options{Addr: primary.Addr(), ReadTimeout: time.Second, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
 	testenv.WaitFor(t, 10*time.Second, "the replica in sync", func() bool {

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,13 +23,7 @@ func TestSkippedAddWaits(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	primary := testenv.StartRedis(t, "--repl-diskless-sync-delay", "0")
-	replica := testenv.StartRedis(t, "--replicaof", "127.0.0.1", primary.Addr()[len("127.0.0.1:"):])
-	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
-	t.Cleanup(func() { rc.Close() })
-	testenv.WaitFor(t, 10*time.Second, "the replica in sync", func() bool {
-		info, err := rc.Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	})
+	replica := testenv.StartReplica(t, primary)
 	client := func() *redis.Client {
 		rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
 		t.Cleanup(func() { rdb.Close() })

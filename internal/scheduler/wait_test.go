@@ -37,7 +37,7 @@ func TestAddWait(t *testing.T) {
 		t.Errorf("due hint after the short WAIT: %v, want it written", err)
 	}
 
-	replica := testenv.StartRedis(t, "--replicaof", "127.0.0.1", primary.Addr()[len("127.0.0.1:"):])
+	replica := testenv.StartReplica(t, primary)
 	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
 	t.Cleanup(func() { rc.Close() })
 	testenv.WaitFor(t, 10*time.Second, "the replica in sync", func() bool {

@@ -2,14 +2,18 @@ package testenv
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // RedisProc is a private redis-server for one test, on its own loopback port,
@@ -159,4 +163,21 @@ func ping(addr string) bool {
 	}
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	return err == nil && line == "+PONG\r\n"
+}
+
+// StartReplica starts a private Redis replicating primary (REPLICAOF at
+// start) and returns once its link to the primary is up, so a WAIT on the
+// primary counts it. Pause it (SIGSTOP) to make a replica that lags with
+// its link still up.
+func StartReplica(t testing.TB, primary *RedisProc) *RedisProc {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(primary.Addr())
+	replica := StartRedis(t, "--replicaof", "127.0.0.1", port)
+	c := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	defer c.Close()
+	WaitFor(t, 10*time.Second, "the replica "+replica.Addr()+" in sync", func() bool {
+		info, err := c.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	return replica
 }

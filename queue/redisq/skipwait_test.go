@@ -2,7 +2,6 @@ package redisq
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,13 +25,7 @@ func TestSkippedRetryWaits(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	primary := testenv.StartRedis(t, "--repl-diskless-sync-delay", "0")
-	replica := testenv.StartRedis(t, "--replicaof", "127.0.0.1", portOf(t, primary.Addr()))
-	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
-	t.Cleanup(func() { rc.Close() })
-	testenv.WaitFor(t, 10*time.Second, "the replica in sync", func() bool {
-		info, err := rc.Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	})
+	replica := testenv.StartReplica(t, primary)
 	w := lua.Wait{Replicas: 1, Timeout: 100 * time.Millisecond}
 	producer := func() *Producer {
 		rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})

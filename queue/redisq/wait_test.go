@@ -3,7 +3,6 @@ package redisq
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -48,13 +47,9 @@ func TestProducerWait(t *testing.T) {
 		t.Errorf("queue after the short WAIT = %v, want the job (on the primary, outcome unknown)", got)
 	}
 
-	replica := testenv.StartRedis(t, "--replicaof", "127.0.0.1", portOf(t, primary.Addr()))
+	replica := testenv.StartReplica(t, primary)
 	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
 	t.Cleanup(func() { rc.Close() })
-	testenv.WaitFor(t, 10*time.Second, "the replica in sync", func() bool {
-		info, err := rc.Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	})
 	// Ample: a replica in sync acknowledges within milliseconds.
 	p, err = NewProducer(ProducerConfig{Redis: rdb, Registerer: reg, Wait: lua.Wait{Replicas: 1, Timeout: time.Second}})
 	if err != nil {
@@ -121,13 +116,4 @@ func (r *roundTrips) seen() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.trips...)
-}
-
-func portOf(t *testing.T, addr string) string {
-	t.Helper()
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
 }
