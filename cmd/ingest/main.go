@@ -71,6 +71,9 @@ func run() int {
 		}
 	}()
 	boot.WatchConfig(ctx, svc.ConfigPath, registry, log, reg)
+	if cfg.Ingest.PprofListen != "" {
+		boot.ServePprof(ctx, cfg.Ingest.PprofListen, log)
+	}
 	// Run closes the producer after the HTTP server has drained.
 	if err := srv.Run(ctx); err != nil {
 		log.Error("ingest stopped", "err", err)
