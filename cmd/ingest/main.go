@@ -72,7 +72,11 @@ func run() int {
 	}()
 	boot.WatchConfig(ctx, svc.ConfigPath, registry, log, reg)
 	if cfg.Ingest.PprofListen != "" {
-		boot.ServePprof(ctx, cfg.Ingest.PprofListen, log)
+		if addr, err := boot.ServePprof(ctx, cfg.Ingest.PprofListen, log); err != nil {
+			log.Error("pprof listener; ingest runs without it", "err", err)
+		} else {
+			log.Info("pprof listening", "addr", addr)
+		}
 	}
 	// Run closes the producer after the HTTP server has drained.
 	if err := srv.Run(ctx); err != nil {

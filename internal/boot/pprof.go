@@ -3,6 +3,7 @@ package boot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,19 +25,18 @@ func Pprof(mux *http.ServeMux) {
 }
 
 // ServePprof serves Pprof's endpoints alone on addr until ctx ends, in the
-// background. A listener that cannot be opened is logged, not fatal: the
-// profiles are a diagnostic, not part of the service.
-func ServePprof(ctx context.Context, addr string, log *slog.Logger) {
+// background, and returns the address it listens on. The caller decides
+// what a listener that cannot be opened means (ingest logs it and runs on:
+// the profiles are a diagnostic, not part of the service).
+func ServePprof(ctx context.Context, addr string, log *slog.Logger) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		log.Error("pprof listener", "addr", addr, "err", err)
-		return
+		return "", fmt.Errorf("pprof: listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	Pprof(mux)
 	// No WriteTimeout: a CPU profile or trace answers after its seconds.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("pprof listening", "addr", ln.Addr().String())
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("pprof server", "addr", addr, "err", err)
@@ -48,4 +48,5 @@ func ServePprof(ctx context.Context, addr string, log *slog.Logger) {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+	return ln.Addr().String(), nil
 }
