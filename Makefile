@@ -5,9 +5,11 @@
 #   make test       services up, the test tools, make lint-api, go vet, race tests of every package,
 #                   each fuzz target for CI_FUZZTIME, then the short chaos suite (make chaos-short)
 #   make chaos      services up, the chaos suite (deploy/chaos, build tag chaos): every fault row on
-#                   both backends, ~10 min; the table goes to stdout and deploy/chaos/results/
+#                   both backends, ~15 min; the table goes to stdout and deploy/chaos/results/
 #   make chaos-short  its short form (CHAOS_SHORT=1: 7 rows, shorter loads, ~3 min)
-#   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain
+#   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain,
+#                   then deploy/bench/summary: one table of every ratio of issue 11 and the commit
+#                   (stdout and deploy/bench/results/summary-<UTC>.md); BENCH_QUICK=1 for the quick subset
 #   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ
 #                   (deploy/bench/drainbench, ~35 min; BENCH_QUICK=1 for the ~3 min subset)
 #   make run        services up, then the demo stack (deploy/local/run.sh): demosink, ingest,
@@ -32,9 +34,20 @@ TEST_ENV = env -u SLUICE_KAFKA_BROKERS $$($(SERVICES) env)
 PKGS ?= ./...
 TEST_FLAGS ?= -race -count=1 -timeout 15m
 
+# BENCH_QUICK=1 runs only the benchmarks the summary reads (and drainbench's
+# quick subset).
+ifeq ($(BENCH_QUICK),1)
+BENCH_PKGS ?= ./limits ./ingest
+BENCH ?= ^(BenchmarkAdmitVsRedisRate|BenchmarkAdmitLatency|BenchmarkIngest)$$
+endif
 BENCH_PKGS ?= ./...
 BENCH ?= .
 BENCHTIME ?= 1s
+# One bench run's outputs: go test -bench's (gotest.txt), each script's
+# (<name>.txt) and drainbench's results (drain.json), which
+# deploy/bench/summary reads at the end.
+BENCH_STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
+BENCH_RUN ?= .cache/bench/$(BENCH_STAMP)
 # Extra benchmark programs, run after the Go benchmarks with the SLUICE_TEST_*
 # environment set: every deploy/bench/*.sh unless BENCH_SCRIPTS says otherwise
 # (BENCH_SCRIPTS= runs none).
@@ -95,17 +108,24 @@ chaos-short: services
 fuzz: services
 	$(TEST_ENV) GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ_PARALLEL=$(FUZZ_PARALLEL) bash deploy/local/fuzz.sh $(FUZZ_TARGETS)
 
+# A failed part is noted and the next one runs, so the summary still comes
+# (its rows say "not run"); then the target fails.
 bench: services
-	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS)
-	for s in $(BENCH_SCRIPTS); do echo "== $$s"; $(TEST_ENV) bash "$$s"; done
-	$(MAKE) bench-drain
+	mkdir -p $(BENCH_RUN) && rm -f $(BENCH_RUN)/failed
+	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS) 2>&1 \
+		| tee $(BENCH_RUN)/gotest.txt || echo "go test -bench failed" >>$(BENCH_RUN)/failed
+	for s in $(BENCH_SCRIPTS); do echo "== $$s"; \
+		$(TEST_ENV) bash "$$s" 2>&1 | tee "$(BENCH_RUN)/$$(basename "$$s" .sh).txt" || echo "$$s failed" >>$(BENCH_RUN)/failed; done
+	$(MAKE) bench-drain BENCH_JSON=$(abspath $(BENCH_RUN))/drain.json || echo "bench-drain failed" >>$(BENCH_RUN)/failed
+	$(GO) run ./deploy/bench/summary -in $(BENCH_RUN) -command '$(if $(filter 1,$(BENCH_QUICK)),BENCH_QUICK=1 )make bench'
+	@if [[ -s $(BENCH_RUN)/failed ]]; then cat $(BENCH_RUN)/failed; exit 1; fi
 
 # The BullMQ peer is installed from its lock file on every run (npm ci); the
 # report goes to stdout and deploy/bench/results/ (BENCH_* variables: see
 # deploy/bench/drainbench/main.go).
 bench-drain: services
 	cd deploy/bench/bullmq && npm ci --no-audit --no-fund
-	$(TEST_ENV) BENCH_COMMAND='make bench-drain' $(GO) run ./deploy/bench/drainbench
+	$(TEST_ENV) BENCH_COMMAND='make bench-drain' BENCH_JSON='$(BENCH_JSON)' $(GO) run ./deploy/bench/drainbench
 
 run: services
 	RUN_SERVICES=0 RUN_CONFIG='$(RUN_CONFIG)' RUN_DURATION='$(RUN_DURATION)' bash deploy/local/run.sh

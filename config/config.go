@@ -188,6 +188,11 @@ type Ingest struct {
 	// MaxHeaderBytes caps a request's line and headers together (default
 	// 65536; net/http allows 4 KiB of slack over it); larger gets 431.
 	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
+	// PprofListen, when set, is a second address on which ingest serves
+	// net/http/pprof's /debug/pprof/ endpoints, for profiles under load
+	// (default "": off). It is never the API's listener (ingest.listen),
+	// which clients reach; keep it on loopback or another private address.
+	PprofListen string `mapstructure:"pprof_listen"`
 	// AdminTokens enable the admin API (/admin/v1) and name who may use it:
 	// operator name (the "who" of the audit log, [A-Za-z0-9._-]{1,64}) →
 	// the SHA-256 of the operator's bearer token, "sha256:<hex>" (HashKey).
@@ -211,6 +216,9 @@ type Drainer struct {
 	BackoffMax  time.Duration `mapstructure:"backoff_max"`
 	// ShutdownTimeout bounds the graceful stop on SIGTERM (default 30s).
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// Pprof serves net/http/pprof's /debug/pprof/ endpoints on the ops
+	// listener (drainer.listen), for profiles under load (default false).
+	Pprof bool `mapstructure:"pprof"`
 }
 
 // Tenant is one tenant's limits, outflow and target.

@@ -151,12 +151,14 @@ func setDefaults(v *viper.Viper) {
 		"ingest.max_scheduled":       in.MaxScheduled,
 		"ingest.shutdown_timeout":    in.ShutdownTimeout,
 		"ingest.retry_after":         in.RetryAfter,
+		"ingest.pprof_listen":        "",
 		"drainer.listen":             "127.0.0.1:8081",
 		"drainer.lease":              DefaultLease.String(),
 		"drainer.max_attempts":       DefaultMaxAttempts,
 		"drainer.backoff_base":       DefaultBackoffBase.String(),
 		"drainer.backoff_max":        DefaultBackoffMax.String(),
 		"drainer.shutdown_timeout":   DefaultDrainerShutdownTimeout.String(),
+		"drainer.pprof":              false,
 
 		// min.insync.replicas of the topics sluice creates (0: 2 when the
 		// replication factor is 3 or more).

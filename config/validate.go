@@ -149,6 +149,12 @@ func (k Kafka) validateGroup(bad badFunc) {
 // (Config.validateAdminTokens).
 func (i Ingest) validate(bad badFunc) {
 	checkAddr(bad, "ingest.listen", i.Listen)
+	if i.PprofListen != "" {
+		checkAddr(bad, "ingest.pprof_listen", i.PprofListen)
+		if i.PprofListen == i.Listen {
+			bad("ingest.pprof_listen", "must differ from ingest.listen (%q): the profiles are not served to API clients", i.Listen)
+		}
+	}
 	if i.MaxBodyBytes < 1 {
 		bad("ingest.max_body_bytes", "must be >= 1 (got %d)", i.MaxBodyBytes)
 	}

@@ -123,25 +123,8 @@ func BenchmarkRedisRate(b *testing.B) {
 // so both sides of a ratio saw the same minute of the machine.
 func BenchmarkAdmitVsRedisRate(b *testing.B) {
 	rdb := benchClient(b)
-	a := admNew(b, rdb)
-	limiter := redis_rate.NewLimiter(rdb)
 	tenants := benchTenants(b)
-	req := []Policy{benchPolicy(AlgGCRA)}
-	rrLimit := redis_rate.PerSecond(1_000_000)
-	sluice := func(ctx context.Context, tenant string) error {
-		d, err := a.Admit(ctx, Request{Tenant: tenant, Policies: req})
-		if err == nil && !d.Allowed {
-			b.Fatalf("sluice refused: %+v", d)
-		}
-		return err
-	}
-	peer := func(ctx context.Context, tenant string) error {
-		res, err := limiter.Allow(ctx, "sluice:{"+tenant+"}:redis_rate", rrLimit)
-		if err == nil && res.Allowed == 0 {
-			b.Fatalf("redis_rate refused: %+v", res)
-		}
-		return err
-	}
+	sluice, peer := gcraPair(b, rdb)
 	var ours, theirs, ratios []float64
 	for b.Loop() {
 		for r := range 5 {
@@ -161,6 +144,104 @@ func BenchmarkAdmitVsRedisRate(b *testing.B) {
 	b.ReportMetric(median(ratios), "x_redis_rate")
 	b.ReportMetric(slices.Min(ratios), "x_min")
 	b.ReportMetric(slices.Max(ratios), "x_max")
+}
+
+// gcraPair returns one GCRA decision of sluice's Admitter and one of
+// redis_rate's, both at a limit that admits everything.
+func gcraPair(b *testing.B, rdb *redis.Client) (sluice, peer func(ctx context.Context, tenant string) error) {
+	a := admNew(b, rdb)
+	limiter := redis_rate.NewLimiter(rdb)
+	req := []Policy{benchPolicy(AlgGCRA)}
+	rrLimit := redis_rate.PerSecond(1_000_000)
+	sluice = func(ctx context.Context, tenant string) error {
+		d, err := a.Admit(ctx, Request{Tenant: tenant, Policies: req})
+		if err == nil && !d.Allowed {
+			b.Fatalf("sluice refused: %+v", d)
+		}
+		return err
+	}
+	peer = func(ctx context.Context, tenant string) error {
+		res, err := limiter.Allow(ctx, "sluice:{"+tenant+"}:redis_rate", rrLimit)
+		if err == nil && res.Allowed == 0 {
+			b.Fatalf("redis_rate refused: %+v", res)
+		}
+		return err
+	}
+	return sluice, peer
+}
+
+// BenchmarkAdmitLatency is the decision latency of sluice's GCRA and
+// redis_rate's at half of each one's peak rate (issue 11, requirement 5).
+// Each iteration measures the peak with benchRate (400 ms, 64 goroutines),
+// then offers half of it for 1 s from the same 64 goroutines, each sending
+// on its own fixed schedule (open loop: a late decision does not delay the
+// next send's due time). Reported: peak_decisions/s, paced_decisions/s (what
+// the paced load achieved), and p50_us and p99_us of the time from a
+// decision's due send time to its answer, over every iteration, so a
+// sender held up by a slow answer counts the wait.
+//
+//	go test -run '^$' -bench AdmitLatency -benchtime 3x ./limits/
+func BenchmarkAdmitLatency(b *testing.B) {
+	rdb := benchClient(b)
+	tenants := benchTenants(b)
+	sluice, peer := gcraPair(b, rdb)
+	for _, side := range []struct {
+		name   string
+		decide func(ctx context.Context, tenant string) error
+	}{{"sluice", sluice}, {"redis_rate", peer}} {
+		b.Run(side.name, func(b *testing.B) {
+			var lat []time.Duration
+			var peaks, paced []float64
+			for b.Loop() {
+				peak := benchRate(b, tenants, 400*time.Millisecond, side.decide)
+				l, rate := pacedLatencies(b, tenants, peak/2, time.Second, side.decide)
+				lat, peaks, paced = append(lat, l...), append(peaks, peak), append(paced, rate)
+			}
+			slices.Sort(lat)
+			us := func(q float64) float64 {
+				return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))]) / float64(time.Microsecond)
+			}
+			b.ReportMetric(median(peaks), "peak_decisions/s")
+			b.ReportMetric(median(paced), "paced_decisions/s")
+			b.ReportMetric(us(0.50), "p50_us")
+			b.ReportMetric(us(0.99), "p99_us")
+		})
+	}
+}
+
+// pacedLatencies offers rate decisions/s for d from 32 × GOMAXPROCS
+// goroutines, each on a fixed schedule staggered from the others', and
+// returns every decision's latency from its due time and the achieved rate.
+func pacedLatencies(b *testing.B, tenants []string, rate float64, d time.Duration, decide func(ctx context.Context, tenant string) error) ([]time.Duration, float64) {
+	b.Helper()
+	ctx := context.Background()
+	g := benchParallelism * runtime.GOMAXPROCS(0)
+	interval := time.Duration(float64(g) / rate * float64(time.Second))
+	per := make([][]time.Duration, g)
+	var wg sync.WaitGroup
+	runtime.GC()
+	start := time.Now()
+	for i := range g {
+		wg.Go(func() {
+			due := start.Add(interval * time.Duration(i) / time.Duration(g))
+			for t := i; due.Before(start.Add(d)); t = (t + 1) % len(tenants) {
+				time.Sleep(time.Until(due))
+				if err := decide(ctx, tenants[t]); err != nil {
+					b.Error(err)
+					return
+				}
+				per[i] = append(per[i], time.Since(due))
+				due = due.Add(interval)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var out []time.Duration
+	for _, p := range per {
+		out = append(out, p...)
+	}
+	return out, float64(len(out)) / elapsed.Seconds()
 }
 
 // benchRate runs decide from 32 × GOMAXPROCS goroutines for d and returns

@@ -6,7 +6,8 @@
 //
 //	drainer --config /etc/sluice/sluice.yaml
 //
-// It serves /metrics, /healthz and /readyz on drainer.listen.
+// It serves /metrics, /healthz and /readyz on drainer.listen, and
+// /debug/pprof/ there too when drainer.pprof is true.
 //
 // With queue.backend kafka the drainer is a member of the consumer group
 // kafka.consumer_group; on SIGTERM it first stops the drainer as above,
@@ -131,7 +132,7 @@ func build(ctx context.Context, svc *boot.Service, rdb redis.UniversalClient, re
 // /metrics and /readyz answer to the end.
 func serve(ctx context.Context, stop context.CancelFunc, svc *boot.Service, ln net.Listener, d *drainer.Drainer, runConsumer func(context.Context) error, rdb redis.UniversalClient, reg *prometheus.Registry) int {
 	log, cfg := svc.Log, svc.Config
-	srv := &http.Server{Handler: ops(d, rdb, reg), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: ops(d, rdb, reg, cfg.Drainer.Pprof), ReadHeaderTimeout: 5 * time.Second}
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -202,9 +203,12 @@ func newScheduler(ctx context.Context, cfg backend.Config) (*scheduler.Scheduler
 }
 
 // ops serves /metrics, /healthz (the process is up) and /readyz (draining,
-// and Redis answers).
-func ops(d *drainer.Drainer, rdb redis.UniversalClient, reg *prometheus.Registry) http.Handler {
+// and Redis answers), and with pprof (drainer.pprof) /debug/pprof/.
+func ops(d *drainer.Drainer, rdb redis.UniversalClient, reg *prometheus.Registry, pprof bool) http.Handler {
 	mux := http.NewServeMux()
+	if pprof {
+		boot.Pprof(mux)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))

@@ -10,6 +10,8 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"os"
 
 	"github.com/sluicehq/sluice/ingest"
@@ -71,6 +73,7 @@ func run() int {
 		}
 	}()
 	boot.WatchConfig(ctx, svc.ConfigPath, registry, log, reg)
+	servePprof(ctx, cfg.Ingest.PprofListen, log)
 	// Run closes the producer after the HTTP server has drained.
 	if err := srv.Run(ctx); err != nil {
 		log.Error("ingest stopped", "err", err)
@@ -78,4 +81,17 @@ func run() int {
 	}
 	log.Info("ingest stopped")
 	return 0
+}
+
+// servePprof serves /debug/pprof/ on addr (ingest.pprof_listen) when it is
+// set; a listener that cannot be opened is logged and ingest runs without.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) {
+	if addr == "" {
+		return
+	}
+	if bound, err := boot.ServePprof(ctx, addr, log); err != nil {
+		log.Error("pprof listener; ingest runs without it", "err", err)
+	} else {
+		log.Info("pprof listening", "addr", bound)
+	}
 }

@@ -19,7 +19,8 @@
 #            TENANTS values (as sluice keys by tenant); the Java client pipelines
 #            asynchronously with its defaults (linger.ms=5, batch.size=16384).
 #
-# The script prints records/s and MB/s (2^20 bytes of record values) of both and exits
+# The script prints records/s, MB/s (2^20 bytes of record values) and p99 latency of
+# both (sluice: of one Enqueue call, its ack awaited) and exits
 # non-zero when either part fails.
 #
 # Environment (defaults in brackets):
@@ -89,6 +90,7 @@ metric() { awk -v unit="$1" '{for (i = 2; i <= NF; i++) if ($i == unit) print $(
 sluice_rps=$(metric jobs/s)
 value_bytes=$(metric value_bytes)
 per_request=$(metric jobs/request)
+sluice_p99=$(metric p99_ms)
 [[ -n $sluice_rps && -n $value_bytes ]] || {
 	cat "$bench_out" >&2
 	die "no jobs/s or value_bytes in the benchmark output"
@@ -116,14 +118,15 @@ summary=$(grep -E "^$RECORDS records sent" <<<"$perf_out" | tail -1)
 log "kafka: $summary"
 kafka_rps=$(sed -E 's/^[0-9]+ records sent, ([0-9.]+) records\/sec.*/\1/' <<<"$summary")
 kafka_lat=$(sed -E 's/.* ([0-9.]+) ms avg latency.*/\1/' <<<"$summary")
+kafka_p99=$(sed -E 's/.* ([0-9.]+) ms 99th.*/\1/' <<<"$summary")
 
 # ---------------------------------------------------------------- side by side
 
 awk -v s="$sluice_rps" -v k="$kafka_rps" -v b="$value_bytes" -v n="$RECORDS" -v p="$PARTITIONS" \
-	-v t="$TENANTS" -v r="${per_request:-?}" -v kl="$kafka_lat" 'BEGIN {
+	-v t="$TENANTS" -v r="${per_request:-?}" -v kl="$kafka_lat" -v sp="${sluice_p99:-?}" -v kp="${kafka_p99:-?}" 'BEGIN {
 	printf "\n%d records of %d bytes, acks=all, %d partitions, %d keys (tenants), one broker\n", n, b, p, t
 	printf "%-34s %12s %9s\n", "", "records/s", "MB/s"
-	printf "%-34s %12.0f %9.2f   (%s jobs per produce request)\n", "sluice kafkaq.Producer.Enqueue", s, s * b / 1048576, r
-	printf "%-34s %12.0f %9.2f   (avg latency %s ms)\n", "kafka-producer-perf-test", k, k * b / 1048576, kl
+	printf "%-34s %12.0f %9.2f   (%s jobs per produce request, p99 latency %s ms)\n", "sluice kafkaq.Producer.Enqueue", s, s * b / 1048576, r, sp
+	printf "%-34s %12.0f %9.2f   (avg latency %s ms, p99 latency %s ms)\n", "kafka-producer-perf-test", k, k * b / 1048576, kl, kp
 	printf "%-34s %12.2f\n", "sluice / kafka", s / k
 }'

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,25 +68,38 @@ func BenchJobs(b *testing.B, tenants int) ([][]queue.Envelope, int) {
 }
 
 // BenchEnqueue runs p.Enqueue of one job per op from parallel goroutines and
-// reports jobs/s and the envelope's size.
+// reports jobs/s, the envelope's size and p99_ms, the 99th percentile of
+// one call's latency (a job waiting for its ack).
 func BenchEnqueue(b *testing.B, p queue.Producer, calls [][]queue.Envelope, valueBytes int) {
 	b.ReportAllocs()
 	b.SetParallelism(BenchEnv("SLUICE_BENCH_PARALLELISM", 64))
-	var next atomic.Int64
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		lat  []time.Duration
+	)
 	ctx := context.Background()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
+		var mine []time.Duration
+		defer func() { mu.Lock(); lat = append(lat, mine...); mu.Unlock() }()
 		for pb.Next() {
 			jobs := calls[int(next.Add(1))%len(calls)]
+			t := time.Now()
 			if err := p.Enqueue(ctx, jobs); err != nil {
 				b.Error(err)
 				return
 			}
+			mine = append(mine, time.Since(t))
 		}
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 	b.ReportMetric(float64(valueBytes), "value_bytes")
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)*99/100])/float64(time.Millisecond), "p99_ms")
+	}
 }
 
 // BenchSerial calls p.Enqueue(jobs) from one goroutine per op.

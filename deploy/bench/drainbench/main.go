@@ -49,8 +49,15 @@
 //	SLUICE_TEST_KAFKA         Kafka brokers (127.0.0.1:9092)
 //	BENCH_RESULTS             results directory (deploy/bench/results)
 //	BENCH_COMMAND             the command to print in the report (go run ./deploy/bench/drainbench)
+//	BENCH_JSON                a file to write the results to as JSON too (deploy/bench/drainresult;
+//	                          <timestamp>.json beside the report is always written)
+//	BENCH_PROFILE             a directory: each cmd/drainer throughput row runs its drainers with
+//	                          drainer.pprof on and saves the first one's CPU profile there
+//	                          (<row>.cpu.pprof, over the row's expected drain time; read it with
+//	                          go tool pprof -top)
 //
-// The report goes to stdout and to $BENCH_RESULTS/<UTC timestamp>.md, and
+// The report goes to stdout and to $BENCH_RESULTS/<UTC timestamp>.md (and
+// .json), and
 // for a full run also to $BENCH_RESULTS/latest.md. Start the servers first
 // (bash deploy/local/services.sh up); node and npm must be on PATH (npm ci
 // runs in deploy/bench/bullmq when its node_modules lacks bullmq).
@@ -102,6 +109,12 @@ func run() int {
 		return 1
 	}
 	fmt.Fprintln(os.Stderr, "drainbench: report written to", path)
+	jsonPaths, err := r.writeJSON()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, "drainbench: results as JSON in", strings.Join(jsonPaths, ", "))
 	fmt.Fprintln(os.Stderr, "drainbench: process logs, generated configurations and BullMQ timestamps are in", r.logDir)
 	if r.failed() {
 		return 1

@@ -34,6 +34,8 @@ type options struct {
 	kafkaBrokers []string
 	root         string // repository root
 	outDir       string // results directory
+	jsonPath     string // BENCH_JSON: a second copy of the JSON results
+	profileDir   string // BENCH_PROFILE: CPU profiles of cmd/drainer throughput rows
 	env          []string
 }
 
@@ -43,7 +45,7 @@ var envNames = []string{
 	"BENCH_QUICK", "BENCH_DURATION", "BENCH_WARMUP", "BENCH_RATES", "BENCH_WORKERS",
 	"BENCH_SYSTEMS", "BENCH_PARTS", "BENCH_BACKENDS", "BENCH_TPUT_JOBS", "BENCH_TPUT_WORKERS", "BENCH_TPUT_TENANTS",
 	"BENCH_BULLMQ_CONCURRENCY", "BENCH_BULLMQ_WINDOW", "BENCH_HOL_JOBS", "BENCH_REDIS",
-	"BENCH_RESULTS", "SLUICE_TEST_REDIS", "SLUICE_TEST_KAFKA",
+	"BENCH_RESULTS", "BENCH_JSON", "BENCH_PROFILE", "SLUICE_TEST_REDIS", "SLUICE_TEST_KAFKA",
 }
 
 // loadOptions reads the BENCH_* variables through get (os.Getenv in main)
@@ -131,6 +133,7 @@ func loadOptions(get func(string) string, root string) (*options, error) {
 	}
 	o.kafkaBrokers = strings.Split(firstNonEmpty(get("SLUICE_TEST_KAFKA"), "127.0.0.1:9092"), ",")
 	o.outDir = firstNonEmpty(get("BENCH_RESULTS"), root+"/deploy/bench/results")
+	o.jsonPath, o.profileDir = get("BENCH_JSON"), get("BENCH_PROFILE")
 	for _, n := range envNames {
 		if v := get(n); v != "" {
 			o.env = append(o.env, n+"="+v)
@@ -183,7 +186,7 @@ func (o *options) selected() bool {
 	for _, kv := range o.env {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "BENCH_RESULTS", "BENCH_REDIS", "SLUICE_TEST_REDIS", "SLUICE_TEST_KAFKA":
+		case "BENCH_RESULTS", "BENCH_JSON", "BENCH_PROFILE", "BENCH_REDIS", "SLUICE_TEST_REDIS", "SLUICE_TEST_KAFKA":
 		default:
 			return true
 		}

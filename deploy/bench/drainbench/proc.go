@@ -19,6 +19,7 @@ type proc struct {
 	name string
 	cmd  *exec.Cmd
 	log  string
+	addr string // a drainer's ops listener, "" for other processes
 	done chan struct{}
 	err  error // set when done is closed
 }

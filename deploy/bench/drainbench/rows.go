@@ -176,7 +176,7 @@ func (b *bench) sluiceThroughput(ctx context.Context, backend string, workers, t
 	row := tputRow{system: "sluice", backend: backend, sink: "http", workers: workers, tenants: tenants, jobs: b.o.tputJobs}
 	base := fmt.Sprintf("bench-%s-tput-%s-n%d-t%d", b.runID, backend, workers, tenants)
 	names := tenantNames(base, tenants)
-	conf := drainerConf{redisAddr: b.o.redisAddr, backend: backend, tenants: names, sinkURL: b.sink.url}
+	conf := drainerConf{redisAddr: b.o.redisAddr, backend: backend, tenants: names, sinkURL: b.sink.url, pprof: b.o.profileDir != ""}
 	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, names)
 	if backend == "kafka" {
 		conf.brokers, conf.topic, conf.group = b.o.kafkaBrokers, "sluice-"+base, base
@@ -194,7 +194,16 @@ func (b *bench) sluiceThroughput(ctx context.Context, backend string, workers, t
 		row.err = err
 		return row
 	}
+	profiled := func() (string, error) { return "", nil }
+	if conf.pprof {
+		profiled = startProfile(ctx, f[0].addr, b.o.profileDir, base, profileSeconds(row.jobs))
+	}
 	waitErr := b.rec.waitCount(ctx, row.jobs, tputTimeout(row.jobs), f.failed)
+	if path, err := profiled(); err != nil {
+		row.note = "profile: " + err.Error()
+	} else if path != "" {
+		row.note = "CPU profile of drainer 0: " + path
+	}
 	for _, p := range f {
 		if p.exitCode() == 2 && strings.Contains(tail(p.log, 2000), "not supported") {
 			row.skipped = "cmd/drainer refused the backend: " + tail(p.log, 300)
@@ -215,7 +224,7 @@ func (r *tputRow) finish(arr []arrival, waitErr, stopErr error) {
 	if waitErr != nil {
 		r.err = waitErr
 	} else if stopErr != nil {
-		r.note = "stop: " + stopErr.Error()
+		r.note = strings.TrimPrefix(r.note+"; ", "; ") + "stop: " + stopErr.Error()
 	}
 }
 

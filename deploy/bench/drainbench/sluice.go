@@ -44,6 +44,7 @@ type drainerConf struct {
 	tenants   []string
 	rate      float64 // 0: outflow.unlimited; capacity is left to its default
 	sinkURL   string
+	pprof     bool // drainer.pprof: /debug/pprof on the ops listener
 }
 
 // yaml renders the configuration file. Only what differs from the defaults
@@ -57,7 +58,11 @@ func (c drainerConf) yaml() string {
 		fmt.Fprintf(&b, "kafka: {brokers: [%s], topic: %q, dlq_topic: %q, consumer_group: %q}\n",
 			strings.Join(c.brokers, ", "), c.topic, c.topic+dlqSuffix, c.group)
 	}
-	fmt.Fprintf(&b, "drainer: {listen: %q, shutdown_timeout: 10s}\n", c.listen)
+	if c.pprof {
+		fmt.Fprintf(&b, "drainer: {listen: %q, shutdown_timeout: 10s, pprof: true}\n", c.listen)
+	} else {
+		fmt.Fprintf(&b, "drainer: {listen: %q, shutdown_timeout: 10s}\n", c.listen)
+	}
 	b.WriteString("tenants:\n")
 	for _, t := range c.tenants {
 		fmt.Fprintf(&b, "  %s:\n", t)
@@ -93,6 +98,7 @@ func startDrainers(bin, dir, name string, n int, c drainerConf) (fleet, error) {
 			f.stop(5 * time.Second)
 			return nil, err
 		}
+		p.addr = addr
 		f = append(f, p)
 	}
 	return f, nil

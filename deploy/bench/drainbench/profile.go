@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// profileSeconds is how long a CPU profile of a throughput row lasts: the
+// row's expected drain time at a conservative 2,000 jobs/s, 1 to 60 s. A
+// profile longer than the drain only adds idle time, which a CPU profile
+// does not sample.
+func profileSeconds(jobs int) int { return min(60, max(1, jobs/2000+1)) }
+
+// startProfile fetches a CPU profile of the drainer whose ops listener is
+// addr (drainer.pprof on) into dir/name.cpu.pprof, in the background. The
+// returned wait blocks until the profile is saved and returns its path, or
+// the error; the caller waits before stopping the process.
+func startProfile(ctx context.Context, addr, dir, name string, seconds int) (wait func() (string, error)) {
+	done := make(chan error, 1)
+	path := filepath.Join(dir, name+".cpu.pprof")
+	go func() { done <- fetchProfile(ctx, addr, path, seconds) }()
+	return func() (string, error) { return path, <-done }
+}
+
+func fetchProfile(ctx context.Context, addr, path string, seconds int) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("drainbench: profile dir: %w", err)
+	}
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
+	var resp *http.Response
+	var err error
+	// The ops listener comes up a moment after the process starts.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		req, rerr := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if rerr != nil {
+			return fmt.Errorf("drainbench: profile request: %w", rerr)
+		}
+		resp, err = http.DefaultClient.Do(req)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("drainbench: profile %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("drainbench: profile %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("drainbench: profile: %w", err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("drainbench: profile %s: %w", path, err)
+	}
+	return f.Close()
+}

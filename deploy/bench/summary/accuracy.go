@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/deploy/bench/drainresult"
+)
+
+// costCell renders Redis commands per job and, in brackets, script calls.
+func costCell(cmds, scripts float64) string { return fmt.Sprintf("%.1f (%.2f)", cmds, scripts) }
+
+// costRow compares sluice's Redis commands and script calls per delivered
+// job with BullMQ's: met when sluice makes ≤ 2 script calls and fewer
+// commands.
+func costRow(what string, sc, ss, pc, ps float64, ok bool) row {
+	r := row{what: what, sluice: notRun, peer: notRun, ratio: notRun, goal: "≤ 2 calls, < 1× cmds", met: notRun}
+	if !ok || pc == 0 || sc == 0 {
+		return r
+	}
+	r.sluice, r.peer = costCell(sc, ss), costCell(pc, ps)
+	r.ratio = fmt.Sprintf("%.2f×", sc/pc)
+	r.met = yesNo(ss <= 2 && sc < pc)
+	return r
+}
+
+// commandRows: Redis commands (script calls) per delivered job, unthrottled
+// (cmd/drainer over HTTP, 1 tenant, against BullMQ's HTTP worker) and at
+// 100 and 1000 jobs/s (the accuracy rows), each with the same worker count.
+func (in inputs) commandRows() []row {
+	var out []row
+	find := func(system, backend, consumer string, n int) (drainresult.Throughput, bool) {
+		if in.drain != nil {
+			for _, t := range in.drain.Throughput {
+				if t.System == system && t.Consumer == consumer && t.Workers == n && (system == "bullmq" || t.Backend == backend && t.Tenants == 1) && t.Err == "" && t.Cmds > 0 {
+					return t, true
+				}
+			}
+		}
+		return drainresult.Throughput{}, false
+	}
+	for _, be := range []string{"redis", "kafka"} {
+		for _, n := range []int{1, 3} {
+			s, okS := find("sluice", be, "http", n)
+			p, okP := find("bullmq", "", "http", n)
+			out = append(out, costRow(fmt.Sprintf("Redis cmds (script calls) per job, %s, unthrottled, %d drainer(s), vs BullMQ", be, n),
+				s.Cmds, s.Scripts, p.Cmds, p.Scripts, okS && okP))
+		}
+	}
+	for _, rate := range []float64{100, 1000} {
+		for _, n := range []int{1, 3, 8} {
+			s, okS := in.acc("sluice", rate, n)
+			p, okP := in.acc("bullmq", rate, n)
+			if !okS && !okP && n == 8 {
+				continue // the quick subset has no 8-drainer rows; the full matrix does
+			}
+			out = append(out, costRow(fmt.Sprintf("Redis cmds (script calls) per job, redis, %g jobs/s, %d drainer(s), vs BullMQ", rate, n),
+				s.Cmds, s.Scripts, p.Cmds, p.Scripts, okS && okP && s.Cmds > 0))
+		}
+	}
+	return out
+}
+
+// acc finds the accuracy row of system at rate with n workers.
+func (in inputs) acc(system string, rate float64, n int) (drainresult.Accuracy, bool) {
+	if in.drain != nil {
+		for _, a := range in.drain.Accuracy {
+			if a.System == system && a.Rate == rate && a.Workers == n && a.Err == "" && a.Jobs > 0 {
+				return a, true
+			}
+		}
+	}
+	return drainresult.Accuracy{}, false
+}
+
+// worst is the accuracy row of system with the largest measure, the rows it
+// covered ("10/s × 1, ...") and whether there was any.
+func (in inputs) worst(system string, measure func(drainresult.Accuracy) float64) (drainresult.Accuracy, int, bool) {
+	var w drainresult.Accuracy
+	n := 0
+	if in.drain == nil {
+		return w, 0, false
+	}
+	for _, a := range in.drain.Accuracy {
+		if a.System != system || a.Err != "" || a.Jobs == 0 {
+			continue
+		}
+		if n == 0 || measure(a) > measure(w) {
+			w = a
+		}
+		n++
+	}
+	return w, n, n > 0
+}
+
+// accuracyRows: the worst sluice accuracy row of the run for each of
+// requirement 5's bounds, BullMQ's worst beside it. drainbench's accuracy
+// rows run the Redis backend only, so Kafka's read "not run".
+func (in inputs) accuracyRows() []row {
+	type bound struct {
+		what, goal string
+		measure    func(drainresult.Accuracy) float64
+		cell       func(drainresult.Accuracy) string
+		pass       func(drainresult.Accuracy) bool
+	}
+	bounds := []bound{
+		{"outflow error, worst row", "within ±0.1 %",
+			func(a drainresult.Accuracy) float64 { return math.Abs(a.ErrPct) },
+			func(a drainresult.Accuracy) string { return fmt.Sprintf("%+.2f %%", a.ErrPct) },
+			func(a drainresult.Accuracy) bool { return math.Abs(a.ErrPct) <= 0.1 }},
+		{"inter-dispatch gap SD, worst row", "≤ 2 ms",
+			func(a drainresult.Accuracy) float64 { return a.GapSDMs },
+			func(a drainresult.Accuracy) string { return fmt.Sprintf("%.2f ms", a.GapSDMs) },
+			func(a drainresult.Accuracy) bool { return a.GapSDMs <= 2 }},
+		{"most deliveries in a 1-s window ÷ (rate + capacity), worst row", "≤ 1",
+			func(a drainresult.Accuracy) float64 { return float64(a.MaxWindow) / (a.Rate + a.Capacity) },
+			func(a drainresult.Accuracy) string {
+				return fmt.Sprintf("%d of %g (%.2f)", a.MaxWindow, a.Rate+a.Capacity, float64(a.MaxWindow)/(a.Rate+a.Capacity))
+			},
+			func(a drainresult.Accuracy) bool { return float64(a.MaxWindow) <= a.Rate+a.Capacity }},
+	}
+	var out []row
+	for _, b := range bounds {
+		s, n, ok := in.worst("sluice", b.measure)
+		r := row{what: "accuracy, redis: " + b.what, sluice: notRun, peer: notRun, ratio: "—", goal: b.goal, met: notRun}
+		if ok {
+			r.what += fmt.Sprintf(" of %d (here %g/s × %d)", n, s.Rate, s.Workers)
+			r.sluice, r.met = b.cell(s), yesNo(b.pass(s))
+		}
+		if p, _, okP := in.worst("bullmq", b.measure); okP {
+			r.peer = b.cell(p) + fmt.Sprintf(" (%g/s × %d)", p.Rate, p.Workers)
+		}
+		out = append(out, r, row{what: "accuracy, kafka: " + b.what, sluice: notRun, peer: notRun, ratio: "—", goal: b.goal, met: notRun})
+	}
+	return out
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/deploy/bench/drainresult"
+)
+
+// row is one line of the summary table. Figures the run did not produce
+// read notRun; a row without a goal reads "—" in goal and met.
+type row struct {
+	what, sluice, peer, ratio, goal, met string
+}
+
+const notRun = "not run"
+
+// inputs is everything one `make bench` run left for the summary; drain is
+// nil when drainbench did not run.
+type inputs struct {
+	bench benches
+	kafka kafkaPerf
+	drain *drainresult.Report
+}
+
+// allocsBefore is issue 11's ingest allocations per request before the
+// work; requirement 4 halves it.
+const allocsBefore = 223
+
+// rows builds the table: every ratio of issue 11, in the issue's order.
+func (in inputs) rows() []row {
+	var out []row
+	out = append(out, in.admissionRows()...)
+	out = append(out, in.ingestRows()...)
+	out = append(out, in.drainRows()...)
+	out = append(out, in.commandRows()...)
+	return append(out, in.accuracyRows()...)
+}
+
+// ratioRow compares s with p: ratio s ÷ p, met when pass(ratio).
+func ratioRow(what string, s, p float64, ok bool, format, goal string, pass func(float64) bool) row {
+	r := row{what: what, sluice: notRun, peer: notRun, ratio: notRun, goal: goal, met: notRun}
+	if !ok || p == 0 {
+		return r
+	}
+	r.sluice, r.peer = fmt.Sprintf(format, s), fmt.Sprintf(format, p)
+	ratio := s / p
+	r.ratio = fmt.Sprintf("%.2f×", ratio)
+	r.met = "—"
+	if pass != nil {
+		r.met = yesNo(pass(ratio))
+	}
+	return r
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func atLeast(x float64) func(float64) bool { return func(r float64) bool { return r >= x } }
+func below(x float64) func(float64) bool   { return func(r float64) bool { return r < x } }
+
+// pair returns unit's value for benchmarks s and p, ok when both have one.
+func (b benches) pair(s, p, unit string) (float64, float64, bool) {
+	vs, okS := b.get(s, unit)
+	vp, okP := b.get(p, unit)
+	return vs, vp, okS && okP
+}
+
+// drainKey names a drain row: system, backend, consumer, workers and
+// tenants (BullMQ rows have one queue on Redis: backend and tenants are
+// ignored for them).
+type drainKey struct {
+	system, backend, consumer string
+	workers, tenants          int
+}
+
+// tputPair returns the rates of two drain rows, ok when both ran.
+func (in inputs) tputPair(s, p drainKey) (float64, float64, bool) {
+	vs, okS := in.tput(s)
+	vp, okP := in.tput(p)
+	return vs, vp, okS && okP
+}
+
+func (in inputs) admissionRows() []row {
+	b := in.bench
+	const vs = "BenchmarkAdmitVsRedisRate"
+	s, okS := b.get(vs, "sluice_decisions/s")
+	p, okP := b.get(vs, "redis_rate_decisions/s")
+	ok := okS && okP
+	r := ratioRow("admission: GCRA decisions/s, 64 goroutines, vs redis_rate (median of paired rounds)", s, p, ok, "%.0f", "≥ 1.8×", atLeast(1.8))
+	if x, okX := b.get(vs, "x_redis_rate"); okX && r.met != notRun {
+		r.ratio, r.met = fmt.Sprintf("%.2f×", x), yesNo(x >= 1.8) // the median of the rounds' ratios
+	}
+	out := []row{r}
+	for _, q := range []string{"p50_us", "p99_us"} {
+		s, p, ok := b.pair("BenchmarkAdmitLatency/sluice", "BenchmarkAdmitLatency/redis_rate", q)
+		out = append(out, ratioRow("admission: "+strings.TrimSuffix(q, "_us")+" decision latency at half of peak, µs, vs redis_rate", s, p, ok, "%.0f", "stated", nil))
+	}
+	return out
+}
+
+func (in inputs) ingestRows() []row {
+	b := in.bench
+	const sl, peer, kafka = "BenchmarkIngest/redis", "BenchmarkIngest/peer_handwritten", "BenchmarkIngest/kafka"
+	out := []row{}
+	s, p, ok := b.pair(sl, peer, "jobs/s")
+	out = append(out, ratioRow("ingest, Redis backend, 32 clients: jobs/s vs the hand-written peer", s, p, ok, "%.0f", "≥ 1.3×", atLeast(1.3)))
+	s, p, ok = b.pair(sl, peer, "redis_cpu_us")
+	out = append(out, ratioRow("ingest: Redis CPU per 202, µs, vs the hand-written peer", s, p, ok, "%.1f", "< 1× (less)", below(1)))
+	a, okA := b.get(sl, "allocs/op")
+	r := ratioRow("ingest: allocations per request (client's included) vs issue 11's before", a, allocsBefore, okA, "%.0f", "≤ 0.5× (≤ 111.5)", func(x float64) bool { return x <= 0.5 })
+	out = append(out, r)
+	s, p, ok = b.pair(kafka, sl, "jobs/s")
+	out = append(out, ratioRow("ingest: Kafka backend jobs/s vs the Redis backend's", s, p, ok, "%.0f", "≥ 0.7×", atLeast(0.7)))
+	k := in.kafka
+	r = ratioRow("Kafka enqueue, acks=all: records/s vs kafka-producer-perf-test (p99 ms in brackets)", k.sluice, k.kafka, k.ok, "%.0f", "≥ 0.8×", atLeast(0.8))
+	if k.ok {
+		r.sluice += p99Note(k.sluiceP99)
+		r.peer += p99Note(k.kafkaP99)
+	}
+	return append(out, r)
+}
+
+func p99Note(ms float64) string {
+	if ms == 0 {
+		return " (p99 not printed)"
+	}
+	return fmt.Sprintf(" (%g)", ms)
+}
+
+// tput finds the rate of drain row k.
+func (in inputs) tput(k drainKey) (float64, bool) {
+	if in.drain == nil {
+		return 0, false
+	}
+	for _, t := range in.drain.Throughput {
+		if t.System == k.system && t.Consumer == k.consumer && t.Workers == k.workers &&
+			(k.system == "bullmq" || (t.Backend == k.backend && t.Tenants == k.tenants)) &&
+			t.Err == "" && t.Skipped == "" && t.Rate > 0 {
+			return t.Rate, true
+		}
+	}
+	return 0, false
+}
+
+func (in inputs) drainRows() []row {
+	var out, tenants []row
+	for _, be := range []string{"redis", "kafka"} {
+		for _, n := range []int{1, 3} {
+			for _, t := range []int{1, 12} {
+				s, p, ok := in.tputPair(drainKey{"sluice", be, "handler", n, t}, drainKey{"bullmq", "", "noop", n, 0})
+				out = append(out, ratioRow(fmt.Sprintf("drain, %s, %d drainer(s), %d tenant(s): Go Handler vs BullMQ no-op, jobs/s", be, n, t), s, p, ok, "%.0f", "≥ 1.5×", atLeast(1.5)))
+				s, p, ok = in.tputPair(drainKey{"sluice", be, "http", n, t}, drainKey{"bullmq", "", "http", n, 0})
+				out = append(out, ratioRow(fmt.Sprintf("drain, %s, %d drainer(s), %d tenant(s): HTTP vs BullMQ HTTP, jobs/s", be, n, t), s, p, ok, "%.0f", "≥ 1.3×", atLeast(1.3)))
+			}
+			for _, c := range []string{"handler", "http"} {
+				s, p, ok := in.tputPair(drainKey{"sluice", be, c, n, 12}, drainKey{"sluice", be, c, n, 1})
+				tenants = append(tenants, ratioRow(fmt.Sprintf("drain, %s, %s, %d drainer(s): 12 tenants vs 1, jobs/s", be, c, n), s, p, ok, "%.0f", "≥ 0.9×", atLeast(0.9)))
+			}
+		}
+	}
+	return append(out, tenants...)
+}

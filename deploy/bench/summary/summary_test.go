@@ -1,0 +1,110 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestParseGoBench: result lines only, the -GOMAXPROCS suffix dropped,
+// repeated runs kept, get returning their median.
+func TestParseGoBench(t *testing.T) {
+	b := benches{}
+	parseGoBench(strings.NewReader(`pkg: x
+BenchmarkIngest/redis-2   5000   124599 ns/op   8026 jobs/s   258 allocs/op
+BenchmarkIngest/redis-2   5000   124599 ns/op   8000 jobs/s   260 allocs/op
+BenchmarkIngest/redis-2   5000   124599 ns/op   9000 jobs/s   262 allocs/op
+BenchmarkX-16   notanumber   1 ns/op
+--- BENCH: BenchmarkIngest/kafka-2
+    bench_test.go:1: BenchmarkIngest/kafka-2 1 2 jobs/s
+BenchmarkLocal   1000000   45.1 ns/op   0 B/op
+`), b)
+	got := map[string]float64{}
+	for _, k := range []struct{ name, unit string }{
+		{"BenchmarkIngest/redis", "jobs/s"}, {"BenchmarkIngest/redis", "allocs/op"}, {"BenchmarkLocal", "ns/op"},
+	} {
+		v, ok := b.get(k.name, k.unit)
+		if !ok {
+			t.Errorf("%s %s: not found", k.name, k.unit)
+		}
+		got[k.name+" "+k.unit] = v
+	}
+	want := map[string]float64{"BenchmarkIngest/redis jobs/s": 8026, "BenchmarkIngest/redis allocs/op": 260, "BenchmarkLocal ns/op": 45.1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("medians (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"BenchmarkX", "BenchmarkIngest/kafka"} {
+		if _, ok := b.get(name, "jobs/s"); ok || b[name] != nil {
+			t.Errorf("%s parsed from a line that is not a result: %v", name, b[name])
+		}
+	}
+}
+
+// TestSummarySample renders testdata/run, a sample of every input, and
+// checks the rows it feeds and that the rows it lacks read "not run".
+func TestSummarySample(t *testing.T) {
+	in, err := load("testdata/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]row{}
+	for _, r := range in.rows() {
+		if _, dup := rows[r.what]; dup {
+			t.Errorf("two rows named %q", r.what)
+		}
+		rows[r.what] = r
+	}
+	want := []row{
+		{"admission: GCRA decisions/s, 64 goroutines, vs redis_rate (median of paired rounds)", "166061", "90251", "1.84×", "≥ 1.8×", "yes"},
+		{"admission: p99 decision latency at half of peak, µs, vs redis_rate", "2900", "5800", "0.50×", "stated", "—"},
+		{"ingest, Redis backend, 32 clients: jobs/s vs the hand-written peer", "8026", "11143", "0.72×", "≥ 1.3×", "**no**"},
+		{"ingest: Redis CPU per 202, µs, vs the hand-written peer", "55.8", "33.7", "1.65×", "< 1× (less)", "**no**"},
+		{"ingest: allocations per request (client's included) vs issue 11's before", "258", "223", "1.16×", "≤ 0.5× (≤ 111.5)", "**no**"},
+		{"ingest: Kafka backend jobs/s vs the Redis backend's", notRun, notRun, notRun, "≥ 0.7×", notRun},
+		{"Kafka enqueue, acks=all: records/s vs kafka-producer-perf-test (p99 ms in brackets)", "12080 (40.5)", "25126 (512)", "0.48×", "≥ 0.8×", "**no**"},
+		{"drain, redis, 1 drainer(s), 1 tenant(s): Go Handler vs BullMQ no-op, jobs/s", "6404", "8531", "0.75×", "≥ 1.5×", "**no**"},
+		{"drain, kafka, 1 drainer(s), 1 tenant(s): HTTP vs BullMQ HTTP, jobs/s", "4187", "5177", "0.81×", "≥ 1.3×", "**no**"},
+		{"drain, redis, 1 drainer(s), 12 tenant(s): Go Handler vs BullMQ no-op, jobs/s", notRun, notRun, notRun, "≥ 1.5×", notRun},
+		{"drain, redis, 3 drainer(s), 1 tenant(s): HTTP vs BullMQ HTTP, jobs/s", notRun, notRun, notRun, "≥ 1.3×", notRun},
+		{"drain, redis, handler, 1 drainer(s): 12 tenants vs 1, jobs/s", notRun, notRun, notRun, "≥ 0.9×", notRun},
+		{"Redis cmds (script calls) per job, redis, unthrottled, 1 drainer(s), vs BullMQ", "40.8 (3.00)", "23.0 (1.00)", "1.77×", "≤ 2 calls, < 1× cmds", "**no**"},
+		{"Redis cmds (script calls) per job, redis, 1000 jobs/s, 1 drainer(s), vs BullMQ", "44.0 (4.00)", "26.2 (1.00)", "1.68×", "≤ 2 calls, < 1× cmds", "**no**"},
+		{"Redis cmds (script calls) per job, redis, 100 jobs/s, 1 drainer(s), vs BullMQ", notRun, notRun, notRun, "≤ 2 calls, < 1× cmds", notRun},
+		{"accuracy, redis: outflow error, worst row of 2 (here 10/s × 3)", "-0.15 %", "-0.30 % (1000/s × 1)", "—", "within ±0.1 %", "**no**"},
+		{"accuracy, redis: inter-dispatch gap SD, worst row of 2 (here 10/s × 3)", "6.90 ms", "22.00 ms (1000/s × 1)", "—", "≤ 2 ms", "**no**"},
+		{"accuracy, redis: most deliveries in a 1-s window ÷ (rate + capacity), worst row of 2 (here 10/s × 3)", "21 of 20 (1.05)", "1000 of 2000 (0.50) (1000/s × 1)", "—", "≤ 1", "**no**"},
+		{"accuracy, kafka: outflow error, worst row", notRun, notRun, "—", "within ±0.1 %", notRun},
+	}
+	for _, w := range want {
+		got, ok := rows[w.what]
+		if !ok {
+			t.Errorf("no row %q", w.what)
+			continue
+		}
+		if diff := cmp.Diff(w, got, cmp.AllowUnexported(row{})); diff != "" {
+			t.Errorf("row %q (-want +got):\n%s", w.what, diff)
+		}
+	}
+	md := render(in, header{at: time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC), command: "make bench", commit: "abc1234", machine: "2 CPUs"})
+	for _, s := range []string{"Commit `abc1234`, 2026-12-01 17:00 UTC, `make bench`. Machine: 2 CPUs.",
+		"| what | sluice | peer | ratio | goal | met |", "(a private server: exact)"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("summary lacks %q:\n%s", s, md)
+		}
+	}
+}
+
+// TestSummaryNothingRan: an empty run directory gives every row "not run".
+func TestSummaryNothingRan(t *testing.T) {
+	in, err := load(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range in.rows() {
+		if r.sluice != notRun || r.met != notRun {
+			t.Errorf("row %q: sluice %q, met %q; want %q", r.what, r.sluice, r.met, notRun)
+		}
+	}
+}
