@@ -87,3 +87,44 @@ func TestRedriveKafkaDeliveredBeforePostAck(t *testing.T) {
 		t.Errorf("dead index holds %d, want 2", n)
 	}
 }
+
+// TestStartAttemptOfThisLife: the recorded attempt counts only for this
+// life of the job. A dead state without enqueued_at (a redrive's previous
+// life, dlq drops it) started before the redrive's post-ack write lands on
+// Kafka is attempt 1, not the old count + 1; a state of the same
+// enqueued_at counts on (a redelivery after a crash is 3 after 2).
+func TestStartAttemptOfThisLife(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	tenant := testenv.Name(t, "life")
+	at := time.UnixMilli(1_800_000_000_000)
+	attemptOf := func(id string) int {
+		t.Helper()
+		v, err := jobstate.Dispatch{Tenant: tenant, JobID: id, Member: id + "|1", Attempt: 1, EnqueuedAt: at,
+			Lease: time.Minute}.Call().Run(ctx, rdb).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := jobstate.ReadStart(v)
+		if err != nil || !s.Deliver {
+			t.Fatalf("start of %s = %+v, %v", id, s, err)
+		}
+		return s.Attempt
+	}
+	rdb.HSet(ctx, keys.JobState(tenant, "redriven"), "state", "dead", "attempt", 4)
+	if n := attemptOf("redriven"); n != 1 {
+		t.Errorf("first start after a redrive (dead, no enqueued_at) = attempt %d, want 1", n)
+	}
+	rdb.HSet(ctx, keys.JobState(tenant, "again"), "state", "in_flight", "attempt", 2,
+		"enqueued_at", at.UnixMilli())
+	if n := attemptOf("again"); n != 3 {
+		t.Errorf("a start of the same life after attempt 2 = %d, want 3", n)
+	}
+	rdb.HSet(ctx, keys.JobState(tenant, "older"), "state", "done", "attempt", 5,
+		"enqueued_at", at.Add(-time.Hour).UnixMilli())
+	if n := attemptOf("older"); n != 1 {
+		t.Errorf("a new life under an id done before (another enqueued_at) = attempt %d, want 1", n)
+	}
+}

@@ -10,7 +10,9 @@
 --     write may come later, and keeps this state); the attempt number is
 --     the recorded one plus 1, at least ARGV[1], so it grows on every start
 --     of the job whatever ended the one before (a crash, a lost lease, a
---     revoke), while the enqueue (and a redrive's) records 0;
+--     revoke), while the enqueue (and a redrive's) records 0; a recorded
+--     attempt of another life (another enqueued_at, or a dead state without
+--     one: a redrive racing its post-ack write on Kafka) does not count;
 --   - the tenant's dispatched sequence rises to the job's seq, so the jobs
 --     behind it move up (queue positions, package jobstate);
 --   - the delivery joins the tenant's deliveries in progress until now +
@@ -54,7 +56,13 @@ if st['err'] then
 else
   if st[1] == 'cancelled' then return 0 end
   if st[1] == 'done' and ARGV[7] ~= '0' and st[4] == ARGV[7] then return -1 end
-  attempt = math.max((tonumber(st[3]) or 0) + 1, attempt)
+  -- The recorded attempt counts only for this life of the job: the same
+  -- enqueued_at, or none recorded yet (on Kafka a start may come before the
+  -- post-ack write) unless the job is dead. A dead state without enqueued_at
+  -- is a redrive's previous life (dlq drops it before the redrive), whose
+  -- first start is 1 even when it comes before the post-ack write.
+  local same = ARGV[7] == '0' or st[4] == ARGV[7] or (not st[4] and st[1] ~= 'dead')
+  if same then attempt = math.max((tonumber(st[3]) or 0) + 1, attempt) end
   local id = job_id(sk)
   if id then index_move(sk, id, 'in_flight', now) end
   redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
