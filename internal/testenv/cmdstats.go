@@ -18,18 +18,25 @@ import (
 // other tests' calls do not count.
 func CommandCalls(t testing.TB, rdb *redis.Client, names ...string) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("testenv: INFO commandstats: %v", err)
-	}
 	want := map[string]bool{}
 	for _, n := range names {
 		want["cmdstat_"+n] = true
 	}
+	return commandCalls(t, rdb, func(name string) bool { return want[name] })
+}
+
+// commandCalls sums the calls of INFO commandstats' lines whose name
+// ("cmdstat_evalsha") count says to count.
+func commandCalls(t testing.TB, rdb *redis.Client, count func(name string) bool) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("testenv: INFO commandstats: %v", err)
+	}
 	var total int64
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !want[name] {
+		if !ok || !count(name) {
 			continue
 		}
 		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
@@ -75,24 +82,9 @@ func RedisCPU(t testing.TB, rdb *redis.Client) time.Duration {
 // (StartRedis).
 func CommandTotal(t testing.TB, rdb *redis.Client) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("testenv: INFO commandstats: %v", err)
-	}
-	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") || handshake[name] || strings.HasPrefix(name, "cmdstat_client|") {
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			t.Fatalf("testenv: INFO commandstats line %q: %v", line, err)
-		}
-		total += n
-	}
-	return total
+	return commandCalls(t, rdb, func(name string) bool {
+		return strings.HasPrefix(name, "cmdstat_") && !handshake[name] && !strings.HasPrefix(name, "cmdstat_client|")
+	})
 }
 
 // handshake is what CommandTotal leaves out besides CLIENT's subcommands.
