@@ -95,7 +95,7 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 		if extra {
 			woken = w.wait()
 		}
-		job, wait, err := d.cfg.Consumer.Claim(ctx, tenant)
+		got, wait, live, err := d.claimAndLaunch(ctx, workCtx, tenant, dispatches, w)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -108,23 +108,37 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 		}
 		pause.reset()
 		switch {
-		case job == nil && extra:
-			d.park(ctx, woken, stop)
-			continue
-		case job == nil:
-			sleepOrChange(ctx, idle.next(wait), woken)
-			continue
-		}
-		idle = idleBackoff{}
-		w.wake()
-		d.held.add(tenant, job)
-		if d.dropUnsent(job) {
-			continue
-		}
-		if !d.launch(ctx, workCtx, job, dispatches) {
+		case !live:
 			return
+		case !got && extra:
+			d.park(ctx, woken, stop)
+		case !got:
+			sleepOrChange(ctx, idle.next(wait), woken)
+		default:
+			idle = idleBackoff{}
 		}
 	}
+}
+
+// claimAndLaunch claims the tenant's next job, or takes several through the
+// consumer's queue.Taker when the tenant's outflow has no gate in Redis
+// (take), and hands each to launch: got reports whether any job came, wait
+// is the consumer's answer when none did, live false that ctx ended (the
+// pull loop ends). A job claimed wakes the lane's parked loops (w).
+func (d *Drainer) claimAndLaunch(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, w *laneWake) (got bool, wait time.Duration, live bool, err error) {
+	if t, ok := d.taker(tenant); ok {
+		return d.take(ctx, workCtx, tenant, t, dispatches, w)
+	}
+	job, wait, err := d.cfg.Consumer.Claim(ctx, tenant)
+	if err != nil || job == nil {
+		return false, wait, true, err
+	}
+	w.wake()
+	d.held.add(tenant, job)
+	if d.dropUnsent(job, false) {
+		return true, 0, true, nil
+	}
+	return true, 0, d.launch(ctx, workCtx, job, dispatches, false), nil
 }
 
 // launch waits for job's concurrency slot and outflow turn, then for room
@@ -135,12 +149,20 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 // goes back to the head of the queue, and one the bucket
 // can never pass to the dead-letter queue. It reports false when ctx ended
 // first (the job released): the pull loop ends.
-func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispatches *sync.WaitGroup) bool {
+func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispatches *sync.WaitGroup, reserved bool) bool {
+	giveBack := func() {
+		if reserved {
+			<-d.inFlight
+		}
+	}
 	slot, f := d.acquireSlot(ctx, job)
 	var capacity float64
 	var o outflow.Limit
 	if f == flowGo {
 		f, capacity, o = d.waitTurn(ctx, job)
+	}
+	if f != flowGo {
+		giveBack()
 	}
 	switch f {
 	case flowStop:
@@ -158,9 +180,7 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 		d.deadTooCostly(job, capacity)
 		return true
 	}
-	select {
-	case d.inFlight <- struct{}{}:
-	case <-ctx.Done():
+	if !reserved && d.reserve(ctx, 1) == 0 {
 		d.releaseSlot(job, slot)
 		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 		return false
@@ -192,7 +212,7 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 // is compared at the backend's time the claim read it (Redis TIME,
 // queue.Claimed.HeartbeatLapsed), at the head of the lane only: the queue is
 // never scanned.
-func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
+func (d *Drainer) dropUnsent(job *queue.Claimed, reserved bool) bool {
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
 	var out queue.Outcome
@@ -214,6 +234,9 @@ func (d *Drainer) dropUnsent(job *queue.Claimed) bool {
 		out.Dropped, out.Reason = jobstate.Expired, queue.ReasonHeartbeat
 	default:
 		return false
+	}
+	if reserved {
+		<-d.inFlight
 	}
 	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, out) }, "finish")
 	return true

@@ -16,6 +16,7 @@ var (
 	// Queue, Redis backend (queue/redisq).
 	Enqueue     = register(include("enqueue.lua", "job_state_final.lua", "enqueue_jobs.lua"))
 	Claim       = register(mustLoad("claim.lua"))
+	Take        = register(include("take.lua", "job_state_final.lua"))
 	Ack         = register(include("ack.lua", "job_state_final.lua", "dead_letter.lua"))
 	Release     = register(mustLoad("release.lua"))
 	LeaseDefer  = register(include("lease_defer.lua", "job_state_final.lua"))

@@ -34,6 +34,10 @@ type Claimed struct {
 	// redelivery of a job whose delivery succeeded); the drainer settles it
 	// unsent (Outcome.Duplicate). Backends set it with SameJob.
 	Duplicate bool
+	// Started is the delivery's attempt number (Sluice-Attempt, >= 1) when
+	// the backend recorded its start together with the claim (Taker); 0 when
+	// it did not, and the drainer records the start itself.
+	Started int
 
 	token string
 }

@@ -100,3 +100,15 @@ type Consumer interface {
 	// Release hands the job out again now, unchanged (a drainer stopping).
 	Release(ctx context.Context, job *Claimed) error
 }
+
+// Taker is a Consumer that claims up to k jobs of a tenant in one call and
+// records, in the same call, the delivery start of each job that needs no
+// check of the drainer's before it starts (Claimed.Started > 0): a plain
+// job, not cancelled, not done, without a deadline or a heartbeat. A
+// drainer takes only for a tenant whose outflow has no gate in the backend
+// (no rate, no concurrency cap), since a started job has spent no turn.
+// Jobs it did not start are handed out as Claim hands them (Started 0).
+// With no job it answers as Claim does.
+type Taker interface {
+	Take(ctx context.Context, tenant string, k int) ([]*Claimed, time.Duration, error)
+}

@@ -169,6 +169,13 @@ func (c *Consumer) claimAt(ctx context.Context, tenant string, nowMS int64) (*qu
 	if r.Member == "" {
 		return nil, c.emptyWait(r.NextDueMS, nowMS), nil
 	}
+	return c.claimed(tenant, r), 0, nil
+}
+
+// claimed builds the claimed job of one leased member of tenant's queue
+// from its claim (or take) reply: a poison envelope, or one of another
+// tenant, gets DecodeErr and an envelope of the member's id and cost 1.
+func (c *Consumer) claimed(tenant string, r claimReply) *queue.Claimed {
 	job := queue.NewClaimed(r.Member)
 	job.Raw, job.Cancelled = []byte(r.Envelope), r.Cancelled
 	job.BeatAt, job.Now = msTime(r.BeatMS), msTime(r.NowMS)
@@ -185,7 +192,7 @@ func (c *Consumer) claimAt(ctx context.Context, tenant string, nowMS int64) (*qu
 	}
 	job.Envelope = env
 	job.Duplicate = derr == nil && queue.SameJob(env, r.DoneMS)
-	return job, 0, nil
+	return job
 }
 
 // msTime is unix ms as a time; 0 (none) is the zero time.

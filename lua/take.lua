@@ -1,0 +1,156 @@
+-- take.lua: lease up to k head jobs of one tenant and start the delivery of
+-- each that needs no check of the drainer's, in one call (Redis queue
+-- backend; docs/perf.md 2.2, lever L1 + L3 for a tenant whose outflow has no
+-- gate in Redis: no rate, no concurrency cap). lua.Include puts
+-- job_state_final.lua (job_id, job_index, JOB_LISTED) first.
+--
+-- First moves up to ARGV[5] due retries from the delayed set to the head of
+-- the queue, as claim.lua does, then LPOPs up to k jobs and leases each as
+-- claim.lua does (member "<job id>|<ARGV[3]>.<i>" in the processing set,
+-- scored by its deadline, and the envelope in the leased hash), in one ZADD
+-- and one HSET for all of them.
+--
+-- A leased job is started here (what job_state_dispatch.lua does, for all
+-- started jobs of the call at once) only when its state hash says it is a
+-- plain job: state queued, retrying or in_flight (a reaped or released
+-- job), enqueued_at recorded, no heartbeat_ms, and the envelope names no
+-- deadline (no '"deadline":' in it; a payload holding that text only costs
+-- the job the separate start). Its state becomes in_flight with attempt =
+-- recorded + 1 (at least the envelope's attempts + 1, which the Go side
+-- checks: take returns the recorded enqueued_at), updated_at now; its id
+-- moves from its old index to the in_flight one; the dispatched sequence
+-- rises to the highest seq started; the delivery joins the deliveries in
+-- progress (keys.Delivering) until now + lease. Any other job (cancelled,
+-- done already, a heartbeat job, one with a deadline, poison, the older
+-- string marker) is leased only and returned with claim.lua's fields, and
+-- the drainer drops it or records its start as before, so no drop spends a
+-- start.
+--
+-- The state, index and sequence keys are built from ARGV[6] (keys.JobState
+-- of the tenant, same hash tag as KEYS), as claim.lua builds the state key.
+--
+-- KEYS[1]  queue list (keys.Queue)
+-- KEYS[2]  processing zset (keys.Processing)
+-- KEYS[3]  leased hash (keys.Leased)
+-- KEYS[4]  delayed zset (keys.Delayed)
+-- KEYS[5]  dispatched sequence (keys.JobsDispatched)
+-- KEYS[6]  deliveries in progress (keys.Delivering)
+-- ARGV[1]  now, unix ms; "0" reads Redis TIME
+-- ARGV[2]  lease length, ms
+-- ARGV[3]  lease token base, unique per call; job i gets "<base>.<i>"
+-- ARGV[4]  PEXPIRE of the tenant's queue keys, ms (keys.QueueTTL)
+-- ARGV[5]  at most this many due retries are moved per call
+-- ARGV[6]  job-state key prefix (keys.JobState(tenant, ""))
+-- ARGV[7]  k: at most this many jobs, an integer in [1, 64]
+-- ARGV[8]  PEXPIRE of a job's state and the dispatched sequence, ms
+--          (keys.JobStateTTL)
+--
+-- Returns {now_ms, next_due_ms, n, then per job member, envelope, cancelled
+-- (0|1), beat_ms, done_ms, attempt, enqueued_ms}: next_due_ms is the due
+-- time of the earliest delayed job, or -1 when there is none (read only
+-- when n is 0); attempt is the delivery's number when it was started here,
+-- 0 when not; enqueued_ms the recorded enqueued_at of a started job (0
+-- otherwise); cancelled, beat_ms and done_ms as claim.lua's.
+-- Errors: "take: k <value> is out of range".
+
+local k = tonumber(ARGV[7])
+if k == nil or k < 1 or k > 64 or k ~= math.floor(k) then
+  return redis.error_reply('take: k ' .. string.sub(tostring(ARGV[7]), 1, 20) .. ' is out of range')
+end
+local now = tonumber(ARGV[1])
+if now == nil or now <= 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local ttl, state_ttl = ARGV[4], ARGV[8]
+local deadline = now + tonumber(ARGV[2])
+
+local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
+if #due > 0 then
+  for i = #due, 1, -1 do
+    redis.call('LPUSH', KEYS[1], due[i])
+  end
+  redis.call('ZREM', KEYS[4], unpack(due))
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+
+local envs = redis.call('LPOP', KEYS[1], k)
+if not envs then
+  local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+  local next_due = -1
+  if #first > 0 then next_due = tonumber(first[2]) end
+  return {now, next_due, 0}
+end
+
+local out = {now, -1, #envs}
+local leases, leased, starts, delivering = {}, {}, {}, {}
+local top_seq = nil
+local prefix = ARGV[6]
+local in_flight_index = nil
+for i, env in ipairs(envs) do
+  local id = string.match(env, '^{"v":%d+,"id":"([^"\\]*)"')
+  if id == nil then
+    local ok, dec = pcall(cjson.decode, env)
+    if ok and type(dec) == 'table' and type(dec.id) == 'string' then
+      id = dec.id
+    else
+      id = '?'
+    end
+  end
+  local member = id .. '|' .. ARGV[3] .. '.' .. i
+  leases[#leases + 1] = deadline
+  leases[#leases + 1] = member
+  leased[#leased + 1] = member
+  leased[#leased + 1] = env
+
+  local cancelled, beat, done, attempt, enq = 0, 0, 0, 0, 0
+  if id ~= '?' then
+    local sk = prefix .. id
+    -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
+    local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'attempt', 'seq', 'heartbeat_ms')
+    if f['err'] then
+      if redis.call('GET', sk) == 'cancelled' then cancelled = 1 end
+    else
+      local state = f[1]
+      beat = tonumber(f[2]) or tonumber(f[3]) or 0
+      if state == 'cancelled' then cancelled = 1 end
+      if state == 'done' then done = tonumber(f[3]) or 0 end
+      local plain = (state == 'queued' or state == 'retrying' or state == 'in_flight')
+        and f[3] and not f[6] and not string.find(env, '"deadline":', 1, true)
+      if plain then
+        enq = tonumber(f[3]) or 0
+        attempt = (tonumber(f[4]) or 0) + 1
+        if state ~= 'in_flight' and JOB_LISTED[state] then
+          redis.call('ZREM', job_index(sk, state), id)
+        end
+        redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
+        redis.call('PEXPIRE', sk, state_ttl)
+        in_flight_index = in_flight_index or job_index(sk, 'in_flight')
+        starts[#starts + 1] = now
+        starts[#starts + 1] = id
+        delivering[#delivering + 1] = deadline
+        delivering[#delivering + 1] = member
+        local seq = tonumber(f[5])
+        if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end
+      end
+    end
+  end
+  local o = #out
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = member, env, cancelled, beat
+  out[o + 5], out[o + 6], out[o + 7] = done, attempt, enq
+end
+
+redis.call('ZADD', KEYS[2], unpack(leases))
+redis.call('HSET', KEYS[3], unpack(leased))
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+if #starts > 0 then
+  redis.call('ZADD', in_flight_index, unpack(starts))
+  redis.call('PEXPIRE', in_flight_index, JOB_INDEX_TTL)
+  redis.call('ZADD', KEYS[6], unpack(delivering))
+  redis.call('PEXPIRE', KEYS[6], ttl)
+  if top_seq and top_seq > (tonumber(redis.call('GET', KEYS[5])) or 0) then
+    redis.call('SET', KEYS[5], top_seq, 'PX', state_ttl)
+  end
+end
+return out
