@@ -97,6 +97,7 @@ type Drainer struct {
 	wake     chan struct{}                 // SetTenants asks Run to start lanes at once
 	changed  atomic.Pointer[chan struct{}] // closed and replaced by SetTenants
 	arrivals sync.Map                      // tenant → *laneWake of its lane's first loop (jobsArrived)
+	refused  sync.Map                      // tenant → time.Time of its first take refused since its last turn
 }
 
 // New checks cfg, fills its defaults and returns a Drainer. A missing

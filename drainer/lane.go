@@ -95,15 +95,12 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 		if extra {
 			woken = w.wait()
 		}
+		changed := d.tenantsChanged()
 		got, wait, live, err := d.claimAndLaunch(ctx, workCtx, tenant, dispatches, w)
 		if err != nil {
-			if ctx.Err() != nil {
+			if !d.pauseAfter(ctx, &pause, changed, errOp(err), "drainer: claim", tenant, err) {
 				return
 			}
-			d.m.errors.WithLabelValues("claim").Inc()
-			p := pause.next()
-			d.log.Warn("drainer: claim", "tenant", tenant, "err", err, "pause", p.String())
-			sleep(ctx, p)
 			continue
 		}
 		pause.reset()
@@ -128,6 +125,9 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 func (d *Drainer) claimAndLaunch(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, w *laneWake) (got bool, wait time.Duration, live bool, err error) {
 	if t, ok := d.taker(tenant); ok {
 		return d.take(ctx, workCtx, tenant, t, dispatches, w)
+	}
+	if t, o, ok := d.turnTaker(tenant); ok {
+		return d.takeTurn(ctx, workCtx, tenant, t, o, dispatches, w)
 	}
 	job, wait, err := d.cfg.Consumer.Claim(ctx, tenant)
 	if err != nil || job == nil {
@@ -155,12 +155,7 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 			<-d.inFlight
 		}
 	}
-	slot, f := d.acquireSlot(ctx, job)
-	var capacity float64
-	var o outflow.Limit
-	if f == flowGo {
-		f, capacity, o = d.waitTurn(ctx, job)
-	}
+	slot, f, capacity, o := d.passGates(ctx, job)
 	if f != flowGo {
 		giveBack()
 	}
@@ -200,6 +195,26 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 		d.dispatch(workCtx, job, o, slot)
 	}()
 	return true
+}
+
+// passGates takes job's concurrency slot and then its outflow turn
+// (acquireSlot, waitTurn), answering as they do. A job the backend started
+// with its claim (queue.Claimed.Started: it took its turn in that call, or
+// its tenant had no gate then) passes at once with the tenant's current
+// outflow, unless the tenant was removed meanwhile.
+func (d *Drainer) passGates(ctx context.Context, job *queue.Claimed) (slot bool, f flow, capacity float64, o outflow.Limit) {
+	if job.Started > 0 {
+		o, ok := d.currentOutflow(job.Envelope.Tenant)
+		if !ok {
+			return false, flowRemoved, 0, o
+		}
+		return false, flowGo, 0, o
+	}
+	slot, f = d.acquireSlot(ctx, job)
+	if f == flowGo {
+		f, capacity, o = d.waitTurn(ctx, job)
+	}
+	return slot, f, capacity, o
 }
 
 // dropUnsent finishes a job that must not be sent: poison (dead-lettered),

@@ -83,10 +83,11 @@ func TestDrainerQueueDepthGauge(t *testing.T) {
 	testenv.WaitFor(t, 3*time.Second, "the removed tenant's series gone", func() bool { _, ok := depth(); return !ok })
 }
 
-// TestDrainerDropsJobCancelledAfterClaim: a job cancelled while its lane
-// holds it, waiting for its turn in the tenant's outflow bucket, is dropped
-// when the turn comes instead of being delivered, counted as cancelled, and
-// finished (backlog lowered); its state stays cancelled.
+// TestDrainerDropsJobCancelledAfterClaim: a job cancelled while it waits
+// for its turn in the tenant's outflow bucket (at the head of the queue:
+// the Redis backend's take pops a shaped tenant's job only with its turn)
+// is dropped when the turn comes instead of being delivered, counted as
+// cancelled, and finished (backlog lowered); its state stays cancelled.
 func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
@@ -95,11 +96,11 @@ func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 	produce(t, rdb, queue.Envelope{ID: "first", Tenant: tenant, Type: "t"}, queue.Envelope{ID: "second", Tenant: tenant, Type: "t"})
 	reg := prometheus.NewRegistry()
 	// 1 job/s, capacity 1: "second" waits about a second for its turn,
-	// held by the lane (leased, state still queued).
+	// still queued.
 	run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg,
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 1})}})
-	testenv.WaitFor(t, 3*time.Second, "first delivered and second claimed", func() bool {
-		return s.count(tenant) == 1 && rdb.ZCard(ctx, keys.Processing(tenant)).Val() == 1
+	testenv.WaitFor(t, 3*time.Second, "first delivered and second waiting for its turn", func() bool {
+		return s.count(tenant) == 1 && rdb.LLen(ctx, keys.Queue(tenant)).Val() == 1
 	})
 	if err := jobstate.Cancel(ctx, rdb, tenant, "second"); err != nil {
 		t.Fatalf("Cancel(second, claimed, waiting for its turn) = %v, want nil", err)

@@ -2,9 +2,14 @@ package drainer
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -27,6 +32,21 @@ func (d *Drainer) taker(tenant string) (queue.Taker, bool) {
 		return nil, false
 	}
 	return t, true
+}
+
+// turnTaker returns the consumer's queue.TurnTaker and the tenant's outflow
+// when the tenant is shaped and has no concurrency cap now: then a claim
+// also takes the job's turn from the shared bucket and records its start.
+func (d *Drainer) turnTaker(tenant string) (queue.TurnTaker, outflow.Limit, bool) {
+	t, ok := d.cfg.Consumer.(queue.TurnTaker)
+	if !ok {
+		return nil, outflow.Limit{}, false
+	}
+	o, ok := d.currentOutflow(tenant)
+	if !ok || !o.Shaped() || o.Concurrency > 0 {
+		return nil, outflow.Limit{}, false
+	}
+	return t, o, true
 }
 
 // reserve takes room for up to n dispatches among MaxInFlight: it waits for
@@ -95,4 +115,75 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 		}
 	}
 	return true, 0, live, nil
+}
+
+// takeTurn is claimAndLaunch through a queue.TurnTaker for a shaped tenant:
+// it reserves room for one dispatch, asks the backend for the head job with
+// its outflow turn, and launches the job it gets (started: its turn taken in
+// that call) as take does. When the bucket has no turn free it sleeps the
+// wait (clamped to [outflowWaitMin, outflowWaitMax], cut short by a
+// configuration change, as waitTurn's) and reports got, so the pull loop
+// asks again at once. The bucket gauges are set from every answer, and
+// sluice_outflow_wait_seconds observes the time from the first refused ask
+// to the turn (the job waits at the head of the queue meanwhile).
+func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.TurnTaker, o outflow.Limit, dispatches *sync.WaitGroup, w *laneWake) (got bool, wait time.Duration, live bool, err error) {
+	changed := d.tenantsChanged()
+	if d.reserve(ctx, 1) == 0 {
+		return false, 0, false, nil
+	}
+	if d.paused(tenant) {
+		d.unreserve(1)
+		return false, 0, true, nil
+	}
+	jobs, turn, wait, err := t.TakeTurn(ctx, tenant, o.Rate, o.Capacity)
+	d.unreserve(1 - len(jobs))
+	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) && strings.Contains(re.Error(), "take: ") {
+			err = &gateError{err} // the bucket's part of the script refused a number
+		}
+		return false, 0, true, err
+	}
+	if turn.Rate > 0 {
+		lbl := d.label(tenant)
+		d.m.water.WithLabelValues(lbl).Set(turn.Water)
+		d.m.effective.WithLabelValues(lbl).Set(turn.Rate)
+		d.m.configured.WithLabelValues(lbl).Set(o.Rate)
+	}
+	switch {
+	case turn.Wait > 0:
+		d.refused.LoadOrStore(tenant, d.clock.Now())
+		return true, 0, sleepOrChange(ctx, min(max(turn.Wait, outflowWaitMin), outflowWaitMax), changed), nil
+	case len(jobs) == 0:
+		return false, wait, true, nil
+	}
+	var waited time.Duration
+	if since, ok := d.refused.LoadAndDelete(tenant); ok {
+		waited = d.clock.Now().Sub(since.(time.Time))
+	}
+	d.m.outflowWaits.Observe(waited.Seconds())
+	w.wake()
+	job := jobs[0]
+	d.held.add(tenant, job)
+	if d.dropUnsent(job, true) {
+		return true, 0, true, nil
+	}
+	return true, 0, d.launch(ctx, workCtx, job, dispatches, true), nil
+}
+
+// gateError is a take the backend's script refused for the outflow bucket's
+// sake (a rate, capacity or override it cannot represent): counted as an
+// outflow error, not a claim error.
+type gateError struct{ err error }
+
+func (e *gateError) Error() string { return "outflow bucket: " + e.err.Error() }
+func (e *gateError) Unwrap() error { return e.err }
+
+// errOp is the sluice_drainer_errors_total op of a failed claim or take.
+func errOp(err error) string {
+	var ge *gateError
+	if errors.As(err, &ge) {
+		return "outflow"
+	}
+	return "claim"
 }

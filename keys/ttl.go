@@ -6,6 +6,11 @@ import "time"
 const (
 	// BacklogTTL bounds how long a backlog counter survives without writes.
 	BacklogTTL = 7 * 24 * time.Hour
+	// WaterMargin is added to the PX TTL of a tenant's water-level hash
+	// (Water) beyond the time the bucket takes to empty (or the adaptive
+	// rate to recover), so an idle tenant's state (and its adaptive rate)
+	// outlives short pauses and still disappears when the tenant stops.
+	WaterMargin = 60 * time.Second
 	// QueueTTL bounds how long an untouched tenant queue survives.
 	QueueTTL = 7 * 24 * time.Hour
 	// IdempotencyTTL is how long a client job id is remembered.

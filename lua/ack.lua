@@ -57,12 +57,15 @@ if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
+-- One read of the state for the purge check and record_final's index move
+-- (pcall: HMGET fails (WRONGTYPE) only on the older string marker).
+local pre = nil
+if record then pre = redis.pcall('HMGET', KEYS[5], 'state', 'seq', 'reason') end
 if ARGV[5] ~= '' then
   dead_add(KEYS[4], KEYS[8], ARGV[10], ARGV[5], ARGV[11], ARGV[12], ARGV[4])
 end
--- A job a purge cancelled left the backlog then (purge.lua); pcall: HGET
--- fails (WRONGTYPE) only on the older string marker.
-if not (record and redis.pcall('HGET', KEYS[5], 'reason') == 'purged') then
+-- A job a purge cancelled left the backlog then (purge.lua).
+if not (pre and not pre['err'] and pre[3] == 'purged') then
   -- A counter DECRBY creates is below 0, and the SET clears a TTL: both
   -- refresh it; an existing counter keeps its TTL but once a second.
   local left = redis.call('DECRBY', KEYS[3], ARGV[2])
@@ -77,5 +80,5 @@ if not record then
   return 1
 end
 
-record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13])
+record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13], pre)
 return 1

@@ -11,8 +11,9 @@
 -- state key sk, so it is in the job's cluster slot. job_id(sk) is the job id
 -- at the end of sk.
 --
--- index_leave(sk, id, new_state) reads the job's recorded state and seq
--- from sk (one HMGET) and ZREMs id from that state's index when it is a
+-- index_leave(sk, id, new_state, pre) reads the job's recorded state and seq
+-- from sk (one HMGET; pre, when given, is the caller's pcall of HMGET sk
+-- state seq ..., read before any write of this call, and saves it) and ZREMs id from that state's index when it is a
 -- listed state other than new_state and other than dead (at most one ZREM):
 -- the dead index belongs to the dead letters, which only dlq_remove.lua and
 -- the trim of dead_letter.lua remove, so a redrive interrupted before its
@@ -31,7 +32,7 @@
 --
 -- index_move(sk, id, new_state, score) is index_leave then index_add.
 --
--- record_final(sk, seqk, state, last_error, reason, ttl, score, tick) sets
+-- record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre) sets
 -- the job's state hash sk (package jobstate): state, updated_at (Redis TIME,
 -- ms), last_error and reason when not empty, its TTL refreshed to ttl ms,
 -- and moves the job between the indexes (score: the new state's index
@@ -42,7 +43,7 @@
 -- dropped at the head of its queue (cancelled, expired, poison) also moves
 -- the tenant's dispatched sequence seqk up to its seq; a delivered job did
 -- that when its delivery started. An older cancel marker (a string under
--- sk) is left as it is.
+-- sk) is left as it is. pre is passed on to index_leave.
 --
 -- KEYS  none of its own: the including script passes its keys.
 -- ARGV  none of its own.
@@ -59,9 +60,9 @@ local function job_id(sk)
   return string.match(sk, '^sluice:{[^}]*}:job:(.*)$')
 end
 
-local function index_leave(sk, id, new_state)
+local function index_leave(sk, id, new_state, pre)
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
-  local f = redis.pcall('HMGET', sk, 'state', 'seq')
+  local f = pre or redis.pcall('HMGET', sk, 'state', 'seq')
   if f['err'] then return false end
   local old, seq = f[1], tonumber(f[2])
   if type(old) ~= 'string' then return false, seq end
@@ -88,7 +89,7 @@ local function index_move(sk, id, new_state, score)
   index_add(sk, id, new_state, score)
 end
 
-local function record_final(sk, seqk, state, last_error, reason, ttl, score, tick)
+local function record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local f = {'state', state, 'updated_at', now}
@@ -98,7 +99,7 @@ local function record_final(sk, seqk, state, last_error, reason, ttl, score, tic
   local seq
   if id then
     local _old
-    _old, seq = index_leave(sk, id, state)
+    _old, seq = index_leave(sk, id, state, pre)
   end
   -- pcall: HSET fails (WRONGTYPE) only on the older string marker.
   if type(redis.pcall('HSET', sk, unpack(f))) == 'table' then

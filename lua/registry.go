@@ -16,7 +16,7 @@ var (
 	// Queue, Redis backend (queue/redisq).
 	Enqueue     = register(include("enqueue.lua", "job_state_final.lua", "enqueue_jobs.lua"))
 	Claim       = register(mustLoad("claim.lua"))
-	Take        = register(include("take.lua", "job_state_final.lua"))
+	Take        = register(include("take.lua", "job_state_final.lua", "bucket_level.lua"))
 	Ack         = register(include("ack.lua", "job_state_final.lua", "dead_letter.lua"))
 	Release     = register(mustLoad("release.lua"))
 	LeaseDefer  = register(include("lease_defer.lua", "job_state_final.lua"))
@@ -50,7 +50,7 @@ var (
 
 	// Outflow: the shared bucket, the concurrency semaphore, the adaptive
 	// rate (outflow), and a tenant's stats read (ingest).
-	LeakyBucket      = register(mustLoad("leaky_bucket.lua"))
+	LeakyBucket      = register(include("leaky_bucket.lua", "bucket_level.lua"))
 	SemaphoreAcquire = register(mustLoad("semaphore_acquire.lua"))
 	SemaphoreRelease = register(mustLoad("semaphore_release.lua"))
 	DrainAdapt       = register(mustLoad("drain_adapt.lua"))
@@ -74,7 +74,7 @@ var (
 
 // Modules are the embedded files that are not scripts of their own: each
 // only defines local functions for the scripts that include it.
-var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua"}, AdmitModules...)
+var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua", "bucket_level.lua"}, AdmitModules...)
 
 var (
 	regMu    sync.Mutex

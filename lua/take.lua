@@ -1,8 +1,9 @@
 -- take.lua: lease up to k head jobs of one tenant and start the delivery of
 -- each that needs no check of the drainer's, in one call (Redis queue
--- backend; docs/perf.md 2.2, lever L1 + L3 for a tenant whose outflow has no
--- gate in Redis: no rate, no concurrency cap). lua.Include puts
--- job_state_final.lua (job_id, job_index, JOB_LISTED) first.
+-- backend; docs/perf.md 2.2, levers L1 + L3, for a tenant without a
+-- concurrency cap, with or without an outflow rate). lua.Include puts
+-- job_state_final.lua (job_id, job_index, JOB_LISTED) and bucket_level.lua
+-- first.
 --
 -- First moves up to ARGV[5] due retries from the delayed set to the head of
 -- the queue, as claim.lua does, then LPOPs up to k jobs and leases each as
@@ -26,6 +27,18 @@
 -- the drainer drops it or records its start as before, so no drop spends a
 -- start.
 --
+-- With a rate (ARGV[9] > 0) the call passes the job through the tenant's
+-- shared outflow bucket as leaky_bucket.lua does (KEYS[7], KEYS[8]; the
+-- same rules, override and adaptive rate; bucket_level.lua) and takes at
+-- most one job: when not even a job of cost 1 fits now it pops nothing and
+-- returns the wait; else it pops the head job, and a plain job whose
+-- recorded cost fits takes its turn (the water rises by its cost) and
+-- starts; one whose cost does not fit yet goes back to the head and the
+-- call returns its wait. A job that is not plain, or has no recorded cost,
+-- or whose cost exceeds the capacity (it can never pass), is leased
+-- unstarted and takes no turn: the drainer passes it through the bucket
+-- itself (and dead-letters the last kind).
+--
 -- The state, index and sequence keys are built from ARGV[6] (keys.JobState
 -- of the tenant, same hash tag as KEYS), as claim.lua builds the state key.
 --
@@ -44,26 +57,64 @@
 -- ARGV[7]  k: at most this many jobs, an integer in [1, 64]
 -- ARGV[8]  PEXPIRE of a job's state and the dispatched sequence, ms
 --          (keys.JobStateTTL)
+-- ARGV[9]  outflow rate, units/s; 0: no bucket (KEYS[7..8] and ARGV[10..11]
+--          unused)
+-- ARGV[10] outflow capacity, units (> 0 with a rate)
+-- ARGV[11] TTL margin of the water hash, ms (outflow.Margin)
+-- KEYS[7]  with a rate: the water hash (keys.Water)
+-- KEYS[8]  with a rate: the override hash (keys.Override)
 --
--- Returns {now_ms, next_due_ms, n, then per job member, envelope, cancelled
+-- Returns {now_ms, next_due_ms, n, wait_us, water_micro, rate_milli, then
+-- per job member, envelope, cancelled
 -- (0|1), beat_ms, done_ms, attempt, enqueued_ms}: next_due_ms is the due
 -- time of the earliest delayed job, or -1 when there is none (read only
 -- when n is 0); attempt is the delivery's number when it was started here,
 -- 0 when not; enqueued_ms the recorded enqueued_at of a started job (0
--- otherwise); cancelled, beat_ms and done_ms as claim.lua's.
--- Errors: "take: k <value> is out of range".
+-- otherwise); cancelled, beat_ms and done_ms as claim.lua's. With a rate,
+-- wait_us (>= 1 when no turn was free: n is 0 then) and the bucket's level
+-- after the call and rate used as leaky_bucket.lua returns them; all 0
+-- without one.
+-- Errors: "take: <argument> <value> is out of range", as leaky_bucket.lua
+-- names a refused rate, capacity, margin or override.
 
 local k = tonumber(ARGV[7])
 if k == nil or k < 1 or k > 64 or k ~= math.floor(k) then
-  return redis.error_reply('take: k ' .. string.sub(tostring(ARGV[7]), 1, 20) .. ' is out of range')
+  return bucket_refuse('take', 'k', ARGV[7])
 end
-local now = tonumber(ARGV[1])
-if now == nil or now <= 0 then
+local b = nil
+if tonumber(ARGV[9]) ~= 0 then
+  local rate = bucket_num(ARGV[9], 1000, 0, true, false)
+  if not rate then return bucket_refuse('take', 'rate (ARGV[9])', ARGV[9]) end
+  local capacity = bucket_num(ARGV[10], 1000000, 0, true, false)
+  if not capacity then return bucket_refuse('take', 'capacity (ARGV[10])', ARGV[10]) end
+  local margin = bucket_num(ARGV[11], 1, 0, false, true)
+  if not margin or margin >= 2147483648 then return bucket_refuse('take', 'margin (ARGV[11])', ARGV[11]) end
+  local t = redis.call('TIME')
+  local err
+  b, err = bucket_open(KEYS[7], KEYS[8], rate, capacity, tonumber(t[1]) * 1000000 + tonumber(t[2]), margin, 'take')
+  if not b then return err end
+  k = 1
+end
+local now
+if b then
+  now = math.floor(b.now / 1000)
+else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local ttl, state_ttl = ARGV[4], ARGV[8]
 local deadline = now + tonumber(ARGV[2])
+
+local function gate_reply(n, wait)
+  if not b then return {now, -1, n, 0, 0, 0} end
+  return {now, -1, n, wait, b.water, math.floor(b.rate * 1000)}
+end
+
+-- No turn free even for a job of cost 1: nothing is popped.
+if b and b.capacity >= 1 and b.water + 1000000 > b.cap_micro then
+  if b.heal then bucket_store(b, b.water) end
+  return gate_reply(0, bucket_wait(b, 1000000))
+end
 
 local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
 if #due > 0 then
@@ -76,13 +127,29 @@ end
 
 local envs = redis.call('LPOP', KEYS[1], k)
 if not envs then
+  if b and b.heal then bucket_store(b, b.water) end
+  local out = gate_reply(0, 0)
   local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
-  local next_due = -1
-  if #first > 0 then next_due = tonumber(first[2]) end
-  return {now, next_due, 0}
+  if #first > 0 then out[2] = tonumber(first[2]) end
+  return out
 end
 
-local out = {now, -1, #envs}
+-- turn decides a plain job's passage through the bucket b: 'go' (its cost
+-- added), 'wait' with the wait in µs (nothing written), or 'unstarted' (no
+-- recorded cost, or more than the capacity: the drainer's bucket ask
+-- handles it).
+local function turn(cost)
+  if not b then return 'go' end
+  cost = tonumber(cost)
+  if cost == nil or cost < 1 or cost ~= math.floor(cost) or cost > b.capacity then return 'unstarted' end
+  local cost_micro = cost * 1000000
+  if b.water + cost_micro > b.cap_micro then return 'wait', bucket_wait(b, cost_micro) end
+  b.water = b.water + cost_micro
+  bucket_store(b, b.water)
+  return 'go'
+end
+
+local out = gate_reply(#envs, 0)
 local leases, leased, starts, delivering = {}, {}, {}, {}
 local top_seq = nil
 local prefix = ARGV[6]
@@ -98,16 +165,11 @@ for i, env in ipairs(envs) do
     end
   end
   local member = id .. '|' .. ARGV[3] .. '.' .. i
-  leases[#leases + 1] = deadline
-  leases[#leases + 1] = member
-  leased[#leased + 1] = member
-  leased[#leased + 1] = env
-
   local cancelled, beat, done, attempt, enq = 0, 0, 0, 0, 0
   if id ~= '?' then
     local sk = prefix .. id
     -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
-    local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'attempt', 'seq', 'heartbeat_ms')
+    local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'attempt', 'seq', 'heartbeat_ms', 'cost')
     if f['err'] then
       if redis.call('GET', sk) == 'cancelled' then cancelled = 1 end
     else
@@ -117,7 +179,15 @@ for i, env in ipairs(envs) do
       if state == 'done' then done = tonumber(f[3]) or 0 end
       local plain = (state == 'queued' or state == 'retrying' or state == 'in_flight')
         and f[3] and not f[6] and not string.find(env, '"deadline":', 1, true)
-      if plain then
+      local pass, wait = 'unstarted', 0
+      if plain then pass, wait = turn(f[7]) end
+      if pass == 'wait' then
+        -- Its turn is not free yet: back to the head, nothing leased.
+        redis.call('LPUSH', KEYS[1], env)
+        if b.heal then bucket_store(b, b.water) end
+        return gate_reply(0, wait)
+      end
+      if pass == 'go' then
         enq = tonumber(f[3]) or 0
         attempt = (tonumber(f[4]) or 0) + 1
         if state ~= 'in_flight' and JOB_LISTED[state] then
@@ -135,10 +205,15 @@ for i, env in ipairs(envs) do
       end
     end
   end
+  leases[#leases + 1] = deadline
+  leases[#leases + 1] = member
+  leased[#leased + 1] = member
+  leased[#leased + 1] = env
   local o = #out
   out[o + 1], out[o + 2], out[o + 3], out[o + 4] = member, env, cancelled, beat
   out[o + 5], out[o + 6], out[o + 7] = done, attempt, enq
 end
+if b and b.heal and #starts == 0 then bucket_store(b, b.water) end
 
 redis.call('ZADD', KEYS[2], unpack(leases))
 redis.call('HSET', KEYS[3], unpack(leased))

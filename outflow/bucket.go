@@ -13,11 +13,9 @@ import (
 	"github.com/sluicehq/sluice/lua"
 )
 
-// Margin is added to the PX TTL of a water-level Hash beyond the time the
-// bucket takes to empty (or the adaptive rate to recover), so an idle
-// tenant's state (and its adaptive rate) outlives short pauses and still
-// disappears when the tenant stops.
-const Margin = 60 * time.Second
+// Margin is keys.WaterMargin: added to the PX TTL of a water-level Hash
+// beyond the time the bucket takes to empty.
+const Margin = keys.WaterMargin
 
 // micro is the number of micro-units in one unit of water.
 const micro = 1_000_000

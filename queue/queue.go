@@ -112,3 +112,20 @@ type Consumer interface {
 type Taker interface {
 	Take(ctx context.Context, tenant string, k int) ([]*Claimed, time.Duration, error)
 }
+
+// TurnTaker is a Taker that also takes a shaped tenant's outflow turn in
+// the same call: TakeTurn claims at most one job and starts it only when the
+// tenant's shared bucket (rate units/s, capacity units) gives it its turn;
+// when none is free it claims nothing and answers Turn.Wait > 0. A job it
+// did not start has taken no turn.
+type TurnTaker interface {
+	TakeTurn(ctx context.Context, tenant string, rate, capacity float64) ([]*Claimed, Turn, time.Duration, error)
+}
+
+// Turn is a TurnTaker's answer about the bucket: Wait > 0 when no turn was
+// free (ask again after it), the level after the call (units) and the rate
+// it used (units/s).
+type Turn struct {
+	Wait        time.Duration
+	Water, Rate float64
+}

@@ -27,14 +27,9 @@ func TestScriptRepliesChecked(t *testing.T) {
 				[]any{"a", "{}", int64(2), int64(-1), int64(0), int64(1), int64(0)}, []any{"a", "{}", int64(0), "x", int64(0), int64(1), int64(0)},
 				[]any{"a", "{}", int64(0), int64(-1), "0", int64(1), int64(0)}, []any{"a", "{}", int64(0), int64(-1), int64(0), "1", int64(0)},
 				[]any{"a", "{}", int64(0), int64(-1), int64(0), int64(1)}, []any{"a", "{}", int64(0), int64(-1), int64(0), int64(1), "0"}}},
-		{"take.lua", func(v any) error { _, _, _, err := parseTake(v, 2); return err },
-			[]any{int64(1), int64(-1), int64(1), "a|t.1", "{}", int64(0), int64(0), int64(0), int64(1), int64(5)},
-			[]any{nil, []any{int64(1), int64(-1)}, []any{int64(1), int64(-1), int64(3)},
-				[]any{int64(1), int64(-1), int64(1), "a|t.1", "{}", int64(0), int64(0), int64(0), int64(1)},
-				[]any{int64(1), int64(-1), int64(1), "", "{}", int64(0), int64(0), int64(0), int64(1), int64(5)},
-				[]any{int64(1), int64(-1), int64(1), "a|t.1", "{}", int64(2), int64(0), int64(0), int64(1), int64(5)},
-				[]any{int64(1), int64(-1), int64(1), "a|t.1", "{}", int64(0), int64(0), int64(0), int64(-1), int64(5)},
-				[]any{int64(1), int64(-1), int64(1), "a|t.1", int64(3), int64(0), int64(0), int64(0), int64(1), int64(5)}}},
+		{"take.lua", func(v any) error { _, err := parseTake(v, 2); return err },
+			[]any{int64(1), int64(-1), int64(1), int64(0), int64(0), int64(0), "a|t.1", "{}", int64(0), int64(0), int64(0), int64(1), int64(5)},
+			takeBadReplies()},
 		{"ack.lua", func(v any) error { _, err := parseHeld(lua.Ack, v); return err },
 			int64(1), []any{int64(2), "1", nil}},
 		{"release.lua", func(v any) error { _, err := parseHeld(lua.Release, v); return err },
@@ -57,4 +52,29 @@ func TestScriptRepliesChecked(t *testing.T) {
 			}
 		}
 	}
+}
+
+// takeBadReplies are take.lua replies parseTake must refuse (k = 2).
+func takeBadReplies() []any {
+	head := func(n, wait int64) []any {
+		return []any{int64(1), int64(-1), n, wait, int64(0), int64(0)}
+	}
+	job := func(member string, cancelled, attempt int64) []any {
+		return []any{member, "{}", cancelled, int64(0), int64(0), attempt, int64(5)}
+	}
+	cat := func(parts ...[]any) []any {
+		var out []any
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	return []any{nil, []any{int64(1), int64(-1)}, head(1, 0), head(3, 0),
+		cat(head(1, 0), job("a|t.1", 0, 1)[:6]),
+		cat(head(1, 0), job("", 0, 1)),
+		cat(head(1, 0), job("a|t.1", 2, 1)),
+		cat(head(1, 0), job("a|t.1", 0, -1)),
+		cat(head(1, 5), job("a|t.1", 0, 1)),
+		head(0, -1),
+		cat(head(1, 0), []any{"a|t.1", int64(3), int64(0), int64(0), int64(0), int64(1), int64(5)})}
 }

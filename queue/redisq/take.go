@@ -3,6 +3,7 @@ package redisq
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -23,36 +24,61 @@ const TakeMax = 64
 // out. k is clamped to [1, TakeMax]. With no job it returns nil and Claim's
 // wait. It implements queue.Taker.
 func (c *Consumer) Take(ctx context.Context, tenant string, k int) ([]*queue.Claimed, time.Duration, error) {
-	k = min(max(k, 1), TakeMax)
-	token := c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36)
-	v, err := takeArgs{Tenant: tenant, Lease: c.cfg.Lease, Token: token, K: k}.Call().Run(ctx, c.rdb).Result()
+	jobs, _, wait, err := c.take(ctx, tenant, takeArgs{K: min(max(k, 1), TakeMax)})
+	return jobs, wait, err
+}
+
+// TakeTurn is Take for a tenant whose outflow is shaped (rate units/s,
+// capacity units; both > 0): at most one job, started only when the
+// tenant's shared bucket (keys.Water, with the override and the adaptive
+// rate as outflow.Bucket reads them) gives it its turn in the same call.
+// When no turn is free it pops nothing and returns turn.Wait > 0. A job
+// that is not plain, or whose cost exceeds the capacity, comes unstarted
+// and has taken no turn. It implements queue.TurnTaker.
+func (c *Consumer) TakeTurn(ctx context.Context, tenant string, rate, capacity float64) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
+	if !(rate > 0) || !(capacity > 0) || math.IsInf(rate, 0) || math.IsInf(capacity, 0) {
+		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: rate %v and capacity %v must be > 0", tenant, rate, capacity)
+	}
+	return c.take(ctx, tenant, takeArgs{K: 1, Rate: rate, Capacity: capacity})
+}
+
+func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
+	a.Tenant, a.Lease = tenant, c.cfg.Lease
+	a.Token = c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36)
+	v, err := a.Call().Run(ctx, c.rdb).Result()
 	if err != nil {
-		return nil, 0, queue.Unavailable("take "+tenant, err)
+		return nil, queue.Turn{}, 0, queue.Unavailable("take "+tenant, err)
 	}
-	now, nextDue, rs, err := parseTake(v, k)
+	r, err := parseTake(v, a.K)
 	if err != nil {
-		return nil, 0, fmt.Errorf("queue: take %s: %w", tenant, err)
+		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: %w", tenant, err)
 	}
-	if len(rs) == 0 {
-		return nil, c.emptyWait(nextDue, 0), nil
+	turn := queue.Turn{Wait: time.Duration(r.WaitUS) * time.Microsecond,
+		Water: float64(r.WaterMicro) / 1e6, Rate: float64(r.RateMilli) / 1e3}
+	if len(r.Jobs) == 0 {
+		wait := c.emptyWait(r.NextDueMS, 0)
+		if turn.Wait > 0 {
+			wait = 0
+		}
+		return nil, turn, wait, nil
 	}
-	jobs := make([]*queue.Claimed, len(rs))
-	for i, r := range rs {
-		r.NowMS = now
-		job := c.claimed(tenant, r.claimReply)
-		if r.Attempt > 0 {
-			job.Started = int(r.Attempt)
+	jobs := make([]*queue.Claimed, len(r.Jobs))
+	for i, jr := range r.Jobs {
+		jr.NowMS = r.NowMS
+		job := c.claimed(tenant, jr.claimReply)
+		if jr.Attempt > 0 {
+			job.Started = int(jr.Attempt)
 			// The recorded attempt counts only for this life of the job
 			// (job_state_dispatch.lua's rule): another enqueued_at starts
 			// from the envelope's attempts.
-			if job.DecodeErr == nil && job.Envelope.EnqueuedAt.UnixMilli() != r.EnqueuedMS {
+			if job.DecodeErr == nil && job.Envelope.EnqueuedAt.UnixMilli() != jr.EnqueuedMS {
 				job.Started = job.Envelope.Attempt + 1
 			}
 			job.Started = max(job.Started, job.Envelope.Attempt+1)
 		}
 		jobs[i] = job
 	}
-	return jobs, 0, nil
+	return jobs, turn, 0, nil
 }
 
 // takeArgs are lua/take.lua's arguments: lease up to K head jobs of Tenant
@@ -62,15 +88,23 @@ type takeArgs struct {
 	Lease  time.Duration
 	Token  string
 	K      int
+	// Rate and Capacity are the outflow bucket's (0: no bucket).
+	Rate, Capacity float64
 }
 
 // Call returns the script call.
 func (a takeArgs) Call() lua.Call {
 	t := a.Tenant
-	return lua.Call{Script: lua.Take,
+	c := lua.Call{Script: lua.Take,
 		Keys: []string{keys.Queue(t), keys.Processing(t), keys.Leased(t), keys.Delayed(t), keys.JobsDispatched(t), keys.Delivering(t)},
 		Args: []any{0, a.Lease.Milliseconds(), a.Token, keys.QueueTTL.Milliseconds(), promoteMax, keys.JobState(t, ""),
-			a.K, keys.JobStateTTL.Milliseconds()}}
+			a.K, keys.JobStateTTL.Milliseconds(), 0, 0, 0}}
+	if a.Rate > 0 {
+		c.Keys = append(c.Keys, keys.Water(t), keys.Override(t))
+		c.Args[8], c.Args[9] = strconv.FormatFloat(a.Rate, 'f', -1, 64), strconv.FormatFloat(a.Capacity, 'f', -1, 64)
+		c.Args[10] = keys.WaterMargin.Milliseconds()
+	}
+	return c
 }
 
 // takeReply is one job of take.lua's reply: claim.lua's fields, the
@@ -82,34 +116,53 @@ type takeReply struct {
 	EnqueuedMS int64
 }
 
-// takeFields is how many reply elements take.lua gives per job.
-const takeFields = 7
+// takeHead and takeFields are how many reply elements take.lua gives
+// before the jobs and per job.
+const (
+	takeHead   = 6
+	takeFields = 7
+)
 
-// parseTake checks take.lua's reply {now_ms, next_due_ms, n, n × {member,
-// envelope, cancelled, beat_ms, done_ms, attempt, enqueued_ms}} for a take
-// of at most k jobs.
-func parseTake(v any, k int) (now, nextDue int64, out []takeReply, err error) {
+// takeResult is take.lua's whole reply.
+type takeResult struct {
+	NowMS, NextDueMS              int64
+	WaitUS, WaterMicro, RateMilli int64
+	Jobs                          []takeReply
+}
+
+// parseTake checks take.lua's reply {now_ms, next_due_ms, n, wait_us,
+// water_micro, rate_milli, n × {member, envelope, cancelled, beat_ms,
+// done_ms, attempt, enqueued_ms}} for a take of at most k jobs: a job count
+// outside [0, k] or not matching the length, a wait with jobs, a negative
+// wait, level or rate are refused.
+func parseTake(v any, k int) (takeResult, error) {
 	s := lua.Take
-	arr, err := s.Array(v, 3, 3+takeFields*k)
+	var r takeResult
+	arr, err := s.Array(v, takeHead, takeHead+takeFields*k)
 	if err != nil {
-		return 0, 0, nil, err
+		return r, err
 	}
-	head, err := s.Ints(arr[:3], 3)
+	head, err := s.Ints(arr[:takeHead], takeHead)
 	if err != nil {
-		return 0, 0, nil, err
+		return r, err
 	}
-	now, nextDue = head[0], head[1]
+	r.NowMS, r.NextDueMS, r.WaitUS, r.WaterMicro, r.RateMilli = head[0], head[1], head[3], head[4], head[5]
 	n := int(head[2])
-	if n < 0 || n > k || len(arr) != 3+takeFields*n {
-		return 0, 0, nil, s.ReplyError("%d jobs in a reply of %d elements (k %d)", n, len(arr), k)
+	switch {
+	case n < 0 || n > k || len(arr) != takeHead+takeFields*n:
+		return r, s.ReplyError("%d jobs in a reply of %d elements (k %d)", n, len(arr), k)
+	case r.WaitUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
+		return r, s.ReplyError("wait %d µs, water %d, rate %d: want none negative", r.WaitUS, r.WaterMicro, r.RateMilli)
+	case r.WaitUS > 0 && n > 0:
+		return r, s.ReplyError("a wait of %d µs with %d jobs", r.WaitUS, n)
 	}
-	out = make([]takeReply, n)
-	for i := range out {
-		if out[i], err = parseTakeJob(arr[3+takeFields*i : 3+takeFields*(i+1)]); err != nil {
-			return 0, 0, nil, err
+	r.Jobs = make([]takeReply, n)
+	for i := range r.Jobs {
+		if r.Jobs[i], err = parseTakeJob(arr[takeHead+takeFields*i : takeHead+takeFields*(i+1)]); err != nil {
+			return r, err
 		}
 	}
-	return now, nextDue, out, nil
+	return r, nil
 }
 
 // parseTakeJob checks one job's takeFields elements.

@@ -1,0 +1,115 @@
+-- bucket_level.lua: the shared outflow bucket's level, a module of
+-- leaky_bucket.lua (the authority on the bucket's rules, in its header) and
+-- take.lua. Run on its own it only defines local functions and touches
+-- nothing.
+--
+--   bucket_num(v, scale, lo, open, int)  v as a number in (lo, 2^53 / scale)
+--     (lo excluded when open, else included), an integer when int; nil when
+--     it is not one.
+--   bucket_open(kw, ko, rate, capacity, now, margin)  reads the override
+--     hash ko (a positive outflow_rate / outflow_capacity replaces rate /
+--     capacity; one the scripts cannot represent is refused: nil and an
+--     error reply naming it), Redis TIME when now is 0 (µs), and the water
+--     hash kw, heals a level an older version left, applies the adaptive
+--     rate and leaks the water up to now. Returns the bucket b: b.now (µs,
+--     never before the stored ts), b.rate, b.capacity, b.cap_micro, b.water
+--     (micro-units after the leak), b.heal (the stored state was healed and
+--     must be written back), b.margin; writes nothing.
+--   bucket_store(b, level)  writes level at b.now with its TTL: the time the
+--     bucket takes to empty plus b.margin ms, an integer in [1, 30 d].
+--   bucket_wait(b, cost_micro)  the wait in µs before cost_micro fits, in
+--     [1, one hour].
+--
+-- KEYS  none of its own: the including script passes its keys.
+-- ARGV  none of its own.
+
+local BUCKET_SAFE = 9007199254740992 -- 2^53
+local BUCKET_MAX_WAIT_US = 3600000000 -- one hour; the caller asks again after it
+local BUCKET_MAX_TTL_MS = 2592000000 -- 30 days
+
+local function bucket_num(v, scale, lo, open, int)
+  local x = tonumber(v)
+  if x == nil or x ~= x or x * scale >= BUCKET_SAFE then return nil end
+  if open then
+    if not (x > lo) then return nil end
+  elseif not (x >= lo) then
+    return nil
+  end
+  if int and x ~= math.floor(x) then return nil end
+  return x
+end
+
+local function bucket_refuse(script, what, v)
+  return redis.error_reply(script .. ': ' .. what .. ' ' .. string.sub(tostring(v), 1, 40) .. ' is out of range')
+end
+
+local function bucket_open(kw, ko, rate, capacity, now, margin, script)
+  -- An override that is not a positive number (absent, "0", negative, NaN,
+  -- not a number) is no override: the configured value applies, so a zero
+  -- never lifts the limit. A positive one must be representable.
+  local ov = redis.call('HMGET', ko, 'outflow_rate', 'outflow_capacity')
+  local ovr, ovc = tonumber(ov[1]), tonumber(ov[2])
+  if ovr and ovr > 0 then
+    rate = bucket_num(ovr, 1000, 0, true, false)
+    if not rate then return nil, bucket_refuse(script, 'override outflow_rate', ov[1]) end
+  end
+  if ovc and ovc > 0 then
+    capacity = bucket_num(ovc, 1000000, 0, true, false)
+    if not capacity then return nil, bucket_refuse(script, 'override outflow_capacity', ov[2]) end
+  end
+  if now == 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  local cap_micro = math.floor(capacity * 1000000)
+  -- A stored level this script cannot have written (left by an older
+  -- version: a water of 9.2e24, a key without a TTL) is healed, never a
+  -- reason to fail every later call: a corrupt water reads as a full bucket
+  -- and a corrupt ts as now (no leak is invented, so no burst), and the
+  -- healed state is written back with a TTL whatever the answer.
+  local st = redis.call('HMGET', kw, 'water', 'ts', 'eff', 'eff_ts', 'eff_inc')
+  local water, ts, heal = 0, now, false
+  if st[1] then
+    water = bucket_num(st[1], 1, 0, false, true)
+    if not water then water, ts, heal = cap_micro, now, true end
+  end
+  if st[2] and not heal then
+    ts = bucket_num(st[2], 1, 0, true, true)
+    if not ts then ts, heal = now, true end
+  end
+  local eff = tonumber(st[3])
+  if eff and eff > 0 then
+    local since = now - (tonumber(st[4]) or now)
+    if not (since > 0) then since = 0 end
+    eff = eff + since / 1000000 * (tonumber(st[5]) or 0)
+    -- An absurd eff (inf, NaN) fails the comparison and leaves rate alone;
+    -- a tiny one only lowers it.
+    if eff < rate then rate = eff end
+  end
+  local elapsed = now - ts
+  if elapsed < 0 then
+    -- A caller behind the last writer (skewed explicit clocks): no leak, and
+    -- ts stays where it is so no time is leaked twice.
+    elapsed = 0
+    now = ts
+  end
+  water = water - math.floor(elapsed * rate)
+  if not (water > 0) then water = 0 end
+  return {now = now, rate = rate, capacity = capacity, cap_micro = cap_micro, water = water, heal = heal,
+    margin = margin, kw = kw}
+end
+
+local function bucket_store(b, level)
+  redis.call('HSET', b.kw, 'water', string.format('%d', level), 'ts', string.format('%d', b.now))
+  local ttl = math.ceil(level / b.rate / 1000) + b.margin
+  if not (ttl <= BUCKET_MAX_TTL_MS) then ttl = BUCKET_MAX_TTL_MS end
+  if not (ttl >= 1) then ttl = 1 end
+  redis.call('PEXPIRE', b.kw, string.format('%d', ttl))
+end
+
+local function bucket_wait(b, cost_micro)
+  local wait = math.ceil((b.water + cost_micro - b.cap_micro) / b.rate)
+  if not (wait <= BUCKET_MAX_WAIT_US) then wait = BUCKET_MAX_WAIT_US end
+  if not (wait >= 1) then wait = 1 end
+  return wait
+end

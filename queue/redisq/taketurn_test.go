@@ -1,0 +1,124 @@
+package redisq_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/redisq"
+)
+
+func (e *takeEnv) takeTurn(rate, capacity float64) ([]*queue.Claimed, queue.Turn) {
+	e.t.Helper()
+	jobs, turn, _, err := e.cons.TakeTurn(context.Background(), e.tenant, rate, capacity)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return jobs, turn
+}
+
+// TestTakeTurnPassesTheBucket: a shaped tenant's take starts a job only
+// with its turn from the shared bucket, one job per call; with the bucket
+// full it pops nothing and answers the wait the bucket script would; a job
+// whose cost does not fit yet goes back to the head; one that can never
+// pass comes unstarted, having taken no turn; an override's rate is used.
+func TestTakeTurnPassesTheBucket(t *testing.T) {
+	t.Parallel()
+	e := newTakeEnv(t)
+	ctx := context.Background()
+	e.enqueue(queue.Envelope{ID: "a"}, queue.Envelope{ID: "b"}, queue.Envelope{ID: "c"})
+	for _, id := range []string{"a", "b"} {
+		jobs, turn := e.takeTurn(0.5, 2)
+		if len(jobs) != 1 || jobs[0].Envelope.ID != id || jobs[0].Started != 1 || turn.Wait != 0 {
+			t.Fatalf("take %s: %v started %v, turn %+v", id, ids(jobs), started(jobs), turn)
+		}
+	}
+	jobs, turn := e.takeTurn(0.5, 2)
+	if len(jobs) != 0 || turn.Wait < time.Second || turn.Wait > 2*time.Second || turn.Water < 1.9 || turn.Rate != 0.5 {
+		t.Fatalf("full bucket: %v, turn %+v; want none, a wait of about 2 s, water 2", ids(jobs), turn)
+	}
+	if q := e.rdb.LLen(ctx, keys.Queue(e.tenant)).Val(); q != 1 {
+		t.Errorf("queue holds %d jobs after a refused take, want 1", q)
+	}
+	// An override of 1000/s empties the bucket at once.
+	e.rdb.HSet(ctx, keys.Override(e.tenant), "outflow_rate", "1000")
+	time.Sleep(5 * time.Millisecond)
+	if jobs, turn := e.takeTurn(0.5, 2); len(jobs) != 1 || jobs[0].Envelope.ID != "c" || turn.Rate != 1000 {
+		t.Errorf("with the override: %v, turn %+v; want c at rate 1000", ids(jobs), turn)
+	}
+	e.rdb.Del(ctx, keys.Override(e.tenant))
+
+	// Costs: 3 can never pass a capacity of 2; 2 waits behind a water of 1.
+	big := queue.Envelope{ID: "big"}
+	e.enqueue(big)
+	e.rdb.HSet(ctx, keys.JobState(e.tenant, "big"), "cost", 3)
+	jobs, turn = e.takeTurn(0.5, 2)
+	if len(jobs) != 1 || jobs[0].Started != 0 {
+		t.Fatalf("cost over capacity: %v started %v, want big unstarted", ids(jobs), started(jobs))
+	}
+	e.rdb.Del(ctx, keys.Water(e.tenant))
+	e.enqueue(queue.Envelope{ID: "one"}, queue.Envelope{ID: "two"})
+	e.rdb.HSet(ctx, keys.JobState(e.tenant, "two"), "cost", 2)
+	if jobs, _ := e.takeTurn(0.5, 2); len(jobs) != 1 || jobs[0].Envelope.ID != "one" || jobs[0].Started != 1 {
+		t.Fatalf("take one: %v", ids(jobs))
+	}
+	jobs, turn = e.takeTurn(0.5, 2)
+	if len(jobs) != 0 || turn.Wait < 1500*time.Millisecond {
+		t.Fatalf("cost 2 behind water 1: %v, turn %+v; want none and a wait of about 2 s", ids(jobs), turn)
+	}
+	if head := e.rdb.LIndex(ctx, keys.Queue(e.tenant), 0).Val(); head == "" || consID(t, head) != "two" {
+		t.Errorf("head after the refused cost-2 job: %q, want two", head)
+	}
+	if n := e.rdb.ZCard(ctx, keys.Processing(e.tenant)).Val(); n != 5 {
+		t.Errorf("leases %d, want 5 (a, b, c, big, one)", n)
+	}
+	if _, _, _, err := e.cons.TakeTurn(ctx, e.tenant, 0, 2); err == nil {
+		t.Error("TakeTurn with rate 0: nil error, want one")
+	}
+}
+
+func consID(t *testing.T, raw string) string {
+	t.Helper()
+	env, err := queue.Decode([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env.ID
+}
+
+// TestRedisTakeTurnHopCommands counts a shaped tenant's take: granted (the
+// claim, the turn and the start in one call; 11 + 6 + 13 in three before)
+// and refused (nothing popped).
+func TestRedisTakeTurnHopCommands(t *testing.T) {
+	h := newHopCounter(t)
+	ctx := context.Background()
+	tenant := "taketurnhops"
+	prod, err := redisq.NewProducer(redisq.ProducerConfig{Redis: h.rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := redisq.NewConsumer(redisq.ConsumerConfig{Redis: h.rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"w", "x", "y"} {
+		if err := prod.Enqueue(ctx, []queue.Envelope{{ID: id, Tenant: tenant, Type: "t", Cost: 1, EnqueuedAt: time.Now().UTC()}}); err != nil {
+			t.Fatal(err)
+		}
+		name := []string{"warm", "take turn granted", "take turn refused"}[i]
+		h.hop(name, func() {
+			jobs, turn, _, err := cons.TakeTurn(ctx, tenant, 0.001, 2)
+			if err != nil || (len(jobs) == 1) != (i < 2) {
+				t.Fatalf("%s: %v %+v %v", name, started(jobs), turn, err)
+			}
+		})
+	}
+	want := map[string]int64{"take turn granted": 22, "take turn refused": 4}
+	for k, w := range want {
+		if h.got[k] != w {
+			t.Errorf("%s: %d commands, want %d", k, h.got[k], w)
+		}
+	}
+}
