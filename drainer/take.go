@@ -13,6 +13,11 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
+// turnAhead is how far ahead a shaped tenant's take may grant a turn
+// (queue.TurnTaker): the job is held that long before its send, so a lane
+// asks about once per job at rates above 1/turnAhead instead of twice.
+const turnAhead = 100 * time.Millisecond
+
 // takeMax bounds the jobs one pull loop takes in one call (queue.Taker), so
 // a lane holds at most laneClaimers × takeMax of MaxInFlight's room while
 // its take is on the wire.
@@ -123,7 +128,8 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 // that call) as take does. When the bucket has no turn free it sleeps the
 // wait (clamped to [outflowWaitMin, outflowWaitMax], cut short by a
 // configuration change, as waitTurn's) and reports got, so the pull loop
-// asks again at once. The bucket gauges are set from every answer, and
+// asks again at once; a turn granted ahead (turn.Delay, at most
+// turnAhead) is slept before the job's launch. The bucket gauges are set from every answer, and
 // sluice_outflow_wait_seconds observes the time from the first refused ask
 // to the turn (the job waits at the head of the queue meanwhile).
 func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.TurnTaker, o outflow.Limit, dispatches *sync.WaitGroup, w *laneWake) (got bool, wait time.Duration, live bool, err error) {
@@ -135,7 +141,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 		d.unreserve(1)
 		return false, 0, true, nil
 	}
-	jobs, turn, wait, err := t.TakeTurn(ctx, tenant, o.Rate, o.Capacity)
+	jobs, turn, wait, err := t.TakeTurn(ctx, tenant, o.Rate, o.Capacity, turnAhead)
 	d.unreserve(1 - len(jobs))
 	if err != nil {
 		var re redis.Error
@@ -161,10 +167,16 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 	if since, ok := d.refused.LoadAndDelete(tenant); ok {
 		waited = d.clock.Now().Sub(since.(time.Time))
 	}
-	d.m.outflowWaits.Observe(waited.Seconds())
+	d.m.outflowWaits.Observe((waited + turn.Delay).Seconds())
 	w.wake()
 	job := jobs[0]
 	d.held.add(tenant, job)
+	if turn.Delay > 0 && !sleep(ctx, turn.Delay) {
+		// Its turn is spent; the job goes back and is taken again.
+		d.unreserve(1)
+		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		return true, 0, false, nil
+	}
 	if d.dropUnsent(job, true) {
 		return true, 0, true, nil
 	}

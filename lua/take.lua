@@ -34,7 +34,11 @@
 -- returns the wait; else it pops the head job, and a plain job whose
 -- recorded cost fits takes its turn (the water rises by its cost) and
 -- starts; one whose cost does not fit yet goes back to the head and the
--- call returns its wait. A job that is not plain, or has no recorded cost,
+-- call returns its wait, unless that wait is at most ARGV[12] µs: then the
+-- job takes the turn now (the water rises by its cost, above the capacity
+-- by what leaks in that wait, so every other ask sees the turn spent), and
+-- the reply's wait_us tells the drainer to send it that much later, so no
+-- send is early and a refused ask is saved. A job that is not plain, or has no recorded cost,
 -- or whose cost exceeds the capacity (it can never pass), is leased
 -- unstarted and takes no turn: the drainer passes it through the bucket
 -- itself (and dead-letters the last kind).
@@ -60,7 +64,9 @@
 -- ARGV[9]  outflow rate, units/s; 0: no bucket (KEYS[7..8] and ARGV[10..11]
 --          unused)
 -- ARGV[10] outflow capacity, units (> 0 with a rate)
--- ARGV[11] TTL margin of the water hash, ms (outflow.Margin)
+-- ARGV[11] TTL margin of the water hash, ms (keys.WaterMargin)
+-- ARGV[12] with a rate: a turn due within this many µs is granted now, for
+--          a send that much later (lever L10; 0: only a turn free now)
 -- KEYS[7]  with a rate: the water hash (keys.Water)
 -- KEYS[8]  with a rate: the override hash (keys.Override)
 --
@@ -71,7 +77,8 @@
 -- when n is 0); attempt is the delivery's number when it was started here,
 -- 0 when not; enqueued_ms the recorded enqueued_at of a started job (0
 -- otherwise); cancelled, beat_ms and done_ms as claim.lua's. With a rate,
--- wait_us (>= 1 when no turn was free: n is 0 then) and the bucket's level
+-- wait_us (>= 1 when no turn was free: n is 0 then; with the job, n = 1,
+-- the delay before its send, 0: at once) and the bucket's level
 -- after the call and rate used as leaky_bucket.lua returns them; all 0
 -- without one.
 -- Errors: "take: <argument> <value> is out of range", as leaky_bucket.lua
@@ -81,7 +88,7 @@ local k = tonumber(ARGV[7])
 if k == nil or k < 1 or k > 64 or k ~= math.floor(k) then
   return bucket_refuse('take', 'k', ARGV[7])
 end
-local b = nil
+local b, ahead = nil, 0
 if tonumber(ARGV[9]) ~= 0 then
   local rate = bucket_num(ARGV[9], 1000, 0, true, false)
   if not rate then return bucket_refuse('take', 'rate (ARGV[9])', ARGV[9]) end
@@ -89,6 +96,8 @@ if tonumber(ARGV[9]) ~= 0 then
   if not capacity then return bucket_refuse('take', 'capacity (ARGV[10])', ARGV[10]) end
   local margin = bucket_num(ARGV[11], 1, 0, false, true)
   if not margin or margin >= 2147483648 then return bucket_refuse('take', 'margin (ARGV[11])', ARGV[11]) end
+  ahead = bucket_num(ARGV[12], 1, 0, false, true)
+  if not ahead or ahead > 10000000 then return bucket_refuse('take', 'ahead (ARGV[12])', ARGV[12]) end
   local t = redis.call('TIME')
   local err
   b, err = bucket_open(KEYS[7], KEYS[8], rate, capacity, tonumber(t[1]) * 1000000 + tonumber(t[2]), margin, 'take')
@@ -110,8 +119,8 @@ local function gate_reply(n, wait)
   return {now, -1, n, wait, b.water, math.floor(b.rate * 1000)}
 end
 
--- No turn free even for a job of cost 1: nothing is popped.
-if b and b.capacity >= 1 and b.water + 1000000 > b.cap_micro then
+-- No turn free within ahead even for a job of cost 1: nothing is popped.
+if b and b.capacity >= 1 and b.water + 1000000 > b.cap_micro and bucket_wait(b, 1000000) > ahead then
   if b.heal then bucket_store(b, b.water) end
   return gate_reply(0, bucket_wait(b, 1000000))
 end
@@ -134,19 +143,23 @@ if not envs then
   return out
 end
 
--- turn decides a plain job's passage through the bucket b: 'go' (its cost
--- added), 'wait' with the wait in µs (nothing written), or 'unstarted' (no
--- recorded cost, or more than the capacity: the drainer's bucket ask
--- handles it).
+-- turn decides a plain job's passage through the bucket b: 'go' with the
+-- delay before its send in µs (its cost added), 'wait' with the wait in µs
+-- (nothing written), or 'unstarted' (no recorded cost, or more than the
+-- capacity: the drainer's bucket ask handles it).
 local function turn(cost)
-  if not b then return 'go' end
+  if not b then return 'go', 0 end
   cost = tonumber(cost)
-  if cost == nil or cost < 1 or cost ~= math.floor(cost) or cost > b.capacity then return 'unstarted' end
+  if cost == nil or cost < 1 or cost ~= math.floor(cost) or cost > b.capacity then return 'unstarted', 0 end
   local cost_micro = cost * 1000000
-  if b.water + cost_micro > b.cap_micro then return 'wait', bucket_wait(b, cost_micro) end
+  local delay = 0
+  if b.water + cost_micro > b.cap_micro then
+    delay = bucket_wait(b, cost_micro)
+    if delay > ahead then return 'wait', delay end
+  end
   b.water = b.water + cost_micro
   bucket_store(b, b.water)
-  return 'go'
+  return 'go', delay
 end
 
 local out = gate_reply(#envs, 0)
@@ -181,6 +194,7 @@ for i, env in ipairs(envs) do
         and f[3] and not f[6] and not string.find(env, '"deadline":', 1, true)
       local pass, wait = 'unstarted', 0
       if plain then pass, wait = turn(f[7]) end
+      if pass == 'go' then out[4] = wait end
       if pass == 'wait' then
         -- Its turn is not free yet: back to the head, nothing leased.
         redis.call('LPUSH', KEYS[1], env)

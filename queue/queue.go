@@ -118,14 +118,23 @@ type Taker interface {
 // tenant's shared bucket (rate units/s, capacity units) gives it its turn;
 // when none is free it claims nothing and answers Turn.Wait > 0. A job it
 // did not start has taken no turn.
+//
+// A turn due within ahead (at most TurnAheadMax) is granted at once with
+// Turn.Delay: the job's cost is in the bucket now and the caller sends it
+// Delay after the answer, so no send is early and no second ask is made.
 type TurnTaker interface {
-	TakeTurn(ctx context.Context, tenant string, rate, capacity float64) ([]*Claimed, Turn, time.Duration, error)
+	TakeTurn(ctx context.Context, tenant string, rate, capacity float64, ahead time.Duration) ([]*Claimed, Turn, time.Duration, error)
 }
 
+// TurnAheadMax bounds a TurnTaker's ahead: a job granted ahead waits that
+// long held by its drainer, where a pause or a cancel no longer stops it.
+const TurnAheadMax = time.Second
+
 // Turn is a TurnTaker's answer about the bucket: Wait > 0 when no turn was
-// free (ask again after it), the level after the call (units) and the rate
-// it used (units/s).
+// free (nothing claimed: ask again after it), Delay the wait before sending
+// the job claimed with a turn granted ahead, the level after the call
+// (units) and the rate it used (units/s).
 type Turn struct {
-	Wait        time.Duration
+	Wait, Delay time.Duration
 	Water, Rate float64
 }

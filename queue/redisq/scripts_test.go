@@ -74,7 +74,7 @@ func takeBadReplies() []any {
 		cat(head(1, 0), job("", 0, 1)),
 		cat(head(1, 0), job("a|t.1", 2, 1)),
 		cat(head(1, 0), job("a|t.1", 0, -1)),
-		cat(head(1, 5), job("a|t.1", 0, 1)),
+		cat(head(2, 5), job("a|t.1", 0, 1), job("b|t.2", 0, 1)),
 		head(0, -1),
 		cat(head(1, 0), []any{"a|t.1", int64(3), int64(0), int64(0), int64(0), int64(1), int64(5)})}
 }

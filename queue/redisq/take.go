@@ -32,14 +32,19 @@ func (c *Consumer) Take(ctx context.Context, tenant string, k int) ([]*queue.Cla
 // capacity units; both > 0): at most one job, started only when the
 // tenant's shared bucket (keys.Water, with the override and the adaptive
 // rate as outflow.Bucket reads them) gives it its turn in the same call.
-// When no turn is free it pops nothing and returns turn.Wait > 0. A job
+// When no turn is free it pops nothing and returns turn.Wait > 0; a turn
+// due within ahead is granted now with turn.Delay, the time to wait before
+// the send (so no send is early and no second ask is made). A job
 // that is not plain, or whose cost exceeds the capacity, comes unstarted
 // and has taken no turn. It implements queue.TurnTaker.
-func (c *Consumer) TakeTurn(ctx context.Context, tenant string, rate, capacity float64) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
+func (c *Consumer) TakeTurn(ctx context.Context, tenant string, rate, capacity float64, ahead time.Duration) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
 	if !(rate > 0) || !(capacity > 0) || math.IsInf(rate, 0) || math.IsInf(capacity, 0) {
 		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: rate %v and capacity %v must be > 0", tenant, rate, capacity)
 	}
-	return c.take(ctx, tenant, takeArgs{K: 1, Rate: rate, Capacity: capacity})
+	if ahead < 0 || ahead > queue.TurnAheadMax {
+		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: ahead %v must be in [0, %v]", tenant, ahead, queue.TurnAheadMax)
+	}
+	return c.take(ctx, tenant, takeArgs{K: 1, Rate: rate, Capacity: capacity, Ahead: ahead})
 }
 
 func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
@@ -53,15 +58,16 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 	if err != nil {
 		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: %w", tenant, err)
 	}
-	turn := queue.Turn{Wait: time.Duration(r.WaitUS) * time.Microsecond,
-		Water: float64(r.WaterMicro) / 1e6, Rate: float64(r.RateMilli) / 1e3}
+	turn := queue.Turn{Water: float64(r.WaterMicro) / 1e6, Rate: float64(r.RateMilli) / 1e3}
 	if len(r.Jobs) == 0 {
+		turn.Wait = time.Duration(r.WaitUS) * time.Microsecond
 		wait := c.emptyWait(r.NextDueMS, 0)
 		if turn.Wait > 0 {
 			wait = 0
 		}
 		return nil, turn, wait, nil
 	}
+	turn.Delay = time.Duration(r.WaitUS) * time.Microsecond
 	jobs := make([]*queue.Claimed, len(r.Jobs))
 	for i, jr := range r.Jobs {
 		jr.NowMS = r.NowMS
@@ -88,8 +94,10 @@ type takeArgs struct {
 	Lease  time.Duration
 	Token  string
 	K      int
-	// Rate and Capacity are the outflow bucket's (0: no bucket).
+	// Rate and Capacity are the outflow bucket's (0: no bucket); a turn due
+	// within Ahead is granted now for a later send.
 	Rate, Capacity float64
+	Ahead          time.Duration
 }
 
 // Call returns the script call.
@@ -98,11 +106,11 @@ func (a takeArgs) Call() lua.Call {
 	c := lua.Call{Script: lua.Take,
 		Keys: []string{keys.Queue(t), keys.Processing(t), keys.Leased(t), keys.Delayed(t), keys.JobsDispatched(t), keys.Delivering(t)},
 		Args: []any{0, a.Lease.Milliseconds(), a.Token, keys.QueueTTL.Milliseconds(), promoteMax, keys.JobState(t, ""),
-			a.K, keys.JobStateTTL.Milliseconds(), 0, 0, 0}}
+			a.K, keys.JobStateTTL.Milliseconds(), 0, 0, 0, 0}}
 	if a.Rate > 0 {
 		c.Keys = append(c.Keys, keys.Water(t), keys.Override(t))
 		c.Args[8], c.Args[9] = strconv.FormatFloat(a.Rate, 'f', -1, 64), strconv.FormatFloat(a.Capacity, 'f', -1, 64)
-		c.Args[10] = keys.WaterMargin.Milliseconds()
+		c.Args[10], c.Args[11] = keys.WaterMargin.Milliseconds(), a.Ahead.Microseconds()
 	}
 	return c
 }
@@ -133,8 +141,9 @@ type takeResult struct {
 // parseTake checks take.lua's reply {now_ms, next_due_ms, n, wait_us,
 // water_micro, rate_milli, n × {member, envelope, cancelled, beat_ms,
 // done_ms, attempt, enqueued_ms}} for a take of at most k jobs: a job count
-// outside [0, k] or not matching the length, a wait with jobs, a negative
-// wait, level or rate are refused.
+// outside [0, k] or not matching the length, a wait with more than one job
+// (with one it is the delay before its send), a negative wait, level or
+// rate are refused.
 func parseTake(v any, k int) (takeResult, error) {
 	s := lua.Take
 	var r takeResult
@@ -153,7 +162,7 @@ func parseTake(v any, k int) (takeResult, error) {
 		return r, s.ReplyError("%d jobs in a reply of %d elements (k %d)", n, len(arr), k)
 	case r.WaitUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
 		return r, s.ReplyError("wait %d µs, water %d, rate %d: want none negative", r.WaitUS, r.WaterMicro, r.RateMilli)
-	case r.WaitUS > 0 && n > 0:
+	case r.WaitUS > 0 && n > 1:
 		return r, s.ReplyError("a wait of %d µs with %d jobs", r.WaitUS, n)
 	}
 	r.Jobs = make([]takeReply, n)

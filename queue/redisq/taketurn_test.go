@@ -12,7 +12,7 @@ import (
 
 func (e *takeEnv) takeTurn(rate, capacity float64) ([]*queue.Claimed, queue.Turn) {
 	e.t.Helper()
-	jobs, turn, _, err := e.cons.TakeTurn(context.Background(), e.tenant, rate, capacity)
+	jobs, turn, _, err := e.cons.TakeTurn(context.Background(), e.tenant, rate, capacity, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -74,8 +74,39 @@ func TestTakeTurnPassesTheBucket(t *testing.T) {
 	if n := e.rdb.ZCard(ctx, keys.Processing(e.tenant)).Val(); n != 5 {
 		t.Errorf("leases %d, want 5 (a, b, c, big, one)", n)
 	}
-	if _, _, _, err := e.cons.TakeTurn(ctx, e.tenant, 0, 2); err == nil {
+	if _, _, _, err := e.cons.TakeTurn(ctx, e.tenant, 0, 2, 0); err == nil {
 		t.Error("TakeTurn with rate 0: nil error, want one")
+	}
+}
+
+// TestTakeTurnGrantsAhead: a turn due within ahead is granted now with the
+// delay before its send, and its cost is in the bucket at once, so the next
+// ask waits for the turn after it.
+func TestTakeTurnGrantsAhead(t *testing.T) {
+	t.Parallel()
+	e := newTakeEnv(t)
+	ctx := context.Background()
+	e.enqueue(queue.Envelope{ID: "a"}, queue.Envelope{ID: "b"}, queue.Envelope{ID: "c"})
+	take := func(ahead time.Duration) ([]*queue.Claimed, queue.Turn) {
+		jobs, turn, _, err := e.cons.TakeTurn(ctx, e.tenant, 10, 1, ahead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs, turn
+	}
+	if jobs, turn := take(200 * time.Millisecond); len(jobs) != 1 || turn.Delay != 0 {
+		t.Fatalf("first: %v, %+v; want a at once", ids(jobs), turn)
+	}
+	jobs, turn := take(200 * time.Millisecond)
+	if len(jobs) != 1 || jobs[0].Envelope.ID != "b" || jobs[0].Started != 1 || turn.Delay < 80*time.Millisecond || turn.Delay > 100*time.Millisecond {
+		t.Fatalf("second: %v, %+v; want b granted about 100 ms ahead", ids(jobs), turn)
+	}
+	jobs, turn = take(0)
+	if len(jobs) != 0 || turn.Wait < 160*time.Millisecond || turn.Wait > 200*time.Millisecond {
+		t.Fatalf("third without ahead: %v, %+v; want none and a wait of about 200 ms", ids(jobs), turn)
+	}
+	if _, _, _, err := e.cons.TakeTurn(ctx, e.tenant, 10, 1, 2*time.Second); err == nil {
+		t.Error("ahead 2 s: nil error, want one (over queue.TurnAheadMax)")
 	}
 }
 
@@ -109,7 +140,7 @@ func TestRedisTakeTurnHopCommands(t *testing.T) {
 		}
 		name := []string{"warm", "take turn granted", "take turn refused"}[i]
 		h.hop(name, func() {
-			jobs, turn, _, err := cons.TakeTurn(ctx, tenant, 0.001, 2)
+			jobs, turn, _, err := cons.TakeTurn(ctx, tenant, 0.001, 2, 0)
 			if err != nil || (len(jobs) == 1) != (i < 2) {
 				t.Fatalf("%s: %v %+v %v", name, started(jobs), turn, err)
 			}
