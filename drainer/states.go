@@ -79,7 +79,16 @@ const startPipelines = 2
 // than a lease still counts as in flight. Members that are not there (a
 // job waiting for its turn, or settled meanwhile) are left out.
 func (d *Drainer) extendDeliveries(ctx context.Context, tenant string, jobs []*queue.Claimed) {
-	ext := outflow.Extend{Key: keys.Delivering(tenant), Lease: d.cfg.Settings.Lease, Members: members(jobs)}
+	var there []*queue.Claimed
+	for _, j := range jobs {
+		if !j.InLease { // a delivery the backend counts by its lease is not there
+			there = append(there, j)
+		}
+	}
+	if len(there) == 0 {
+		return
+	}
+	ext := outflow.Extend{Key: keys.Delivering(tenant), Lease: d.cfg.Settings.Lease, Members: members(there)}
 	v, err := ext.Call().Run(ctx, d.cfg.Redis).Result()
 	if err == nil {
 		_, err = outflow.ParseExtend(v)

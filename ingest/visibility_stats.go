@@ -139,11 +139,12 @@ func statsFromReplies(snap *snapshot, tenant string, stats, adm *redis.Cmd) (sta
 }
 
 // statsCall is tenant_stats.lua's call: KEYS backlog, override, water,
-// delivering, dead index, outflow per second; ARGV the window.
+// delivering, dead index, outflow per second, the leases (Redis backend;
+// none on Kafka); ARGV the window.
 func statsCall(tenant string) lua.Call {
 	return lua.Call{Script: lua.TenantStats, Keys: []string{
 		keys.Backlog(tenant), keys.Override(tenant), keys.Water(tenant), keys.Delivering(tenant),
-		keys.JobIndex(tenant, "dead"), keys.Outflow(tenant),
+		keys.JobIndex(tenant, "dead"), keys.Outflow(tenant), keys.Processing(tenant),
 	}, Args: []any{measureWindow}}
 }
 

@@ -41,12 +41,14 @@
 --          (keys.Refresh): the backlog's TTL is refreshed (otherwise only
 --          when this call set the counter, which clears a TTL, or created
 --          it) and, with KEYS[5], the done index is trimmed
+-- ARGV[14] "1" when the delivery in progress is the lease itself (take.lua
+--          started it: queue.Claimed.InLease): KEYS[7] is not touched
 --
 -- Returns 1 when the lease was held and the job is finished, 0 when the
 -- lease was lost.
 
 local record = #KEYS >= 7
-if record then
+if record and ARGV[14] ~= '1' then
   redis.call('ZREM', KEYS[7], ARGV[1])
 end
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then

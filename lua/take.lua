@@ -20,15 +20,16 @@
 -- recorded + 1 (at least the envelope's attempts + 1, which the Go side
 -- checks: take returns the recorded enqueued_at), updated_at now; its id
 -- moves from its old index to the in_flight one; the dispatched sequence
--- rises to the highest seq started; the delivery joins the deliveries in
--- progress (keys.Delivering) until now + lease. Any other job (cancelled,
+-- rises to the highest seq started. The delivery in progress is its lease
+-- (a started job is leased, so tenant_stats.lua counts the processing set):
+-- it does not join keys.Delivering. Any other job (cancelled,
 -- done already, a heartbeat job, one with a deadline, poison, the older
 -- string marker) is leased only and returned with claim.lua's fields, and
 -- the drainer drops it or records its start as before, so no drop spends a
 -- start.
 --
 -- With a rate (ARGV[9] > 0) the call passes the job through the tenant's
--- shared outflow bucket as leaky_bucket.lua does (KEYS[7], KEYS[8]; the
+-- shared outflow bucket as leaky_bucket.lua does (KEYS[6], KEYS[7]; the
 -- same rules, override and adaptive rate; bucket_level.lua) and takes at
 -- most one job: when not even a job of cost 1 fits now it pops nothing and
 -- returns the wait; else it pops the head job, and a plain job whose
@@ -51,7 +52,6 @@
 -- KEYS[3]  leased hash (keys.Leased)
 -- KEYS[4]  delayed zset (keys.Delayed)
 -- KEYS[5]  dispatched sequence (keys.JobsDispatched)
--- KEYS[6]  deliveries in progress (keys.Delivering)
 -- ARGV[1]  now, unix ms; "0" reads Redis TIME
 -- ARGV[2]  lease length, ms
 -- ARGV[3]  lease token base, unique per call; job i gets "<base>.<i>"
@@ -61,14 +61,14 @@
 -- ARGV[7]  k: at most this many jobs, an integer in [1, 64]
 -- ARGV[8]  PEXPIRE of a job's state and the dispatched sequence, ms
 --          (keys.JobStateTTL)
--- ARGV[9]  outflow rate, units/s; 0: no bucket (KEYS[7..8] and ARGV[10..11]
+-- ARGV[9]  outflow rate, units/s; 0: no bucket (KEYS[6..7] and ARGV[10..12]
 --          unused)
 -- ARGV[10] outflow capacity, units (> 0 with a rate)
 -- ARGV[11] TTL margin of the water hash, ms (keys.WaterMargin)
 -- ARGV[12] with a rate: a turn due within this many µs is granted now, for
 --          a send that much later (lever L10; 0: only a turn free now)
--- KEYS[7]  with a rate: the water hash (keys.Water)
--- KEYS[8]  with a rate: the override hash (keys.Override)
+-- KEYS[6]  with a rate: the water hash (keys.Water)
+-- KEYS[7]  with a rate: the override hash (keys.Override)
 --
 -- Returns {now_ms, next_due_ms, n, wait_us, water_micro, rate_milli, then
 -- per job member, envelope, cancelled
@@ -100,7 +100,7 @@ if tonumber(ARGV[9]) ~= 0 then
   if not ahead or ahead > 10000000 then return bucket_refuse('take', 'ahead (ARGV[12])', ARGV[12]) end
   local t = redis.call('TIME')
   local err
-  b, err = bucket_open(KEYS[7], KEYS[8], rate, capacity, tonumber(t[1]) * 1000000 + tonumber(t[2]), margin, 'take')
+  b, err = bucket_open(KEYS[6], KEYS[7], rate, capacity, tonumber(t[1]) * 1000000 + tonumber(t[2]), margin, 'take')
   if not b then return err end
   k = 1
 end
@@ -163,7 +163,7 @@ local function turn(cost)
 end
 
 local out = gate_reply(#envs, 0)
-local leases, leased, starts, delivering = {}, {}, {}, {}
+local leases, leased, starts = {}, {}, {}
 local top_seq = nil
 local prefix = ARGV[6]
 local in_flight_index = nil
@@ -212,8 +212,6 @@ for i, env in ipairs(envs) do
         in_flight_index = in_flight_index or job_index(sk, 'in_flight')
         starts[#starts + 1] = now
         starts[#starts + 1] = id
-        delivering[#delivering + 1] = deadline
-        delivering[#delivering + 1] = member
         local seq = tonumber(f[5])
         if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end
       end
@@ -236,8 +234,6 @@ redis.call('PEXPIRE', KEYS[3], ttl)
 if #starts > 0 then
   redis.call('ZADD', in_flight_index, unpack(starts))
   redis.call('PEXPIRE', in_flight_index, JOB_INDEX_TTL)
-  redis.call('ZADD', KEYS[6], unpack(delivering))
-  redis.call('PEXPIRE', KEYS[6], ttl)
   if top_seq and top_seq > (tonumber(redis.call('GET', KEYS[5])) or 0) then
     redis.call('SET', KEYS[5], top_seq, 'PX', state_ttl)
   end

@@ -8,6 +8,8 @@
 -- KEYS[4]  deliveries in progress (keys.Delivering), scored by deadline ms
 -- KEYS[5]  the dead index (keys.JobIndex(t, "dead"), both backends)
 -- KEYS[6]  outflow per second (keys.Outflow), field = unix second
+-- KEYS[7]  optional: the leases (keys.Processing, Redis backend), scored by
+--          deadline ms: a job started by take.lua counts there, not in KEYS[4]
 -- ARGV[1]  the measuring window, whole seconds >= 1: the seconds now-window
 --          .. now-1 are summed (the current, incomplete second is not)
 --
@@ -15,7 +17,9 @@
 --   {now_us, backlog, override_rate, override_capacity, water_micro, ts_us,
 --    eff, eff_ts_us, eff_inc, in_flight, dead_letters, units_in_window}
 -- where now_us is Redis TIME and in_flight counts the deliveries whose
--- deadline has not passed.
+-- deadline has not passed: the larger of KEYS[4]'s and KEYS[7]'s counts
+-- (on the Redis backend every delivery in KEYS[4] is also leased in KEYS[7];
+-- on Kafka KEYS[7] is empty).
 
 local window = tonumber(ARGV[1])
 if window == nil or window < 1 or window ~= math.floor(window) then
@@ -33,6 +37,9 @@ end
 local ov = redis.call('HMGET', KEYS[2], 'outflow_rate', 'outflow_capacity')
 local st = redis.call('HMGET', KEYS[3], 'water', 'ts', 'eff', 'eff_ts', 'eff_inc')
 local inflight = redis.call('ZCOUNT', KEYS[4], '(' .. now_ms, '+inf')
+if KEYS[7] then
+  inflight = math.max(inflight, redis.call('ZCOUNT', KEYS[7], '(' .. now_ms, '+inf'))
+end
 local dead = redis.call('ZCARD', KEYS[5])
 local fields = {}
 for i = window, 1, -1 do

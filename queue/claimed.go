@@ -38,6 +38,10 @@ type Claimed struct {
 	// the backend recorded its start together with the claim (Taker); 0 when
 	// it did not, and the drainer records the start itself.
 	Started int
+	// InLease reports that the backend counts this started delivery with
+	// the job's lease (the Redis backend's take: keys.Processing), not in
+	// keys.Delivering, so nothing extends or removes it there.
+	InLease bool
 
 	token string
 }

@@ -139,6 +139,9 @@ type ackArgs struct {
 	// Refresh is keys.Refresh's Due for the tenant: the backlog's TTL is
 	// refreshed and the done index trimmed (keys.DoneTrimEvery).
 	Refresh bool
+	// InLease is queue.Claimed.InLease: the delivery is not in
+	// keys.Delivering.
+	InLease bool
 }
 
 // Call returns the script call. With State "" (a duplicate,
@@ -150,13 +153,13 @@ func (a ackArgs) Call() lua.Call {
 		return lua.Call{Script: lua.Ack,
 			Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead")},
 			Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), "",
-				"", "", "", "", "", "", "", flag(a.Refresh)}}
+				"", "", "", "", "", "", "", flag(a.Refresh), flag(a.InLease)}}
 	}
 	return lua.Call{Script: lua.Ack,
 		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead"),
 			keys.JobState(t, a.JobID), keys.JobsDispatched(t), keys.Delivering(t), keys.DeadRecords(t)},
 		Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), a.DeadLetter,
-			a.State, a.LastError, a.Reason, keys.JobStateTTL.Milliseconds(), a.JobID, a.DiedAt, keys.DeadMaxJobs, flag(a.Refresh)}}
+			a.State, a.LastError, a.Reason, keys.JobStateTTL.Milliseconds(), a.JobID, a.DiedAt, keys.DeadMaxJobs, flag(a.Refresh), flag(a.InLease)}}
 }
 
 // parseHeld checks the reply of a script that answers 1 when the lease was

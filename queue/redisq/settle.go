@@ -29,7 +29,7 @@ func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Out
 	v, err := c.finishes.Do(ctx, ackArgs{
 		Tenant: job.Envelope.Tenant, JobID: id, Member: job.Token(), Cost: job.Envelope.Cost,
 		DeadLetter: rec, DiedAt: deadAt(out), State: state, LastError: lastErr, Reason: reason,
-		Refresh: c.refresh.Due(job.Envelope.Tenant, c.clock.Now()),
+		Refresh: c.refresh.Due(job.Envelope.Tenant, c.clock.Now()), InLease: job.InLease,
 	}.Call())
 	if err != nil {
 		return queue.Unavailable("finish "+id, err)

@@ -18,8 +18,9 @@ const TakeMax = 64
 // Take leases up to k head jobs of tenant in one call (lua/take.lua), first
 // moving due retries to the head, and records the delivery start of each
 // plain job among them (queue.Claimed.Started: its attempt number): state
-// in_flight, the in_flight index, the dispatched sequence and the deliveries
-// in progress, as jobstate.Dispatch does. The others (cancelled, done
+// in_flight, the in_flight index and the dispatched sequence, as
+// jobstate.Dispatch does; its lease is its delivery in progress
+// (queue.Claimed.InLease), not keys.Delivering. The others (cancelled, done
 // already, with a deadline or a heartbeat, poison) come as Claim hands them
 // out. k is clamped to [1, TakeMax]. With no job it returns nil and Claim's
 // wait. It implements queue.Taker.
@@ -81,6 +82,7 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 				job.Started = job.Envelope.Attempt + 1
 			}
 			job.Started = max(job.Started, job.Envelope.Attempt+1)
+			job.InLease = true
 		}
 		jobs[i] = job
 	}
@@ -104,7 +106,7 @@ type takeArgs struct {
 func (a takeArgs) Call() lua.Call {
 	t := a.Tenant
 	c := lua.Call{Script: lua.Take,
-		Keys: []string{keys.Queue(t), keys.Processing(t), keys.Leased(t), keys.Delayed(t), keys.JobsDispatched(t), keys.Delivering(t)},
+		Keys: []string{keys.Queue(t), keys.Processing(t), keys.Leased(t), keys.Delayed(t), keys.JobsDispatched(t)},
 		Args: []any{0, a.Lease.Milliseconds(), a.Token, keys.QueueTTL.Milliseconds(), promoteMax, keys.JobState(t, ""),
 			a.K, keys.JobStateTTL.Milliseconds(), 0, 0, 0, 0}}
 	if a.Rate > 0 {
