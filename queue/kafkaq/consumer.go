@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -178,6 +179,7 @@ type Consumer struct {
 	seq       atomic.Uint64 // claim token counter
 	running   atomic.Bool
 	refresh   keys.Refresh // once a second per tenant: TTLs and the done trim
+	finishes  *lua.Group   // Finish's kafka_finish.lua calls, in shared pipelines
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQueue
@@ -219,6 +221,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		log: log, clock: clock.Or(cfg.Clock), m: m, prefix: hex.EncodeToString(b),
 		tenants: map[string]*tenantQueue{}, claimed: map[*queue.Claimed]*entry{},
 		holding: map[string]*queue.Claimed{}, settled: make(chan struct{}, 1),
+		finishes: newFinishGroup(cfg.Redis),
 	}, nil
 }
 

@@ -18,7 +18,7 @@ func TestScriptRepliesChecked(t *testing.T) {
 		good   any
 		bad    []any
 	}{
-		{"backlog_decr.lua", func(v any) error { _, err := parseBacklogDecr(v); return err },
+		{"kafka_finish.lua", func(v any) error { _, err := parseKafkaFinish(v); return err },
 			int64(0), []any{int64(-1), "0", nil}},
 		{"job_cancelled.lua", func(v any) error { _, err := parseJobCancelled(v); return err },
 			[]any{int64(1), int64(0), int64(0), int64(0)}, []any{int64(1), []any{int64(2), int64(0), int64(0), int64(0)},
