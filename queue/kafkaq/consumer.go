@@ -35,6 +35,9 @@ const (
 	DefaultSessionTimeout   = 6 * time.Second
 	DefaultHeartbeat        = time.Second
 	DefaultRebalanceTimeout = 30 * time.Second
+	// DefaultLease is ConsumerConfig.Lease's default, the drainer's
+	// (config.DefaultLease).
+	DefaultLease = 30 * time.Second
 )
 
 // Bounds of the consumer's own calls to the brokers.
@@ -79,9 +82,14 @@ type ConsumerConfig struct {
 	// CommitInterval is how often each partition's watermark is committed
 	// (default 1s); it is also committed when the generation ends.
 	CommitInterval time.Duration
-	// ClaimWait is the longest Claim waits for a job of the tenant to
-	// arrive before returning none (default 100ms).
+	// ClaimWait is the longest Claim and Take wait for a job of the tenant
+	// to arrive before returning none (default 100ms).
 	ClaimWait time.Duration
+	// Lease is how long a delivery Take starts counts as in flight
+	// (keys.Delivering) unless the drainer extends it: the drainer's lease,
+	// which it passes to its own starts (drainer.lease; internal/boot.Queue
+	// sets it through queue/backend's Config.Lease). Default DefaultLease.
+	Lease time.Duration
 	// FetchMaxWait and FetchMaxBytes shape one fetch request (defaults
 	// 500ms and 1 MiB).
 	FetchMaxWait  time.Duration
@@ -124,6 +132,7 @@ func (c *ConsumerConfig) defaults() error {
 	setDefault(&c.MaxWindow, DefaultMaxWindow)
 	setDefault(&c.CommitInterval, DefaultCommitInterval)
 	setDefault(&c.ClaimWait, DefaultClaimWait)
+	setDefault(&c.Lease, DefaultLease)
 	setDefault(&c.FetchMaxWait, DefaultFetchMaxWait)
 	setDefault(&c.FetchMaxBytes, DefaultFetchMaxBytes)
 	g := c.Kafka.Group
@@ -163,7 +172,7 @@ func (c *ConsumerConfig) defaults() error {
 // the watermark and the read position, at which the partition pauses.
 // docs/adr/0005-kafka-lanes.md says why.
 //
-// Run drives the group; Claim, Extend, Finish, Defer, Release and Tenants
+// Run drives the group; Claim, Take, Extend, Finish, Defer, Release and Tenants
 // (queue.Consumer) are safe for concurrent use while it runs.
 type Consumer struct {
 	member    *memberRecord // nil without ConsumerConfig.Instance
