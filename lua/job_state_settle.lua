@@ -1,14 +1,14 @@
 -- job_state_settle.lua: record how a delivery or a drop ended (Kafka queue
 -- backend; the Redis backend does this inside ack.lua and lease_defer.lua).
 --
--- The delivery leaves the tenant's deliveries in progress; a dead job's
--- dead letter is written to the tenant's dead index and letters (dead_add
--- of dead_letter.lua; the consumer wrote it to the DLQ topic before); the
--- job's state becomes ARGV[2] through record_final of job_state_final.lua
--- (lua.Include puts both modules first), the
--- write ack.lua makes on the Redis backend. The hash is created when
--- missing: on Kafka a job may finish before the producer's post-ack write
--- records it, which then keeps this state (job_state_enqueue.lua).
+-- settle_delivery of job_settle.lua holds the write (lua.Include puts
+-- job_state_final.lua, dead_letter.lua and job_settle.lua first): the
+-- delivery leaves the tenant's deliveries in progress, a dead job's letter
+-- joins the tenant's dead index and letters, and the job's state becomes
+-- ARGV[2] through record_final (the hash is created when missing: on Kafka
+-- a job may finish before the producer's post-ack write). The Kafka
+-- consumer's Finish runs the same write, with the backlog's, in
+-- kafka_finish.lua; this script is its Defer's and its revoked delivery's.
 --
 -- KEYS[1]  the job's state hash (keys.JobState)
 -- KEYS[2]  the tenant's dispatched sequence (keys.JobsDispatched)
@@ -32,11 +32,5 @@
 --
 -- Returns 1.
 
-redis.call('ZREM', KEYS[3], ARGV[1])
-if ARGV[6] ~= '' then
-  dead_add(KEYS[4], KEYS[5], ARGV[10], ARGV[6], ARGV[8], ARGV[9], ARGV[7])
-end
-local due = tonumber(ARGV[11])
-if due ~= nil and due <= 0 then due = nil end
-record_final(KEYS[1], KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5], due, ARGV[12])
+settle_delivery(KEYS, ARGV)
 return 1

@@ -24,8 +24,10 @@ var (
 	Reap        = register(mustLoad("reap.lua"))
 
 	// Queue, Kafka backend (queue/kafkaq).
-	BacklogDecr  = register(mustLoad("backlog_decr.lua"))
+	BacklogDecr  = register(include("backlog_decr.lua", "backlog_lower.lua"))
 	JobCancelled = register(mustLoad("job_cancelled.lua"))
+	KafkaTake    = register(include("kafka_take.lua", "job_state_final.lua"))
+	KafkaFinish  = register(include("kafka_finish.lua", "job_state_final.lua", "dead_letter.lua", "job_settle.lua", "backlog_lower.lua"))
 
 	// Client ids whose enqueue outcome was unknown (ingest).
 	IdempotencyTake = register(mustLoad("idempotency_take.lua"))
@@ -34,7 +36,7 @@ var (
 	JobStateEnqueue  = register(include("job_state_enqueue.lua", "job_state_final.lua"))
 	JobStateDispatch = register(include("job_state_dispatch.lua", "job_state_final.lua"))
 	OutflowAdd       = register(mustLoad("outflow_add.lua"))
-	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua", "dead_letter.lua"))
+	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua", "dead_letter.lua", "job_settle.lua"))
 	JobStateCancel   = register(include("job_state_cancel.lua", "job_state_final.lua"))
 	JobList          = register(mustLoad("job_list.lua"))
 	Purge            = register(include("purge.lua", "job_state_final.lua"))
@@ -74,7 +76,7 @@ var (
 
 // Modules are the embedded files that are not scripts of their own: each
 // only defines local functions for the scripts that include it.
-var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua", "bucket_level.lua"}, AdmitModules...)
+var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua", "bucket_level.lua", "backlog_lower.lua", "job_settle.lua"}, AdmitModules...)
 
 var (
 	regMu    sync.Mutex

@@ -36,7 +36,9 @@ type Config struct {
 	// zero fields take kafkaq's defaults).
 	Kafka kafkaq.Settings
 	// Lease is how long a Redis claim stays leased without Extend (default
-	// redisq.DefaultLease); Kafka holds no lease.
+	// redisq.DefaultLease); Kafka holds no lease, and uses it for the
+	// deliveries its Take starts (kafkaq.ConsumerConfig.Lease). It is the
+	// drainer's lease (drainer.lease).
 	Lease time.Duration
 	// Tenants are the configured tenants, which a consumer always lists.
 	Tenants []string
@@ -86,7 +88,7 @@ func NewConsumer(ctx context.Context, cfg Config) (queue.Consumer, func(context.
 		}
 		return c, func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
 	case Kafka:
-		c, err := kafkaq.NewConsumer(ctx, kafkaq.ConsumerConfig{Kafka: cfg.Kafka, Tenants: cfg.Tenants,
+		c, err := kafkaq.NewConsumer(ctx, kafkaq.ConsumerConfig{Kafka: cfg.Kafka, Tenants: cfg.Tenants, Lease: cfg.Lease,
 			Redis: cfg.Redis, Logger: cfg.Logger, Registerer: cfg.Registerer, Clock: cfg.Clock})
 		if err != nil {
 			return nil, nil, err

@@ -19,24 +19,45 @@ import (
 // cancel marker (keys.JobState) is read from Redis; when Redis fails the
 // job is handed out as not cancelled.
 func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, time.Duration, error) {
+	es := c.pop(ctx, tenant, 1)
+	if len(es) == 0 {
+		return nil, 0, nil
+	}
+	e := es[0]
+	job := c.newClaimed(ctx, e, tenant)
+	c.mu.Lock()
+	c.claimed[job] = e
+	c.holdLocked(job, e)
+	c.mu.Unlock()
+	return job, 0, nil
+}
+
+// pop takes up to k of tenant's jobs (deferred retries that are due first,
+// then the heads of its FIFOs in turn), counted as claimed in their
+// partitions, and returns them for the caller to register in c.claimed.
+// When there is none it waits up to ClaimWait for one to arrive (or a retry
+// to fall due) and then returns none; also when ctx ends.
+func (c *Consumer) pop(ctx context.Context, tenant string, k int) []*entry {
 	deadline := time.Now().Add(c.cfg.ClaimWait)
 	for {
 		now := c.clock.Now()
 		c.mu.Lock()
 		tq := c.tenantLocked(tenant)
+		var es []*entry
 		e, due := popLocked(tq, now)
-		if e != nil {
+		for e != nil {
 			e.fifo.p.claimed++
-			c.mu.Unlock()
-			job := c.newClaimed(ctx, e, tenant)
-			c.mu.Lock()
-			c.claimed[job] = e
-			c.holdLocked(job, e)
-			c.mu.Unlock()
-			return job, 0, nil
+			es = append(es, e)
+			if len(es) == k {
+				break
+			}
+			e, _ = popLocked(tq, now)
 		}
 		wake := tq.wake
 		c.mu.Unlock()
+		if len(es) > 0 {
+			return es
+		}
 		wait := time.Until(deadline)
 		if !due.IsZero() {
 			wait = min(wait, due.Sub(now))
@@ -45,13 +66,13 @@ func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, ti
 			if !due.IsZero() && !due.After(now) {
 				continue
 			}
-			return nil, 0, nil
+			return nil
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, 0, nil
+			return nil
 		case <-wake:
 		case <-t.C:
 		}
@@ -59,15 +80,38 @@ func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, ti
 	}
 }
 
-// newClaimed decodes e into a claimed job of tenant. A job that does not
-// decode, or belongs to another tenant, is poison: DecodeErr is set and
-// the envelope holds the id from the message header (or the job's place in
-// the log), the tenant and cost 1. The cancel marker is read from Redis
-// (lua/job_cancelled.lua), with the last heartbeat of a heartbeat job and
-// whether this very job is done already (queue.Claimed.Duplicate);
-// when Redis fails, or answers something else, the job is handed out as not
-// cancelled and with no beat read (so not lapsed).
+// newClaimed decodes e into a claimed job of tenant (decodeEntry) and reads
+// its cancel marker from Redis (lua/job_cancelled.lua), with the last
+// heartbeat of a heartbeat job and whether this very job is done already
+// (queue.Claimed.Duplicate); when Redis fails, or answers something else,
+// the job is handed out as not cancelled and with no beat read (so not
+// lapsed).
 func (c *Consumer) newClaimed(ctx context.Context, e *entry, tenant string) *queue.Claimed {
+	job := c.decodeEntry(e, tenant)
+	env := job.Envelope
+	if job.DecodeErr == nil && c.rdb != nil {
+		v, err := jobCancelledCall(tenant, env.ID, env.HeartbeatMS > 0).Run(ctx, c.rdb).Result()
+		var r cancelledReply
+		if err == nil {
+			r, err = parseJobCancelled(v)
+		}
+		if err == nil {
+			job.Cancelled, job.BeatAt, job.Now = r.Cancelled, msTime(r.BeatMS), msTime(r.NowMS)
+			job.Duplicate = queue.SameJob(env, r.DoneMS)
+		}
+		if err != nil && ctx.Err() == nil {
+			c.m.redisErrs.WithLabelValues("cancel_check").Inc()
+		}
+	}
+	return job
+}
+
+// decodeEntry decodes e into a claimed job of tenant with a fresh token,
+// reading nothing from Redis. A job that does not decode, or belongs to
+// another tenant, is poison: DecodeErr is set and the envelope holds the id
+// from the message header (or the job's place in the log), the tenant and
+// cost 1.
+func (c *Consumer) decodeEntry(e *entry, tenant string) *queue.Claimed {
 	env, derr := queue.Decode(e.raw)
 	if derr == nil && env.Tenant != tenant {
 		derr = fmt.Errorf("queue: job %s of tenant %q found in the queue of %q", env.ID, env.Tenant, tenant)
@@ -84,20 +128,6 @@ func (c *Consumer) newClaimed(ctx context.Context, e *entry, tenant string) *que
 	}
 	job := queue.NewClaimed(env.ID + "|" + c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36))
 	job.Envelope, job.Raw, job.DecodeErr = env, e.raw, derr
-	if derr == nil && c.rdb != nil {
-		v, err := jobCancelledCall(tenant, env.ID, env.HeartbeatMS > 0).Run(ctx, c.rdb).Result()
-		var r cancelledReply
-		if err == nil {
-			r, err = parseJobCancelled(v)
-		}
-		if err == nil {
-			job.Cancelled, job.BeatAt, job.Now = r.Cancelled, msTime(r.BeatMS), msTime(r.NowMS)
-			job.Duplicate = queue.SameJob(env, r.DoneMS)
-		}
-		if err != nil && ctx.Err() == nil {
-			c.m.redisErrs.WithLabelValues("cancel_check").Inc()
-		}
-	}
 	return job
 }
 

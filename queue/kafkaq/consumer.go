@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -34,6 +35,9 @@ const (
 	DefaultSessionTimeout   = 6 * time.Second
 	DefaultHeartbeat        = time.Second
 	DefaultRebalanceTimeout = 30 * time.Second
+	// DefaultLease is ConsumerConfig.Lease's default, the drainer's
+	// (config.DefaultLease).
+	DefaultLease = 30 * time.Second
 )
 
 // Bounds of the consumer's own calls to the brokers.
@@ -78,9 +82,14 @@ type ConsumerConfig struct {
 	// CommitInterval is how often each partition's watermark is committed
 	// (default 1s); it is also committed when the generation ends.
 	CommitInterval time.Duration
-	// ClaimWait is the longest Claim waits for a job of the tenant to
-	// arrive before returning none (default 100ms).
+	// ClaimWait is the longest Claim and Take wait for a job of the tenant
+	// to arrive before returning none (default 100ms).
 	ClaimWait time.Duration
+	// Lease is how long a delivery Take starts counts as in flight
+	// (keys.Delivering) unless the drainer extends it: the drainer's lease,
+	// which it passes to its own starts (drainer.lease; internal/boot.Queue
+	// sets it through queue/backend's Config.Lease). Default DefaultLease.
+	Lease time.Duration
 	// FetchMaxWait and FetchMaxBytes shape one fetch request (defaults
 	// 500ms and 1 MiB).
 	FetchMaxWait  time.Duration
@@ -123,6 +132,7 @@ func (c *ConsumerConfig) defaults() error {
 	setDefault(&c.MaxWindow, DefaultMaxWindow)
 	setDefault(&c.CommitInterval, DefaultCommitInterval)
 	setDefault(&c.ClaimWait, DefaultClaimWait)
+	setDefault(&c.Lease, DefaultLease)
 	setDefault(&c.FetchMaxWait, DefaultFetchMaxWait)
 	setDefault(&c.FetchMaxBytes, DefaultFetchMaxBytes)
 	g := c.Kafka.Group
@@ -162,7 +172,7 @@ func (c *ConsumerConfig) defaults() error {
 // the watermark and the read position, at which the partition pauses.
 // docs/adr/0005-kafka-lanes.md says why.
 //
-// Run drives the group; Claim, Extend, Finish, Defer, Release and Tenants
+// Run drives the group; Claim, Take, Extend, Finish, Defer, Release and Tenants
 // (queue.Consumer) are safe for concurrent use while it runs.
 type Consumer struct {
 	member    *memberRecord // nil without ConsumerConfig.Instance
@@ -178,6 +188,7 @@ type Consumer struct {
 	seq       atomic.Uint64 // claim token counter
 	running   atomic.Bool
 	refresh   keys.Refresh // once a second per tenant: TTLs and the done trim
+	finishes  *lua.Group   // Finish's kafka_finish.lua calls, in shared pipelines
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQueue
@@ -219,6 +230,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		log: log, clock: clock.Or(cfg.Clock), m: m, prefix: hex.EncodeToString(b),
 		tenants: map[string]*tenantQueue{}, claimed: map[*queue.Claimed]*entry{},
 		holding: map[string]*queue.Claimed{}, settled: make(chan struct{}, 1),
+		finishes: newFinishGroup(cfg.Redis),
 	}, nil
 }
 

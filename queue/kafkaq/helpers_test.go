@@ -86,7 +86,8 @@ func (e *kafkaEnv) consumerConfig() kafkaq.ConsumerConfig {
 	}
 }
 
-// consumer builds a consumer and runs it until stop (or the test's end).
+// consumer builds a consumer (on e's Redis unless cfg names one) and runs
+// it until stop (or the test's end).
 func (e *kafkaEnv) consumer(cfg kafkaq.ConsumerConfig, reg prometheus.Registerer) (c *kafkaq.Consumer, stop func()) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -94,7 +95,10 @@ func (e *kafkaEnv) consumer(cfg kafkaq.ConsumerConfig, reg prometheus.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	cfg.Redis, cfg.Registerer, cfg.Logger = e.rdb, reg, testLogger()
+	if cfg.Redis == nil {
+		cfg.Redis = e.rdb
+	}
+	cfg.Registerer, cfg.Logger = reg, testLogger()
 	c, err := kafkaq.NewConsumer(ctx, cfg)
 	if err != nil {
 		e.t.Fatalf("NewConsumer: %v", err)

@@ -29,8 +29,8 @@ var wantKafkaHops = map[string]int64{
 	"start":                     13,
 	"start, first of a second":  13,
 	"outflow flush":             6,
-	"finish":                    12,
-	"finish, first of a second": 15,
+	"finish":                    11,
+	"finish, first of a second": 14,
 }
 
 // TestKafkaHopCommands drives two jobs of one tenant through the Kafka
@@ -52,7 +52,7 @@ func TestKafkaHopCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Consumer{rdb: rdb, log: slog.Default(), m: m, prefix: "hops", clock: clock.Or(nil)}
+	c := &Consumer{rdb: rdb, log: slog.Default(), m: m, prefix: "hops", clock: clock.Or(nil), finishes: newFinishGroup(rdb)}
 	k, err := newBacklog(rdb, slog.Default(), nil, "hops")
 	if err != nil {
 		t.Fatal(err)

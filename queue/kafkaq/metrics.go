@@ -27,7 +27,7 @@ type consumerMetrics struct {
 //	sluice_kafka_partition_paused{topic,partition}  1 while at a bound
 //	sluice_kafka_errors_total{op}                   fetch, commit, list_offsets, offset_fetch, join, dlq
 //	sluice_kafka_lane_overflows_total               times a tenant's FIFO reached MaxTenantJobs
-//	sluice_redis_errors_total{op}                   backlog_decr, cancel_check
+//	sluice_redis_errors_total{op}                   finish, cancel_check, take, job_state
 //	sluice_kafka_predecessors_removed_total         previous members of this instance removed at start (member.go)
 func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	var m consumerMetrics

@@ -1,6 +1,9 @@
 package kafkaq
 
 import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -11,28 +14,43 @@ import (
 // reply of the wrong shape is an error wrapping lua.ErrReply that names the
 // script.
 
-// backlogDecrCall is lua/backlog_decr.lua: lower tenant's backlog counter
-// (keys.Backlog) by cost, never below 0, unless job id was purged, and
-// refresh its TTL when refresh (keys.Refresh's Due) or the call created or
-// reset the counter.
-func backlogDecrCall(tenant, id string, cost int64, refresh bool) lua.Call {
-	f := "0"
-	if refresh {
-		f = "1"
+// finishPipelines is how many pipelines of Finish calls may be in flight
+// at once; the Finishes that arrive meanwhile leave together in the next
+// (lua.Group), each still its own kafka_finish.lua. A shared pipeline is
+// bounded by backlogTimeout.
+const finishPipelines = 2
+
+// newFinishGroup is the consumer's group of Finish calls on rdb; nil
+// without Redis.
+func newFinishGroup(rdb redis.UniversalClient) *lua.Group {
+	if rdb == nil {
+		return nil
 	}
-	return lua.Call{Script: lua.BacklogDecr, Keys: []string{keys.Backlog(tenant), keys.JobState(tenant, id)},
-		Args: []any{cost, keys.BacklogTTL.Milliseconds(), f}}
+	return lua.NewGroup(rdb, finishPipelines, backlogTimeout)
 }
 
-// parseBacklogDecr checks backlog_decr.lua's reply: the counter after the
-// decrement, >= 0.
-func parseBacklogDecr(v any) (int64, error) {
-	n, err := lua.BacklogDecr.Int(v, "counter")
+// kafkaFinishCall is lua/kafka_finish.lua: lower s.Tenant's backlog counter
+// (keys.Backlog) by cost, never below 0, unless the job was purged, then
+// record s (job_state_settle.lua's write; nothing when s.State is "", a
+// duplicate). s.Refresh refreshes the counter's TTL and trims the done
+// index.
+func kafkaFinishCall(s jobstate.Settle, cost int64) lua.Call {
+	c := s.Call()
+	c.Script = lua.KafkaFinish
+	c.Keys = append(c.Keys, keys.Backlog(s.Tenant))
+	c.Args = append(c.Args, cost, keys.BacklogTTL.Milliseconds())
+	return c
+}
+
+// parseKafkaFinish checks kafka_finish.lua's reply: the backlog counter
+// after the decrement, >= 0.
+func parseKafkaFinish(v any) (int64, error) {
+	n, err := lua.KafkaFinish.Int(v, "counter")
 	if err != nil {
 		return 0, err
 	}
 	if n < 0 {
-		return 0, lua.BacklogDecr.ReplyError("counter %d, want >= 0", n)
+		return 0, lua.KafkaFinish.ReplyError("counter %d, want >= 0", n)
 	}
 	return n, nil
 }

@@ -18,8 +18,19 @@ func TestScriptRepliesChecked(t *testing.T) {
 		good   any
 		bad    []any
 	}{
-		{"backlog_decr.lua", func(v any) error { _, err := parseBacklogDecr(v); return err },
+		{"kafka_finish.lua", func(v any) error { _, err := parseKafkaFinish(v); return err },
 			int64(0), []any{int64(-1), "0", nil}},
+		{"kafka_take.lua", func(v any) error { _, err := parseKafkaTake(v, 2); return err },
+			[]any{int64(5), int64(0), int64(0), int64(0), int64(1), int64(1), int64(7), int64(0), int64(0)},
+			[]any{nil, int64(5), []any{}, []any{int64(5)}, // not an array, or too short
+				[]any{int64(5), int64(0), int64(0), int64(0), int64(1)},                                                   // one job for two
+				[]any{int64(5), int64(0), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1), int64(0)}, // too long
+				[]any{int64(0), int64(0), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1)},           // now 0
+				[]any{int64(5), int64(2), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1)},           // cancelled 2
+				[]any{int64(5), int64(0), int64(0), int64(0), int64(-1), int64(0), int64(0), int64(0), int64(1)},          // attempt -1
+				[]any{int64(5), int64(1), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1)},           // cancelled, started
+				[]any{int64(5), "0", int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1)},                // a string
+			}},
 		{"job_cancelled.lua", func(v any) error { _, err := parseJobCancelled(v); return err },
 			[]any{int64(1), int64(0), int64(0), int64(0)}, []any{int64(1), []any{int64(2), int64(0), int64(0), int64(0)},
 				[]any{"1", int64(0), int64(0), int64(0)}, []any{int64(1), int64(0), int64(0)}, []any{int64(0), int64(0), int64(0), "5"}, []any{}}},

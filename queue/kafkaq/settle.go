@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/dlq"
 	"github.com/sluicehq/sluice/jobstate"
-	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -19,9 +18,10 @@ import (
 // Finish ends a job as out says: for a dead one it first writes the dead-letter record
 // to the DLQ topic (acks=all; when that fails the job is handed out again
 // after a second and the error wraps queue.ErrUnavailable), then lowers the
-// tenant's backlog by the job's cost (lua/backlog_decr.lua) and records its
-// state (package jobstate) in one pipelined round trip (a Redis failure is
-// logged and counted, not returned: the job is done), then marks its
+// tenant's backlog by the job's cost and records its state (package
+// jobstate) in one script call, lua/kafka_finish.lua, shared with
+// concurrent finishes (a Redis failure is logged and counted, not returned:
+// the job is done), then marks its
 // offset finished so the watermark can pass it. It returns queue.ErrLeaseLost
 // when the job's partition was revoked meanwhile: its new owner delivers it
 // again.
@@ -75,10 +75,12 @@ func (c *Consumer) finishLocked(e *entry) {
 	c.releasedLocked(p, f)
 }
 
-// lowerBacklog lowers the tenant's backlog counter by the job's cost
-// (lua/backlog_decr.lua) and records the job's final state (out.State;
-// package jobstate), in one pipelined round trip. It outlives ctx's cancellation
-// (the job is done either way), bounded by backlogTimeout.
+// lowerBacklog lowers the tenant's backlog counter by the job's cost and
+// records the job's final state (out.State; package jobstate; nothing for a
+// duplicate), in one script call (lua/kafka_finish.lua) that concurrent
+// finishes send in shared pipelines (finishPipelines). It outlives ctx's
+// cancellation (the job is done either way), bounded by backlogTimeout; a
+// failure is logged and counted in sluice_redis_errors_total{op="finish"}.
 func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out queue.Outcome) {
 	if c.rdb == nil {
 		return
@@ -87,35 +89,21 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 	defer cancel()
 	t := job.Envelope.Tenant
 	state, lastErr, reason := out.State()
-	refresh := c.refresh.Due(t, c.clock.Now())
 	st := jobstate.Settle{Tenant: t, JobID: job.Envelope.ID, Member: job.Token(), State: state,
-		LastError: lastErr, Reason: reason, Refresh: refresh}
+		LastError: lastErr, Reason: reason, Refresh: c.refresh.Due(t, c.clock.Now())}
 	if out.Dead != nil {
 		// The DLQ topic has the letter already; a failure here loses only
 		// its listing (logged below with the state).
 		st.DeadLetter, _ = dlq.Encode(*out.Dead, job.Raw)
 		st.DiedAt = out.Dead.At
 	}
-	calls := []lua.Call{backlogDecrCall(t, job.Envelope.ID, job.Envelope.Cost, refresh)}
-	if state != "" { // a duplicate records nothing: its state stays done
-		calls = append(calls, st.Call())
-	}
-	cmds := lua.Exec(ctx, c.rdb, calls, nil)
-	err := cmds[0].Err()
+	v, err := c.finishes.Do(ctx, kafkaFinishCall(st, job.Envelope.Cost))
 	if err == nil {
-		_, err = parseBacklogDecr(cmds[0].Val())
+		_, err = parseKafkaFinish(v)
 	}
 	if err != nil {
-		c.m.redisErrs.WithLabelValues("backlog_decr").Inc()
-		c.log.Error("kafka consumer: backlog counter not lowered; the job is finished",
-			"tenant", t, "job_id", job.Envelope.ID, "err", err)
-	}
-	if len(cmds) < 2 {
-		return
-	}
-	if err := settled(cmds[1]); err != nil {
-		c.m.redisErrs.WithLabelValues("job_state").Inc()
-		c.log.Warn("kafka consumer: job state not recorded; the job is finished",
+		c.m.redisErrs.WithLabelValues("finish").Inc()
+		c.log.Error("kafka consumer: backlog counter not lowered nor job state recorded; the job is finished",
 			"tenant", t, "job_id", job.Envelope.ID, "state", state, "err", err)
 	}
 }

@@ -1,0 +1,133 @@
+package kafkaq
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// wantKafkaTakeHops pins kafka_take.lua's commands (EVALSHA and every
+// command it runs) for a take of 1 job and of 4 jobs in one call, jobs of a
+// tenant whose keys exist (the common case), and of the finish that
+// follows the second (kafka_finish.lua, as wantKafkaHops' "finish"). Per
+// call EVALSHA, TIME, the in_flight index's ZADD and PEXPIRE, the
+// sequence's GET and SET, the deliveries' ZADD and PEXPIRE (8); per job
+// HMGET, the queued index's ZREM, HSET, PEXPIRE (4). Before Take, a job's
+// claim and start cost 3 + 13 commands in two calls.
+var wantKafkaTakeHops = map[string]int64{
+	"take 1":   12,
+	"take 4":   24,
+	"finish 1": 11,
+}
+
+// memConsumer is a consumer on rdb without a broker: one active partition,
+// whose FIFOs put fills.
+func memConsumer(t *testing.T, rdb redis.UniversalClient) (*Consumer, func(tenant string, raw []byte)) {
+	t.Helper()
+	m, err := newConsumerMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Consumer{rdb: rdb, log: slog.Default(), m: m, prefix: "mem", clock: clock.Or(nil),
+		cfg:      ConsumerConfig{ClaimWait: time.Millisecond, Lease: time.Minute, MaxTenantJobs: 100, MaxPartitionJobs: 100},
+		finishes: newFinishGroup(rdb), tenants: map[string]*tenantQueue{},
+		claimed: map[*queue.Claimed]*entry{}, holding: map[string]*queue.Claimed{}, settled: make(chan struct{}, 1)}
+	p := newPartState(0, 0)
+	next := int64(0)
+	return c, func(tenant string, raw []byte) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.pushLocked(p, c.fifoLocked(p, tenant), next, raw, "")
+		next++
+	}
+}
+
+// TestKafkaTakeHopCommands counts one Take of 1 job and one of 4 on a
+// private Redis, after the jobs' post-ack writes, and the fused finish of
+// a single job (docs/perf.md: claim + start in one call); the first take
+// and finish make the tenant's keys and are not pinned.
+func TestKafkaTakeHopCommands(t *testing.T) {
+	proc := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: proc.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	if err := lua.LoadAll(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	c, put := memConsumer(t, rdb)
+	k, err := newBacklog(rdb, slog.Default(), nil, "hops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := testenv.Name(t, "takehops")
+	got := map[string]int64{}
+	hop := func(name string, f func()) {
+		before := testenv.CommandTotal(t, rdb)
+		f()
+		got[name] = testenv.CommandTotal(t, rdb) - before
+	}
+	// The warm finish and the counted one fall in one second of the
+	// consumer's clock (keys.Refresh).
+	time.Sleep(time.Second - time.Duration(time.Now().Nanosecond()))
+	n := 0
+	for round, size := range []int{1, 1, 4} {
+		for range size {
+			n++
+			env := queue.Envelope{Version: queue.EnvelopeVersion, ID: fmt.Sprintf("j%d", n), Tenant: tenant, Type: "t", Cost: 1, EnqueuedAt: time.Now()}
+			raw, err := env.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if failed := k.write(oneJob(env), true); failed.jobs != 0 || len(failed.cost) != 0 {
+				t.Fatalf("post-ack write failed: %+v", failed)
+			}
+			put(tenant, raw)
+		}
+		name := fmt.Sprintf("take %d", size)
+		if round == 0 {
+			name = "warm " + name
+		}
+		var jobs []*queue.Claimed
+		hop(name, func() {
+			if jobs, _, err = c.Take(ctx, tenant, size); err != nil || len(jobs) != size {
+				t.Fatalf("take %d: %d jobs, %v", size, len(jobs), err)
+			}
+		})
+		for _, j := range jobs {
+			if j.Started != 1 {
+				t.Fatalf("%s: started %d, want 1", j.Envelope.ID, j.Started)
+			}
+		}
+		if round < 2 {
+			hop(map[int]string{0: "warm finish 1", 1: "finish 1"}[round], func() { c.lowerBacklog(ctx, jobs[0], queue.Outcome{}) })
+		}
+	}
+	if s := rdb.Get(ctx, keys.JobsDispatched(tenant)).Val(); s != "6" {
+		t.Errorf("dispatched sequence %q, want 6", s)
+	}
+	if n := rdb.ZCard(ctx, keys.JobIndex(tenant, jobstate.InFlight)).Val(); n != 4 {
+		t.Errorf("in_flight index %d, want 4 (6 taken, 2 finished)", n)
+	}
+	if bad := testenv.KeysWithoutTTL(t, rdb, "sluice:{"+tenant+"}*"); len(bad) > 0 {
+		t.Errorf("keys without a TTL after the run: %v", bad)
+	}
+	pinned := map[string]int64{}
+	for h := range wantKafkaTakeHops {
+		pinned[h] = got[h]
+	}
+	if d := cmp.Diff(wantKafkaTakeHops, pinned); d != "" {
+		t.Errorf("Redis commands per hop (-want +got):\n%s\nall readings: %v", d, got)
+	}
+}
