@@ -121,7 +121,9 @@ func TestDrainerDropsJobCancelledAfterClaim(t *testing.T) {
 }
 
 // TestDrainerRecordsOutflowAndInFlight: while a delivery runs, the
-// tenant's deliveries in progress hold it; the outflow per second counts
+// tenant's leases hold it (on the Redis backend a delivery its take started
+// is counted by its lease, keys.Processing, and not in keys.Delivering:
+// Claimed.InLease); the outflow per second counts
 // every dispatched unit within about a second (the drainer flushes its
 // counts once a second).
 func TestDrainerRecordsOutflowAndInFlight(t *testing.T) {
@@ -144,11 +146,14 @@ func TestDrainerRecordsOutflowAndInFlight(t *testing.T) {
 	<-started
 	<-started
 	now := time.Now().UnixMilli()
-	if n := rdb.ZCount(ctx, keys.Delivering(tenant), strconv.FormatInt(now, 10), "+inf").Val(); n != 2 {
-		t.Errorf("deliveries in progress = %d, want 2", n)
+	if n := rdb.ZCount(ctx, keys.Processing(tenant), strconv.FormatInt(now, 10), "+inf").Val(); n != 2 {
+		t.Errorf("deliveries in progress (leases) = %d, want 2", n)
+	}
+	if n := rdb.ZCard(ctx, keys.Delivering(tenant)).Val(); n != 0 {
+		t.Errorf("keys.Delivering holds %d deliveries the take started, want 0", n)
 	}
 	close(release)
-	testenv.WaitFor(t, 3*time.Second, "both done", func() bool { return rdb.ZCard(ctx, keys.Delivering(tenant)).Val() == 0 })
+	testenv.WaitFor(t, 3*time.Second, "both done", func() bool { return rdb.ZCard(ctx, keys.Processing(tenant)).Val() == 0 })
 	units := func() int64 {
 		var sum int64
 		for _, v := range rdb.HGetAll(ctx, keys.Outflow(tenant)).Val() {

@@ -88,8 +88,13 @@ func (d *Drainer) unreserve(n int) {
 // unused room back and hands each job to launch with its place: a started
 // one (Claimed.Started) goes to its dispatch at once, the others take the
 // claim path's steps (dropped unsent, or started by dispatch). A tenant
-// paused while the room was reserved takes nothing.
+// paused while the room was reserved takes nothing. A consumer whose Take
+// waits for jobs (queue.JobWaiter: Kafka's) is waited on first, holding no
+// room, so idle lanes never take room from busy ones.
 func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Taker, dispatches *sync.WaitGroup, w *laneWake) (got bool, wait time.Duration, live bool, err error) {
+	if jw, ok := t.(queue.JobWaiter); ok && !jw.WaitJobs(ctx, tenant) {
+		return false, 0, ctx.Err() == nil, nil
+	}
 	room := d.reserve(ctx, takeMax)
 	if room == 0 {
 		return false, 0, false, nil

@@ -114,6 +114,15 @@ func TestTenantStats(t *testing.T) {
 			}
 			rdb.ZAdd(ctx, keys.JobIndex(tenant, "dead"), redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 2, Member: "b"})
 		}, with(func(w *want) { w.inFlight, w.dlq = 1, 2 })},
+		{"in flight by their leases (the Redis take)", "", func(t *testing.T, tenant string) {
+			// Two live leases, one of them also in the deliveries set (a
+			// start of the separate path), one lapsed: in flight is the
+			// larger count, 2, not the sum.
+			now := redisNow(t, rdb)
+			rdb.ZAdd(ctx, keys.Processing(tenant), redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "a|x"},
+				redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "b|x"}, redis.Z{Score: 1, Member: "c|x"})
+			rdb.ZAdd(ctx, keys.Delivering(tenant), redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "a|x"})
+		}, with(func(w *want) { w.inFlight = 2 })},
 		{"measured outflow over the last 10 complete seconds", "", func(t *testing.T, tenant string) {
 			// 5 units in every second from 12 s ago to 2 s ahead: any
 			// window of 10 complete seconds while this test runs sums 50.

@@ -113,6 +113,14 @@ type Taker interface {
 	Take(ctx context.Context, tenant string, k int) ([]*Claimed, time.Duration, error)
 }
 
+// JobWaiter is a Taker whose Take waits for jobs to arrive when there are
+// none (Kafka's, up to its ClaimWait). WaitJobs waits the same way and
+// reports whether the tenant has a job to hand out now, taking nothing, so
+// a caller can reserve room for the take only then.
+type JobWaiter interface {
+	WaitJobs(ctx context.Context, tenant string) bool
+}
+
 // TurnTaker is a Taker that also takes a shaped tenant's outflow turn in
 // the same call: TakeTurn claims at most one job and starts it only when the
 // tenant's shared bucket (rate units/s, capacity units) gives it its turn;

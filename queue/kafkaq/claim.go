@@ -38,12 +38,8 @@ func (c *Consumer) Claim(ctx context.Context, tenant string) (*queue.Claimed, ti
 // When there is none it waits up to ClaimWait for one to arrive (or a retry
 // to fall due) and then returns none; also when ctx ends.
 func (c *Consumer) pop(ctx context.Context, tenant string, k int) []*entry {
-	deadline := time.Now().Add(c.cfg.ClaimWait)
-	for {
-		now := c.clock.Now()
-		c.mu.Lock()
-		tq := c.tenantLocked(tenant)
-		var es []*entry
+	var es []*entry
+	c.waitFor(ctx, tenant, func(tq *tenantQueue, now time.Time) (bool, time.Time) {
 		e, due := popLocked(tq, now)
 		for e != nil {
 			e.fifo.p.claimed++
@@ -53,10 +49,48 @@ func (c *Consumer) pop(ctx context.Context, tenant string, k int) []*entry {
 			}
 			e, _ = popLocked(tq, now)
 		}
+		return len(es) > 0, due
+	})
+	return es
+}
+
+// WaitJobs waits, as Take does when there is none, up to ClaimWait until
+// tenant has a job Take would hand out now (a due retry or a FIFO head),
+// and reports whether it has, taking nothing: a drainer waits here before it
+// reserves room for a take, so an idle lane holds no room while it waits.
+// It implements queue.JobWaiter.
+func (c *Consumer) WaitJobs(ctx context.Context, tenant string) bool {
+	return c.waitFor(ctx, tenant, func(tq *tenantQueue, now time.Time) (bool, time.Time) {
+		if len(tq.deferred) > 0 && !tq.deferred[0].due.After(now) {
+			return true, time.Time{}
+		}
+		for _, f := range tq.fifos {
+			if f.q.len() > 0 {
+				return true, time.Time{}
+			}
+		}
+		if len(tq.deferred) > 0 {
+			return false, tq.deferred[0].due
+		}
+		return false, time.Time{}
+	})
+}
+
+// waitFor runs try under c.mu with tenant's queue until it reports done,
+// waiting between tries for the queue's wake, or for the due time try
+// answered (a deferred retry), at most ClaimWait in all. It reports whether
+// try was done; false when the wait ran out or ctx ended.
+func (c *Consumer) waitFor(ctx context.Context, tenant string, try func(tq *tenantQueue, now time.Time) (bool, time.Time)) bool {
+	deadline := time.Now().Add(c.cfg.ClaimWait)
+	for {
+		now := c.clock.Now()
+		c.mu.Lock()
+		tq := c.tenantLocked(tenant)
+		done, due := try(tq, now)
 		wake := tq.wake
 		c.mu.Unlock()
-		if len(es) > 0 {
-			return es
+		if done {
+			return true
 		}
 		wait := time.Until(deadline)
 		if !due.IsZero() {
@@ -66,13 +100,13 @@ func (c *Consumer) pop(ctx context.Context, tenant string, k int) []*entry {
 			if !due.IsZero() && !due.After(now) {
 				continue
 			}
-			return nil
+			return false
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return false
 		case <-wake:
 		case <-t.C:
 		}

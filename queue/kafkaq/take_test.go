@@ -201,3 +201,26 @@ func TestKafkaDefaultLease(t *testing.T) {
 		t.Errorf("kafkaq.DefaultLease %v, config.DefaultLease %v: want equal", kafkaq.DefaultLease, config.DefaultLease)
 	}
 }
+
+// TestKafkaWaitJobs: WaitJobs answers false after about ClaimWait for a
+// tenant with nothing to hand out, and true, taking nothing, once a job is
+// there (the drainer reserves room for a take only then).
+func TestKafkaWaitJobs(t *testing.T) {
+	t.Parallel()
+	e := newKafkaEnv(t, 1)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "kwait")
+	c, _ := e.consumer(e.consumerConfig(), nil)
+	start := time.Now()
+	if c.WaitJobs(ctx, testenv.Name(t, "none")) {
+		t.Fatal("WaitJobs of a tenant without jobs = true")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("WaitJobs waited %v, want about ClaimWait", d)
+	}
+	e.enqueue(tenant, 0, 1)
+	testenv.WaitFor(t, 20*time.Second, "WaitJobs true once the job is fetched", func() bool { return c.WaitJobs(ctx, tenant) })
+	if jobs := takeN(t, c, tenant, 1, 4, 5*time.Second); jobs[0].Started != 1 {
+		t.Errorf("the job after WaitJobs: started %d, want 1 (WaitJobs took nothing)", jobs[0].Started)
+	}
+}
