@@ -114,3 +114,24 @@ func (d *Drainer) park(ctx context.Context, woken <-chan struct{}, stop func() b
 		}
 	}
 }
+
+// sleepOrChange waits d, or until ctx is done or changed closes (the
+// tenants were replaced); it reports whether ctx is still live.
+func sleepOrChange(ctx context.Context, d time.Duration, changed <-chan struct{}) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-changed:
+	case <-t.C:
+	}
+	return ctx.Err() == nil
+}
+
+// sleep waits d or until ctx is done; it reports whether ctx is still live
+// (the full d passed).
+func sleep(ctx context.Context, d time.Duration) bool { return sleepOrChange(ctx, d, nil) }
