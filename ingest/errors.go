@@ -92,8 +92,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeRawJSON writes already encoded JSON with status.
 func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 	b = append(b, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	h := w.Header()
+	v := []string{"application/json", strconv.Itoa(len(b))} // one backing array for both
+	h["Content-Type"], h["Content-Length"] = v[0:1:1], v[1:2:2]
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }

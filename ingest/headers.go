@@ -18,6 +18,17 @@ const (
 	hRetryAfter      = "Retry-After"
 )
 
+// The same names in the canonical form http.Header keys hold, for setting
+// them without Header.Set's canonicalization (an allocation each on every
+// answer: these names are not canonical as spelled).
+var (
+	cRateLimitPolicy = http.CanonicalHeaderKey(hRateLimitPolicy)
+	cRateLimit       = http.CanonicalHeaderKey(hRateLimit)
+	cXLimit          = http.CanonicalHeaderKey(hXLimit)
+	cXRemaining      = http.CanonicalHeaderKey(hXRemaining)
+	cXReset          = http.CanonicalHeaderKey(hXReset)
+)
+
 // setPolicyHeader sets RateLimit-Policy to the policies of a request, in
 // order: every policy is a list member "name";q=<limit>;w=<seconds>
 // (draft-ietf-httpapi-ratelimit-headers-11 §4), for example
@@ -27,7 +38,11 @@ const (
 // It needs only the configuration, so every authenticated answer has it,
 // also when the request failed before admission.
 func setPolicyHeader(h http.Header, ts *tenantState, policies []string) {
-	if len(policies) == 0 {
+	switch len(policies) {
+	case 0:
+		return
+	case 1: // the common case: no list to join
+		h[cRateLimitPolicy] = []string{ts.items[policies[0]]}
 		return
 	}
 	items := make([]string, 0, len(policies))
@@ -36,7 +51,7 @@ func setPolicyHeader(h http.Header, ts *tenantState, policies []string) {
 			items = append(items, it)
 		}
 	}
-	h.Set(hRateLimitPolicy, strings.Join(items, ", "))
+	h[cRateLimitPolicy] = []string{strings.Join(items, ", ")}
 }
 
 // setStateHeaders sets the limit state that an admission decision returned:
@@ -70,11 +85,11 @@ func setStateHeaders(h http.Header, results []limits.Result, violated string) {
 			most = i
 		}
 	}
-	h.Set(hRateLimit, b.String())
 	m := results[most]
-	h.Set(hXLimit, strconv.FormatInt(m.Limit, 10))
-	h.Set(hXRemaining, strconv.FormatInt(max(0, m.Remaining), 10))
-	h.Set(hXReset, strconv.FormatInt(ceilSeconds(m.ResetAfter), 10))
+	// One backing array for the four values (Header.Set makes one each).
+	v := []string{b.String(), strconv.FormatInt(m.Limit, 10), strconv.FormatInt(max(0, m.Remaining), 10),
+		strconv.FormatInt(ceilSeconds(m.ResetAfter), 10)}
+	h[cRateLimit], h[cXLimit], h[cXRemaining], h[cXReset] = v[0:1:1], v[1:2:2], v[2:3:3], v[3:4:4]
 }
 
 // moreRestrictive reports whether a should be reported instead of b.
