@@ -21,6 +21,14 @@ func enqueueCall(b *batch.Tenant) lua.Call {
 	return lua.Call{Script: lua.Enqueue, Keys: ks, Args: args}
 }
 
+// The enqueue's TTL arguments, boxed once (an int64 this large allocates
+// each time it is stored in an interface).
+var (
+	queueTTLArg    any = keys.QueueTTL.Milliseconds()
+	backlogTTLArg  any = keys.BacklogTTL.Milliseconds()
+	jobStateTTLArg any = keys.JobStateTTL.Milliseconds()
+)
+
 // enqueueArgs are enqueue.lua's KEYS and ARGV for b (the layout
 // enqueue_jobs.lua shares with submit.lua), its ARGV after lead free
 // places at the front.
@@ -31,7 +39,7 @@ func enqueueArgs(b *batch.Tenant, lead int) ([]string, []any) {
 		ks = append(ks, keys.JobState(b.Tenant, j.ID))
 	}
 	args := make([]any, lead, lead+4+5*len(b.Values))
-	args = append(args, keys.QueueTTL.Milliseconds(), keys.BacklogTTL.Milliseconds(), b.Cost, keys.JobStateTTL.Milliseconds())
+	args = append(args, queueTTLArg, backlogTTLArg, b.Cost, jobStateTTLArg)
 	for _, v := range b.Values {
 		args = append(args, v)
 	}
