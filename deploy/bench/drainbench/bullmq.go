@@ -96,12 +96,13 @@ func (b *bench) bullOut(q string, i int) string {
 	return filepath.Join(b.dir, fmt.Sprintf("%s-%d.times", q, i))
 }
 
-// bullThroughput is one throughput row of BullMQ: no limiter, workers
-// processes, a no-op processor (sink "noop": its own timestamps) or one
+// bullThroughput is one throughput row of BullMQ: no limiter, c.workers
+// processes, a no-op processor (c.sink "noop": its own timestamps) or one
 // that POSTs to the sink ("http").
-func (b *bench) bullThroughput(ctx context.Context, mode string, workers int) tputRow {
-	row := tputRow{system: "bullmq", backend: "redis", sink: mode, workers: workers, tenants: 1, conc: b.o.bullConcurrency, jobs: b.o.tputJobs}
-	q := fmt.Sprintf("%s-tput-%s-n%d", b.runID, mode, workers)
+func (b *bench) bullThroughput(ctx context.Context, c tputCase) tputRow {
+	row, mode, workers := c.row(b.o.tputJobs), c.sink, c.workers
+	row.conc = b.o.bullConcurrency
+	q := c.name(b.runID)
 	defer deletePattern(context.WithoutCancel(ctx), b.bull, bullPrefix+":"+q+":*")
 	if row.err = b.bullLoad(ctx, q, row.jobs); row.err != nil {
 		return row

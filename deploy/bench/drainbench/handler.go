@@ -68,12 +68,12 @@ func (b *bench) newEmbedded(ctx context.Context, backend, topic, group string, t
 }
 
 // handlerThroughput is one throughput row of the Go Handler embedding on
-// backend: workers embedded drainers in this process, a Handler that only
-// records the job, no outflow limit.
-func (b *bench) handlerThroughput(ctx context.Context, backend string, workers, tenants int) tputRow {
-	row := tputRow{system: "sluice", backend: backend, sink: "handler", workers: workers, tenants: tenants, jobs: b.o.tputJobs}
-	base := fmt.Sprintf("bench-%s-tput-handler-%s-n%d-t%d", b.runID, backend, workers, tenants)
-	names := tenantNames(base, tenants)
+// c's backend: c.workers embedded drainers in this process, a Handler that
+// only records the job, no outflow limit.
+func (b *bench) handlerThroughput(ctx context.Context, c tputCase) tputRow {
+	row, backend, workers := c.row(b.o.tputJobs), c.backend, c.workers
+	base := c.name("bench-" + b.runID)
+	names := tenantNames(base, c.tenants)
 	topic := "sluice-" + base
 	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, names)
 	if backend == "kafka" {
@@ -106,6 +106,17 @@ func (b *bench) handlerThroughput(ctx context.Context, backend string, workers, 
 
 	b.rec.take()
 	cnt := startCounter(ctx, b.rdb)
+	waitErr, stopErr := b.driveEmbedded(ctx, fleet, row.jobs)
+	row.finish(b.rec.take(), waitErr, stopErr)
+	row.cmds = cnt.perJob(ctx, row.res.Jobs)
+	return row
+}
+
+// driveEmbedded runs fleet until the recorder holds jobs arrivals (or
+// the row's timeout, or a drainer or consumer failed), then stops it; it
+// returns the wait's error and the stop's.
+func (b *bench) driveEmbedded(ctx context.Context, fleet []*embedded, jobs int) (waitErr, stopErr error) {
+	workers := len(fleet)
 	// Shutdown order: the drainers (their deliveries finish), then the
 	// consumers (Kafka: commit and leave the group).
 	drainCtx, stopDrain := context.WithCancel(ctx)
@@ -138,7 +149,7 @@ func (b *bench) handlerThroughput(ctx context.Context, backend string, workers, 
 			return nil
 		}
 	}
-	waitErr := b.rec.waitCount(ctx, row.jobs, tputTimeout(row.jobs), failed)
+	waitErr = b.rec.waitCount(ctx, jobs, tputTimeout(jobs), failed)
 	stopDrain()
 	drains.Wait()
 	stopConsume()
@@ -148,7 +159,5 @@ func (b *bench) handlerThroughput(ctx context.Context, backend string, workers, 
 	for err := range errs {
 		stopErrs = append(stopErrs, err)
 	}
-	row.finish(b.rec.take(), waitErr, errors.Join(stopErrs...))
-	row.cmds = cnt.perJob(ctx, row.res.Jobs)
-	return row
+	return waitErr, errors.Join(stopErrs...)
 }

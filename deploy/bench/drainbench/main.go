@@ -18,7 +18,11 @@
 //
 // Throughput: no limit, a pre-loaded backlog; sluice's cmd/drainer with the
 // HTTP sink on the Redis and Kafka backends, sluice's Go Handler embedding,
-// BullMQ with a POSTing and a no-op processor; jobs/s.
+// BullMQ with a POSTing and a no-op processor; jobs/s. The rows of each
+// worker count run BENCH_TPUT_ROUNDS rounds, alternated (each round sluice's
+// rows with BullMQ's in their middle, so a drift of the shared machine hits
+// both); the report gives each row's median jobs/s and the medians of its
+// per-round ratios to BullMQ and to 1 tenant (drainresult.Medians).
 //
 // Head-of-line: the drainer package's HeadOfLine benchmarks, run with go
 // test, their p50/p99 printed.
@@ -38,6 +42,9 @@
 //	BENCH_TPUT_JOBS           jobs per throughput row (100000; quick 10000)
 //	BENCH_TPUT_WORKERS        worker processes per throughput row (1,3; quick 1)
 //	BENCH_TPUT_TENANTS        sluice tenants per throughput row (1,12; quick 1)
+//	BENCH_TPUT_ROUNDS         rounds of the throughput rows of each worker count (3; quick 1): each
+//	                          round runs every row once in the same order, BullMQ's rows in the
+//	                          middle of sluice's; the report states medians over the rounds
 //	BENCH_BULLMQ_CONCURRENCY  BullMQ Worker concurrency (16; BullMQ's own default is 1)
 //	BENCH_BULLMQ_WINDOW       BullMQ limiter duration (1s)
 //	BENCH_HOL_JOBS            tenant B's jobs in the head-of-line benchmarks (500; quick 100)
@@ -173,58 +180,42 @@ func runBench(ctx context.Context, o *options, progress io.Writer) (*report, err
 	r.machine = machineInfo(ctx, b.rdb, firstNonEmpty(r.bullmq, "not run"), r.redisNote)
 
 	if o.parts["accuracy"] {
-		for _, rate := range o.rates {
-			for _, n := range o.workers {
-				for _, sys := range keysOf(o.systems) {
-					logf("accuracy: %s, %g jobs/s, %d workers, %s", sys, rate, n, o.warmup+o.duration)
-					var row accRow
-					if sys == "sluice" {
-						row = b.sluiceAccuracy(ctx, rate, n)
-					} else {
-						row = b.bullAccuracy(ctx, rate, n)
-					}
-					logf("  %d jobs in window, %.3f jobs/s (%+.2f %%), max 1 s %d, err %v", row.res.Jobs, row.res.Rate, row.res.ErrPct, row.res.MaxWindow, row.err)
-					r.acc = append(r.acc, row)
-					if ctx.Err() != nil {
-						return r, nil
-					}
-				}
-			}
-		}
+		b.accuracyPart(ctx, r)
 	}
-	if o.parts["throughput"] {
-		for _, n := range o.tputWorkers {
-			var rows []func() tputRow
-			if o.systems["sluice"] {
-				for _, t := range o.tputTenants {
-					for _, be := range keysOf(o.backends) {
-						rows = append(rows,
-							func() tputRow { return b.sluiceThroughput(ctx, be, n, t) },
-							func() tputRow { return b.handlerThroughput(ctx, be, n, t) })
-					}
-				}
-			}
-			if o.systems["bullmq"] {
-				rows = append(rows,
-					func() tputRow { return b.bullThroughput(ctx, "noop", n) },
-					func() tputRow { return b.bullThroughput(ctx, "http", n) })
-			}
-			for _, f := range rows {
-				row := f()
-				logf("throughput: %s %s %s, %d workers, %d tenants: %.0f jobs/s (%d arrivals), err %v %s",
-					row.system, row.backend, row.sink, row.workers, row.tenants, row.res.Rate, row.res.Jobs, row.err, row.skipped)
-				r.tput = append(r.tput, row)
-				if ctx.Err() != nil {
-					return r, nil
-				}
-			}
-		}
+	if o.parts["throughput"] && ctx.Err() == nil {
+		b.throughputPart(ctx, r)
+	}
+	if ctx.Err() != nil {
+		return r, nil // interrupted: report the rows that ran
 	}
 	if o.parts["hol"] {
 		logf("head-of-line benchmarks")
 		r.hol, r.holCommand, r.holErr = headOfLine(ctx, o)
 	}
 	return r, nil
+}
+
+// accuracyPart runs the accuracy rows: for each rate and worker count, one
+// row of each system. It stops early when ctx is done.
+func (b *bench) accuracyPart(ctx context.Context, r *report) {
+	for _, rate := range b.o.rates {
+		for _, n := range b.o.workers {
+			for _, sys := range keysOf(b.o.systems) {
+				b.logf("accuracy: %s, %g jobs/s, %d workers, %s", sys, rate, n, b.o.warmup+b.o.duration)
+				var row accRow
+				if sys == "sluice" {
+					row = b.sluiceAccuracy(ctx, rate, n)
+				} else {
+					row = b.bullAccuracy(ctx, rate, n)
+				}
+				b.logf("  %d jobs in window, %.3f jobs/s (%+.2f %%), max 1 s %d, err %v", row.res.Jobs, row.res.Rate, row.res.ErrPct, row.res.MaxWindow, row.err)
+				r.acc = append(r.acc, row)
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		}
+	}
 }
 
 // failed reports whether any row or part failed to run (a missed goal is

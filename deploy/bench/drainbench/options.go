@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ type options struct {
 	tputJobs    int             // jobs pre-loaded per throughput row
 	tputWorkers []int           // throughput worker processes
 	tputTenants []int           // throughput tenants (sluice; BullMQ has one queue)
+	tputRounds  int             // rounds of the throughput rows of each worker count
 	backends    map[string]bool // sluice throughput backends
 
 	bullConcurrency int           // BullMQ Worker concurrency
@@ -44,6 +46,7 @@ type options struct {
 var envNames = []string{
 	"BENCH_QUICK", "BENCH_DURATION", "BENCH_WARMUP", "BENCH_RATES", "BENCH_WORKERS",
 	"BENCH_SYSTEMS", "BENCH_PARTS", "BENCH_BACKENDS", "BENCH_TPUT_JOBS", "BENCH_TPUT_WORKERS", "BENCH_TPUT_TENANTS",
+	"BENCH_TPUT_ROUNDS",
 	"BENCH_BULLMQ_CONCURRENCY", "BENCH_BULLMQ_WINDOW", "BENCH_HOL_JOBS", "BENCH_REDIS",
 	"BENCH_RESULTS", "BENCH_JSON", "BENCH_PROFILE", "SLUICE_TEST_REDIS", "SLUICE_TEST_KAFKA",
 }
@@ -51,79 +54,27 @@ var envNames = []string{
 // loadOptions reads the BENCH_* variables through get (os.Getenv in main)
 // and fills the defaults: the full matrix, or with BENCH_QUICK=1 the quick
 // subset (5 s rows, rates 10 and 1000, 1 and 3 workers, 10,000-job
-// throughput rows with 1 worker, 100 head-of-line jobs).
+// throughput rows with 1 worker in 1 round, 100 head-of-line jobs).
 func loadOptions(get func(string) string, root string) (*options, error) {
 	o := &options{root: root}
 	o.quick = get("BENCH_QUICK") == "1" || get("BENCH_QUICK") == "true"
-	def := func(full, quick string) string {
-		if o.quick {
-			return quick
-		}
-		return full
-	}
-	var err error
-	str := func(name, full, quick string) string {
-		if v := get(name); v != "" {
-			return v
-		}
-		return def(full, quick)
-	}
-	dur := func(name, full, quick string) time.Duration {
-		d, e := time.ParseDuration(str(name, full, quick))
-		if e != nil || d <= 0 {
-			err = fmt.Errorf("%s: want a positive duration such as 60s (got %q)", name, str(name, full, quick))
-		}
-		return d
-	}
-	ints := func(name, full, quick string) []int {
-		var out []int
-		for _, f := range strings.Split(str(name, full, quick), ",") {
-			n, e := strconv.Atoi(strings.TrimSpace(f))
-			if e != nil || n < 1 {
-				err = fmt.Errorf("%s: want a comma-separated list of integers >= 1 (got %q)", name, str(name, full, quick))
-				return nil
-			}
-			out = append(out, n)
-		}
-		return out
-	}
-	set := func(name, full, quick string, allowed ...string) map[string]bool {
-		m := map[string]bool{}
-		for _, f := range strings.Split(str(name, full, quick), ",") {
-			f = strings.TrimSpace(f)
-			ok := false
-			for _, a := range allowed {
-				ok = ok || a == f
-			}
-			if !ok {
-				err = fmt.Errorf("%s: %q is not one of %s", name, f, strings.Join(allowed, ","))
-			}
-			m[f] = true
-		}
-		return m
-	}
-
-	o.duration = dur("BENCH_DURATION", "60s", "5s")
-	o.warmup = dur("BENCH_WARMUP", "2s", "2s")
-	for _, n := range ints("BENCH_RATES", "10,100,1000", "10,1000") {
+	e := &envReader{get: get, quick: o.quick}
+	o.duration = e.dur("BENCH_DURATION", "60s", "5s")
+	o.warmup = e.dur("BENCH_WARMUP", "2s", "2s")
+	for _, n := range e.ints("BENCH_RATES", "10,100,1000", "10,1000") {
 		o.rates = append(o.rates, float64(n))
 	}
-	o.workers = ints("BENCH_WORKERS", "1,3,8", "1,3")
-	o.systems = set("BENCH_SYSTEMS", "sluice,bullmq", "sluice,bullmq", "sluice", "bullmq")
-	o.parts = set("BENCH_PARTS", "accuracy,throughput,hol", "accuracy,throughput,hol", "accuracy", "throughput", "hol")
-	o.backends = set("BENCH_BACKENDS", "redis,kafka", "redis,kafka", "redis", "kafka")
-	if v := ints("BENCH_TPUT_JOBS", "100000", "10000"); len(v) == 1 {
-		o.tputJobs = v[0]
-	}
-	o.tputWorkers = ints("BENCH_TPUT_WORKERS", "1,3", "1")
-	o.tputTenants = ints("BENCH_TPUT_TENANTS", "1,12", "1")
-	if v := ints("BENCH_BULLMQ_CONCURRENCY", "16", "16"); len(v) == 1 {
-		o.bullConcurrency = v[0]
-	}
-	o.bullWindow = dur("BENCH_BULLMQ_WINDOW", "1s", "1s")
-	if v := ints("BENCH_HOL_JOBS", "500", "100"); len(v) == 1 {
-		o.holJobs = v[0]
-	}
+	o.workers = e.ints("BENCH_WORKERS", "1,3,8", "1,3")
+	o.systems = e.set("BENCH_SYSTEMS", "sluice,bullmq", "sluice,bullmq", "sluice", "bullmq")
+	o.parts = e.set("BENCH_PARTS", "accuracy,throughput,hol", "accuracy,throughput,hol", "accuracy", "throughput", "hol")
+	o.backends = e.set("BENCH_BACKENDS", "redis,kafka", "redis,kafka", "redis", "kafka")
+	o.tputJobs = e.one("BENCH_TPUT_JOBS", "100000", "10000")
+	o.tputWorkers = e.ints("BENCH_TPUT_WORKERS", "1,3", "1")
+	o.tputTenants = e.ints("BENCH_TPUT_TENANTS", "1,12", "1")
+	o.tputRounds = e.one("BENCH_TPUT_ROUNDS", "3", "1")
+	o.bullConcurrency = e.one("BENCH_BULLMQ_CONCURRENCY", "16", "16")
+	o.bullWindow = e.dur("BENCH_BULLMQ_WINDOW", "1s", "1s")
+	o.holJobs = e.one("BENCH_HOL_JOBS", "500", "100")
 	switch v := get("BENCH_REDIS"); v {
 	case "":
 	case "shared":
@@ -139,7 +90,72 @@ func loadOptions(get func(string) string, root string) (*options, error) {
 			o.env = append(o.env, n+"="+v)
 		}
 	}
-	return o, err
+	return o, e.err
+}
+
+// envReader parses BENCH_* variables: each read takes the variable's value
+// or else its full or quick default, and a bad value sets err (the last
+// one wins) and reads as the zero value.
+type envReader struct {
+	get   func(string) string
+	quick bool
+	err   error
+}
+
+func (e *envReader) str(name, full, quick string) string {
+	if v := e.get(name); v != "" {
+		return v
+	}
+	if e.quick {
+		return quick
+	}
+	return full
+}
+
+func (e *envReader) dur(name, full, quick string) time.Duration {
+	d, err := time.ParseDuration(e.str(name, full, quick))
+	if err != nil || d <= 0 {
+		e.err = fmt.Errorf("%s: want a positive duration such as 60s (got %q)", name, e.str(name, full, quick))
+	}
+	return d
+}
+
+func (e *envReader) ints(name, full, quick string) []int {
+	var out []int
+	for _, f := range strings.Split(e.str(name, full, quick), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			e.err = fmt.Errorf("%s: want a comma-separated list of integers >= 1 (got %q)", name, e.str(name, full, quick))
+			return nil
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// one is a variable of one integer >= 1.
+func (e *envReader) one(name, full, quick string) int {
+	v := e.ints(name, full, quick)
+	if len(v) != 1 {
+		if v != nil {
+			e.err = fmt.Errorf("%s: want one integer >= 1 (got %q)", name, e.str(name, full, quick))
+		}
+		return 0
+	}
+	return v[0]
+}
+
+// set is a comma-separated subset of allowed.
+func (e *envReader) set(name, full, quick string, allowed ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range strings.Split(e.str(name, full, quick), ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(allowed, f) {
+			e.err = fmt.Errorf("%s: %q is not one of %s", name, f, strings.Join(allowed, ","))
+		}
+		m[f] = true
+	}
+	return m
 }
 
 func firstNonEmpty(vs ...string) string {

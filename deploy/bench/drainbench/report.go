@@ -168,53 +168,6 @@ func (r *report) accuracySection(b *strings.Builder) {
 	})
 }
 
-func (r *report) throughputSection(b *strings.Builder) {
-	b.WriteString("## Throughput\n\n")
-	fmt.Fprintf(b, "%d jobs pre-loaded per row, no outflow limit (sluice) and no limiter (BullMQ); jobs/s = (jobs − 1) ÷ (last arrival − first arrival). "+
-		"Consumers: http = sluice's HTTP sink or a BullMQ processor POSTing each job to the measuring server (a trivial 204 handler); "+
-		"handler = sluice's Go Handler embedding (drainer.Drainer instances inside the harness, one Redis client each); "+
-		"noop = a BullMQ processor that only records the time. sluice tenants share the jobs round-robin (Kafka: key = tenant, %d partitions); "+
-		"BullMQ uses one queue, concurrency %d per worker. vs BullMQ = jobs/s ÷ BullMQ's with the same workers (http vs http, handler vs noop). "+
-		"Redis cmds/job as above (%s).\n\n",
-		r.o.tputJobs, kafkaPartitions, r.o.bullConcurrency, r.cmdsScope())
-	b.WriteString("| system | backend | consumer | workers | tenants | jobs | jobs/s | elapsed s | dups | Redis cmds/job (scripts) | vs BullMQ | note |\n")
-	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
-	for _, t := range r.tput {
-		if t.skipped != "" {
-			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | skipped |||||%s |\n", t.system, t.backend, t.sink, t.workers, t.tenants, t.jobs, oneLine(t.skipped))
-			continue
-		}
-		note := t.note
-		if t.err != nil {
-			note = strings.TrimPrefix(note+"; ", "; ") + "failed: " + t.err.Error()
-		}
-		if t.res.Jobs != t.jobs && t.err == nil {
-			note = strings.TrimPrefix(note+"; ", "; ") + fmt.Sprintf("%d arrivals for %d jobs", t.res.Jobs, t.jobs)
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %.0f | %.2f | %d | %s | %s | %s |\n",
-			t.system, t.backend, t.sink, t.workers, t.tenants, t.jobs, t.res.Rate, t.res.Elapsed.Seconds(), t.res.Dups, t.cmds,
-			r.versusBull(t), oneLine(note))
-	}
-	b.WriteString("\n")
-}
-
-// versusBull is t's rate over BullMQ's comparable row, "" when none.
-func (r *report) versusBull(t tputRow) string {
-	if t.system == "bullmq" || t.res.Rate == 0 {
-		return ""
-	}
-	want := "http"
-	if t.sink == "handler" {
-		want = "noop"
-	}
-	for _, u := range r.tput {
-		if u.system == "bullmq" && u.sink == want && u.workers == t.workers && u.res.Rate > 0 && u.err == nil {
-			return fmt.Sprintf("%.2f×", t.res.Rate/u.res.Rate)
-		}
-	}
-	return ""
-}
-
 func (r *report) holSection(b *strings.Builder) {
 	b.WriteString("## Head-of-line (requirement 3)\n\n")
 	fmt.Fprintf(b, "`%s`: tenant A holds a 100,000-job backlog drained at 10 jobs/s while tenant B submits one job every 10 ms; "+

@@ -28,15 +28,23 @@ func (r *report) result() *drainresult.Report {
 		}
 		out.Accuracy = append(out.Accuracy, row)
 	}
+	out.Throughput = r.tputResults()
+	out.TputRounds, out.TputMedians = r.o.tputRounds, drainresult.Medians(out.Throughput)
+	return out
+}
+
+// tputResults is every throughput row of every round, in run order.
+func (r *report) tputResults() []drainresult.Throughput {
+	var out []drainresult.Throughput
 	for _, t := range r.tput {
 		row := drainresult.Throughput{
-			System: t.system, Backend: t.backend, Consumer: t.sink, Workers: t.workers, Tenants: t.tenants,
+			Round: t.round, System: t.system, Backend: t.backend, Consumer: t.sink, Workers: t.workers, Tenants: t.tenants,
 			Jobs: t.jobs, Rate: t.res.Rate, Cmds: t.cmds.all, Scripts: t.cmds.scripts, Skipped: t.skipped,
 		}
 		if t.err != nil {
 			row.Err = oneLine(t.err.Error())
 		}
-		out.Throughput = append(out.Throughput, row)
+		out = append(out, row)
 	}
 	return out
 }

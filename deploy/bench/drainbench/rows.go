@@ -42,6 +42,7 @@ type tputRow struct {
 	sink    string // how a job is consumed: http, handler, noop
 	workers int
 	tenants int
+	round   int // which round of the row, from 1
 	conc    int // BullMQ worker concurrency
 	jobs    int
 	res     throughput
@@ -171,11 +172,11 @@ func (b *bench) bullAccuracy(ctx context.Context, rate float64, workers int) acc
 func tputTimeout(n int) time.Duration { return time.Minute + time.Duration(n)*2*time.Millisecond }
 
 // sluiceThroughput is one throughput row of cmd/drainer with no outflow
-// limit and the HTTP sink, on the redis or kafka backend.
-func (b *bench) sluiceThroughput(ctx context.Context, backend string, workers, tenants int) tputRow {
-	row := tputRow{system: "sluice", backend: backend, sink: "http", workers: workers, tenants: tenants, jobs: b.o.tputJobs}
-	base := fmt.Sprintf("bench-%s-tput-%s-n%d-t%d", b.runID, backend, workers, tenants)
-	names := tenantNames(base, tenants)
+// limit and the HTTP sink, on c's backend (redis or kafka).
+func (b *bench) sluiceThroughput(ctx context.Context, c tputCase) tputRow {
+	row, backend, workers := c.row(b.o.tputJobs), c.backend, c.workers
+	base := c.name("bench-" + b.runID)
+	names := tenantNames(base, c.tenants)
 	conf := drainerConf{redisAddr: b.o.redisAddr, backend: backend, tenants: names, sinkURL: b.sink.url, pprof: b.o.profileDir != ""}
 	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, names)
 	if backend == "kafka" {

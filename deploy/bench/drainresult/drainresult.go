@@ -24,9 +24,16 @@ type Report struct {
 	LoadEnd   string `json:"load_end"`
 	// CmdsExact is true when the Redis server was private to the run, so
 	// the per-job command counts count nobody else.
-	CmdsExact  bool         `json:"cmds_exact"`
-	Accuracy   []Accuracy   `json:"accuracy"`
+	CmdsExact bool       `json:"cmds_exact"`
+	Accuracy  []Accuracy `json:"accuracy"`
+	// TputRounds is how many rounds of the throughput rows the run asked
+	// for (BENCH_TPUT_ROUNDS).
+	TputRounds int `json:"tput_rounds"`
+	// Throughput holds one row per drain row and round, in run order.
 	Throughput []Throughput `json:"throughput"`
+	// TputMedians is Medians(Throughput): each drain row's medians over
+	// the rounds, the figures deploy/bench/summary states.
+	TputMedians []TputMedian `json:"tput_medians"`
 }
 
 // Accuracy is one accuracy row: a system draining one tenant or queue at
@@ -52,8 +59,11 @@ type Accuracy struct {
 	Err string `json:"err,omitempty"`
 }
 
-// Throughput is one unthrottled drain row.
+// Throughput is one unthrottled drain row in one round.
 type Throughput struct {
+	// Round numbers the row's repetition, from 1 (0 in files written
+	// before rounds: one round).
+	Round    int     `json:"round"`
 	System   string  `json:"system"`   // sluice | bullmq
 	Backend  string  `json:"backend"`  // redis | kafka
 	Consumer string  `json:"consumer"` // http | handler | noop

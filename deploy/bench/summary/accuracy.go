@@ -25,26 +25,17 @@ func costRow(what string, sc, ss, pc, ps float64, ok bool) row {
 }
 
 // commandRows: Redis commands (script calls) per delivered job, unthrottled
-// (cmd/drainer over HTTP, 1 tenant, against BullMQ's HTTP worker) and at
-// 100 and 1000 jobs/s (the accuracy rows), each with the same worker count.
+// (cmd/drainer over HTTP, 1 tenant, against BullMQ's HTTP worker: each the
+// median over the drain rounds) and at 100 and 1000 jobs/s (the accuracy
+// rows), each with the same worker count.
 func (in inputs) commandRows() []row {
 	var out []row
-	find := func(system, backend, consumer string, n int) (drainresult.Throughput, bool) {
-		if in.drain != nil {
-			for _, t := range in.drain.Throughput {
-				if t.System == system && t.Consumer == consumer && t.Workers == n && (system == "bullmq" || t.Backend == backend && t.Tenants == 1) && t.Err == "" && t.Cmds > 0 {
-					return t, true
-				}
-			}
-		}
-		return drainresult.Throughput{}, false
-	}
 	for _, be := range []string{"redis", "kafka"} {
 		for _, n := range []int{1, 3} {
-			s, okS := find("sluice", be, "http", n)
-			p, okP := find("bullmq", "", "http", n)
+			s, okS := in.median(drainKey{"sluice", be, "http", n, 1})
+			p, okP := in.median(drainKey{"bullmq", "", "http", n, 0})
 			out = append(out, costRow(fmt.Sprintf("Redis cmds (script calls) per job, %s, unthrottled, %d drainer(s), vs BullMQ", be, n),
-				s.Cmds, s.Scripts, p.Cmds, p.Scripts, okS && okP))
+				s.Cmds, s.Scripts, p.Cmds, p.Scripts, okS && okP && s.Cmds > 0))
 		}
 	}
 	for _, rate := range []float64{100, 1000} {

@@ -108,13 +108,23 @@ func render(in inputs, h header) string {
 	for _, r := range in.rows() {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", cell(r.what), cell(r.sluice), cell(r.peer), cell(r.ratio), cell(r.goal), cell(r.met))
 	}
-	b.WriteString("\nDrain rows are one run of each row (drainbench runs each once, in sequence), not a median of alternated pairs. " +
-		"Redis commands per job count every client of the drain run's Redis")
+	b.WriteString("\n" + drainNote(in.drain) + " Redis commands per job count every client of the drain run's Redis")
 	if in.drain != nil && in.drain.CmdsExact {
 		b.WriteString(" (a private server: exact)")
 	}
 	b.WriteString(". \"not run\": the run did not produce that figure.\n")
 	return b.String()
+}
+
+// drainNote says what the drain rows' figures are.
+func drainNote(d *drainresult.Report) string {
+	if d == nil || len(d.TputMedians) == 0 {
+		return "Drain throughput rows: not run."
+	}
+	return fmt.Sprintf("Drain throughput rows: each figure is the median over %d alternated round(s) of drainbench's rows "+
+		"(BENCH_TPUT_ROUNDS; every round runs each row once, BullMQ's in the middle of sluice's), "+
+		"each ratio the median of the rounds' ratios (rows of the same round), and the goal needs at least %d rounds. "+
+		"Unthrottled Redis cmds/job are medians over the rounds too.", d.TputRounds, minRounds)
 }
 
 // commit is the checked-out commit, "+dirty" when the work tree differs.

@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"io"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/deploy/bench/drainresult"
 )
 
 // benches holds `go test -bench` results: benchmark name (without its
@@ -45,15 +46,8 @@ func parseGoBench(r io.Reader, into benches) {
 
 // get returns the median of the values of unit reported by benchmark name.
 func (b benches) get(name, unit string) (float64, bool) {
-	vs := slices.Clone(b[name][unit])
-	if len(vs) == 0 {
-		return 0, false
-	}
-	slices.Sort(vs)
-	if n := len(vs); n%2 == 0 {
-		return (vs[n/2-1] + vs[n/2]) / 2, true
-	}
-	return vs[len(vs)/2], true
+	vs := b[name][unit]
+	return drainresult.Median(vs), len(vs) > 0
 }
 
 // kafkaPerf is deploy/bench/kafka-perf.sh's side-by-side result.

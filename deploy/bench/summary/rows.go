@@ -70,21 +70,6 @@ func (b benches) pair(s, p, unit string) (float64, float64, bool) {
 	return vs, vp, okS && okP
 }
 
-// drainKey names a drain row: system, backend, consumer, workers and
-// tenants (BullMQ rows have one queue on Redis: backend and tenants are
-// ignored for them).
-type drainKey struct {
-	system, backend, consumer string
-	workers, tenants          int
-}
-
-// tputPair returns the rates of two drain rows, ok when both ran.
-func (in inputs) tputPair(s, p drainKey) (float64, float64, bool) {
-	vs, okS := in.tput(s)
-	vp, okP := in.tput(p)
-	return vs, vp, okS && okP
-}
-
 func (in inputs) admissionRows() []row {
 	b := in.bench
 	const vs = "BenchmarkAdmitVsRedisRate"
@@ -130,38 +115,4 @@ func p99Note(ms float64) string {
 		return " (p99 not printed)"
 	}
 	return fmt.Sprintf(" (%g)", ms)
-}
-
-// tput finds the rate of drain row k.
-func (in inputs) tput(k drainKey) (float64, bool) {
-	if in.drain == nil {
-		return 0, false
-	}
-	for _, t := range in.drain.Throughput {
-		if t.System == k.system && t.Consumer == k.consumer && t.Workers == k.workers &&
-			(k.system == "bullmq" || (t.Backend == k.backend && t.Tenants == k.tenants)) &&
-			t.Err == "" && t.Skipped == "" && t.Rate > 0 {
-			return t.Rate, true
-		}
-	}
-	return 0, false
-}
-
-func (in inputs) drainRows() []row {
-	var out, tenants []row
-	for _, be := range []string{"redis", "kafka"} {
-		for _, n := range []int{1, 3} {
-			for _, t := range []int{1, 12} {
-				s, p, ok := in.tputPair(drainKey{"sluice", be, "handler", n, t}, drainKey{"bullmq", "", "noop", n, 0})
-				out = append(out, ratioRow(fmt.Sprintf("drain, %s, %d drainer(s), %d tenant(s): Go Handler vs BullMQ no-op, jobs/s", be, n, t), s, p, ok, "%.0f", "≥ 1.5×", atLeast(1.5)))
-				s, p, ok = in.tputPair(drainKey{"sluice", be, "http", n, t}, drainKey{"bullmq", "", "http", n, 0})
-				out = append(out, ratioRow(fmt.Sprintf("drain, %s, %d drainer(s), %d tenant(s): HTTP vs BullMQ HTTP, jobs/s", be, n, t), s, p, ok, "%.0f", "≥ 1.3×", atLeast(1.3)))
-			}
-			for _, c := range []string{"handler", "http"} {
-				s, p, ok := in.tputPair(drainKey{"sluice", be, c, n, 12}, drainKey{"sluice", be, c, n, 1})
-				tenants = append(tenants, ratioRow(fmt.Sprintf("drain, %s, %s, %d drainer(s): 12 tenants vs 1, jobs/s", be, c, n), s, p, ok, "%.0f", "≥ 0.9×", atLeast(0.9)))
-			}
-		}
-	}
-	return append(out, tenants...)
 }

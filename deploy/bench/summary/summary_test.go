@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sluicehq/sluice/deploy/bench/drainresult"
 )
 
 // TestParseGoBench: result lines only, the -GOMAXPROCS suffix dropped,
@@ -64,11 +67,16 @@ func TestSummarySample(t *testing.T) {
 		{"ingest: allocations per request (client's included) vs issue 11's before", "258", "223", "1.16×", "≤ 0.5× (≤ 111.5)", "**no**"},
 		{"ingest: Kafka backend jobs/s vs the Redis backend's", notRun, notRun, notRun, "≥ 0.7×", notRun},
 		{"Kafka enqueue, acks=all: records/s vs kafka-producer-perf-test (p99 ms in brackets)", "12080 (40.5)", "25126 (512)", "0.48×", "≥ 0.8×", "**no**"},
-		{"drain, redis, 1 drainer(s), 1 tenant(s): Go Handler vs BullMQ no-op, jobs/s", "6404", "8531", "0.75×", "≥ 1.5×", "**no**"},
-		{"drain, kafka, 1 drainer(s), 1 tenant(s): HTTP vs BullMQ HTTP, jobs/s", "4187", "5177", "0.81×", "≥ 1.3×", "**no**"},
-		{"drain, redis, 1 drainer(s), 12 tenant(s): Go Handler vs BullMQ no-op, jobs/s", notRun, notRun, notRun, "≥ 1.5×", notRun},
-		{"drain, redis, 3 drainer(s), 1 tenant(s): HTTP vs BullMQ HTTP, jobs/s", notRun, notRun, notRun, "≥ 1.3×", notRun},
-		{"drain, redis, handler, 1 drainer(s): 12 tenants vs 1, jobs/s", notRun, notRun, notRun, "≥ 0.9×", notRun},
+		// Drain rows: medians over the rounds, ratios the medians of the
+		// rounds' ratios (here 0.7507, 0.75, 0.75: not 6404/8531), the
+		// goal only met over at least 3 rounds.
+		{"drain, redis, 1 drainer(s), 1 tenant(s): Go Handler vs BullMQ no-op, jobs/s (median of alternated rounds)", "6404", "8531", "0.75× (3 rounds)", "≥ 1.5×, ≥ 3 rounds", "**no**"},
+		{"drain, redis, 1 drainer(s), 1 tenant(s): HTTP vs BullMQ HTTP, jobs/s (median of alternated rounds)", "6900", "5177", "1.33× (3 rounds)", "≥ 1.3×, ≥ 3 rounds", "yes"},
+		{"drain, kafka, 1 drainer(s), 1 tenant(s): HTTP vs BullMQ HTTP, jobs/s (median of alternated rounds)", "4187", "5177", "0.81× (1 round)", "≥ 1.3×, ≥ 3 rounds", "**no**"},
+		{"drain, redis, 1 drainer(s), 12 tenant(s): Go Handler vs BullMQ no-op, jobs/s (median of alternated rounds)", "6050", "8531", "0.72× (2 rounds)", "≥ 1.5×, ≥ 3 rounds", "**no**"},
+		{"drain, redis, 3 drainer(s), 1 tenant(s): HTTP vs BullMQ HTTP, jobs/s (median of alternated rounds)", notRun, notRun, notRun, "≥ 1.3×, ≥ 3 rounds", notRun},
+		{"drain, redis, handler, 1 drainer(s): 12 tenants vs 1, jobs/s (median of alternated rounds)", "6050", "6404", "0.96× (2 rounds)", "≥ 0.9×, ≥ 3 rounds", "**no** (ratio met over 2 rounds; the goal needs 3)"},
+		{"drain, redis, http, 1 drainer(s): 12 tenants vs 1, jobs/s (median of alternated rounds)", notRun, notRun, notRun, "≥ 0.9×, ≥ 3 rounds", notRun},
 		{"Redis cmds (script calls) per job, redis, unthrottled, 1 drainer(s), vs BullMQ", "40.8 (3.00)", "23.0 (1.00)", "1.77×", "≤ 2 calls, < 1× cmds", "**no**"},
 		{"Redis cmds (script calls) per job, redis, 1000 jobs/s, 1 drainer(s), vs BullMQ", "44.0 (4.00)", "26.2 (1.00)", "1.68×", "≤ 2 calls, < 1× cmds", "**no**"},
 		{"Redis cmds (script calls) per job, redis, 100 jobs/s, 1 drainer(s), vs BullMQ", notRun, notRun, notRun, "≤ 2 calls, < 1× cmds", notRun},
@@ -89,10 +97,23 @@ func TestSummarySample(t *testing.T) {
 	}
 	md := render(in, header{at: time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC), command: "make bench", commit: "abc1234", machine: "2 CPUs"})
 	for _, s := range []string{"Commit `abc1234`, 2026-12-01 17:00 UTC, `make bench`. Machine: 2 CPUs.",
-		"| what | sluice | peer | ratio | goal | met |", "(a private server: exact)"} {
+		"| what | sluice | peer | ratio | goal | met |", "(a private server: exact)",
+		"each figure is the median over 3 alternated round(s)", "each ratio the median of the rounds' ratios"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("summary lacks %q:\n%s", s, md)
 		}
+	}
+}
+
+// TestSampleMedians: the sample's stored medians are drainresult.Medians of
+// its per-round rows, as drainbench writes them.
+func TestSampleMedians(t *testing.T) {
+	d, err := drainresult.Read("testdata/run/drain.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(drainresult.Medians(d.Throughput), d.TputMedians, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("tput_medians (-Medians(throughput) +stored):\n%s", diff)
 	}
 }
 
@@ -106,5 +127,32 @@ func TestSummaryNothingRan(t *testing.T) {
 		if r.sluice != notRun || r.met != notRun {
 			t.Errorf("row %q: sluice %q, met %q; want %q", r.what, r.sluice, r.met, notRun)
 		}
+	}
+}
+
+// TestRoundsRow: a drain ratio is the median of the rounds' ratios, met
+// only over at least minRounds rounds.
+func TestRoundsRow(t *testing.T) {
+	s := drainresult.TputMedian{Rate: 7651}
+	p := drainresult.TputMedian{Rate: 5000}
+	tests := []struct {
+		name   string
+		ok     bool
+		ratio  float64
+		rounds []float64
+		want   row
+	}{
+		{"met over 3 rounds", true, 1.55, []float64{1.5, 1.55, 1.6}, row{"x", "7651", "5000", "1.55× (3 rounds)", "≥ 1.5×, ≥ 3 rounds", "yes"}},
+		{"missed over 3 rounds", true, 1.45, []float64{1.5, 1.45, 1.4}, row{"x", "7651", "5000", "1.45× (3 rounds)", "≥ 1.5×, ≥ 3 rounds", "**no**"}},
+		{"met over 1 round only", true, 1.6, []float64{1.6}, row{"x", "7651", "5000", "1.60× (1 round)", "≥ 1.5×, ≥ 3 rounds", "**no** (ratio met over 1 round; the goal needs 3)"}},
+		{"never both in a round", true, 0, nil, row{"x", "7651", "5000", "no round with both", "≥ 1.5×, ≥ 3 rounds", "**no**"}},
+		{"not run", false, 0, nil, row{"x", notRun, notRun, notRun, "≥ 1.5×, ≥ 3 rounds", notRun}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, roundsRow("x", s, p, tc.ok, tc.ratio, tc.rounds, 1.5), cmp.AllowUnexported(row{})); diff != "" {
+				t.Errorf("roundsRow (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
