@@ -98,12 +98,15 @@ func TestTakeTurnGrantsAhead(t *testing.T) {
 		t.Fatalf("first: %v, %+v; want a at once", ids(jobs), turn)
 	}
 	jobs, turn := take(200 * time.Millisecond)
-	if len(jobs) != 1 || jobs[0].Envelope.ID != "b" || jobs[0].Started != 1 || turn.Delay < 80*time.Millisecond || turn.Delay > 100*time.Millisecond {
-		t.Fatalf("second: %v, %+v; want b granted about 100 ms ahead", ids(jobs), turn)
+	// Its turn comes 100 ms after the first, less the time between the
+	// two calls; its cost is in the bucket now, above the capacity.
+	if len(jobs) != 1 || jobs[0].Envelope.ID != "b" || jobs[0].Started != 1 || turn.Delay <= 0 || turn.Delay > 100*time.Millisecond || turn.Water <= 1 {
+		t.Fatalf("second: %v, %+v; want b granted up to 100 ms ahead, water above 1", ids(jobs), turn)
 	}
+	second := turn
 	jobs, turn = take(0)
-	if len(jobs) != 0 || turn.Wait < 160*time.Millisecond || turn.Wait > 200*time.Millisecond {
-		t.Fatalf("third without ahead: %v, %+v; want none and a wait of about 200 ms", ids(jobs), turn)
+	if len(jobs) != 0 || turn.Wait <= second.Delay || turn.Wait > second.Delay+100*time.Millisecond {
+		t.Fatalf("third without ahead: %v, %+v; want none and a wait of about 100 ms past the second's turn", ids(jobs), turn)
 	}
 	if _, _, _, err := e.cons.TakeTurn(ctx, e.tenant, 10, 1, 2*time.Second); err == nil {
 		t.Error("ahead 2 s: nil error, want one (over queue.TurnAheadMax)")
@@ -146,7 +149,7 @@ func TestRedisTakeTurnHopCommands(t *testing.T) {
 			}
 		})
 	}
-	want := map[string]int64{"take turn granted": 20, "take turn refused": 4}
+	want := map[string]int64{"take turn granted": 18, "take turn refused": 4}
 	for k, w := range want {
 		if h.got[k] != w {
 			t.Errorf("%s: %d commands, want %d", k, h.got[k], w)
