@@ -63,6 +63,7 @@ type Consumer struct {
 	prefix   string        // unique per consumer, part of every lease token
 	seq      atomic.Uint64 // lease token counter
 	finishes *lua.Group
+	takes    *lua.Group   // concurrent takes of all lanes, in shared pipelines
 	refresh  keys.Refresh // once a second per tenant: TTLs and the done trim
 }
 
@@ -74,6 +75,12 @@ const (
 	finishPipelines = 2
 	finishTimeout   = 5 * time.Second
 )
+
+// takePipelines is how many pipelines of takes (take.lua) may be in flight
+// at once: a lane's pull loops each have one while few lanes are busy, and
+// many busy lanes share round trips (and the client's connections) instead
+// of queueing for a connection each.
+const takePipelines = 4
 
 // NewConsumer returns a consumer of cfg.Redis's tenant lists.
 func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
@@ -89,7 +96,8 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return &Consumer{rdb: cfg.Redis, cfg: cfg, clock: clock.Or(cfg.Clock), prefix: hex.EncodeToString(b),
-		finishes: lua.NewGroup(cfg.Redis, finishPipelines, finishTimeout)}, nil
+		finishes: lua.NewGroup(cfg.Redis, finishPipelines, finishTimeout),
+		takes:    lua.NewGroup(cfg.Redis, takePipelines, finishTimeout)}, nil
 }
 
 // Tenants returns the configured tenants plus every tenant with a queue,

@@ -51,7 +51,7 @@ func (c *Consumer) TakeTurn(ctx context.Context, tenant string, rate, capacity f
 func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
 	a.Tenant, a.Lease = tenant, c.cfg.Lease
 	a.Token = c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36)
-	v, err := a.Call().Run(ctx, c.rdb).Result()
+	v, err := c.takes.Do(ctx, a.Call())
 	if err != nil {
 		return nil, queue.Turn{}, 0, queue.Unavailable("take "+tenant, err)
 	}
