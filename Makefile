@@ -61,7 +61,7 @@ BENCH_SCRIPTS ?= $(wildcard deploy/bench/*.sh)
 FUZZTIME ?= 60s
 CI_FUZZTIME ?= 5s
 FUZZ_PARALLEL ?= 2
-FUZZ_TARGETS ?= ./ingest:FuzzJob ./ingest:FuzzJobBatch ./tenants:FuzzSpecPatch ./limits:FuzzAdmit
+FUZZ_TARGETS ?= ./ingest:FuzzJob ./ingest:FuzzJobBatch ./tenants:FuzzSpecPatch ./limits:FuzzAdmit ./internal/strictjson:FuzzCheck
 
 # Redocly's CLI (npm @redocly/cli, pinned in services.sh, installed into
 # .cache/tools/redocly) with the recommended rules of redocly.yaml; it exits

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -120,7 +121,8 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *pro
 
 // decodeStrict decodes exactly one JSON value of data into v, with every
 // field name checked by strictjson; prefix is the path of data in the
-// request ("jobs[3]" for a batch element).
+// request ("jobs[3]" for a batch element). v points to a zero request
+// value (jobRequest, batchRequest).
 func decodeStrict(data []byte, prefix string, limit int64, v any) *problem {
 	if err := strictjson.Check(data, v, "json"); err != nil {
 		var fe *strictjson.Error
@@ -133,6 +135,9 @@ func decodeStrict(data []byte, prefix string, limit int64, v any) *problem {
 		}
 		return newProblem(http.StatusBadRequest, f, fmt.Sprintf("unknown field %q (field names are case-sensitive)", f))
 	}
+	if unmarshalClean(data, v) {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -143,6 +148,26 @@ func decodeStrict(data []byte, prefix string, limit int64, v any) *problem {
 		return newProblem(http.StatusBadRequest, prefix, orBody(prefix)+" must hold one JSON object and nothing after it")
 	}
 	return nil
+}
+
+// unmarshalClean decodes data into v, a pointer to a zero value, with
+// json.Unmarshal (no Decoder, no copy of data) and reports whether that
+// succeeded; if not, it leaves *v zero, for decodeStrict's Decoder to decode
+// it again and name the problem. Success means what the Decoder's success
+// means: data is one JSON value and white space, decoded as the Decoder
+// decodes it. DisallowUnknownFields adds nothing after strictjson.Check for
+// the request types, whose field names (plain tags, nothing embedded)
+// strictjson reads as encoding/json does.
+func unmarshalClean(data []byte, v any) bool {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || !rv.Elem().IsZero() {
+		return false
+	}
+	if json.Unmarshal(data, v) == nil {
+		return true
+	}
+	rv.Elem().SetZero()
+	return false
 }
 
 // decodeProblem turns a json.Decoder error into a 400 naming the field (or a

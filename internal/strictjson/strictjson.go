@@ -18,19 +18,21 @@
 // fit the Go type (an object where a number goes) is skipped, for the decoder
 // to refuse.
 //
-// Check reads tokens with a json.Decoder (numbers as json.Number, so no number
-// the decoder would take makes Check fail), so it also reports the syntax
-// errors the decoder would; only the first value of data is read.
+// Check reports the syntax errors a json.Decoder would (it reads numbers as
+// json.Number, so no number the decoder would take makes Check fail); only
+// the first value of data is read. It reads data in two ways: a byte
+// scanner, which allocates nothing, answers for a document it finds clean
+// (well-formed JSON, every checked key escape-free and known, nothing
+// nested too deep for it); any other document (a problem, a doubt, a key
+// with an escape) is walked again with a json.Decoder's tokens, and that
+// walk's answer is Check's, so every answer is the decoder's.
 package strictjson
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -74,18 +76,16 @@ var ErrTooDeep = errors.New("strictjson: nested deeper than 10000")
 // JSON (io.EOF for empty data), or nil. v is a value of the Go type data is
 // decoded into (a pointer to it is fine); tag names the struct tag that
 // holds field names ("json", "mapstructure"): the name before its first
-// comma, "-" for a field that is never decoded.
+// comma, "-" for a field that is never decoded. Check is safe for
+// concurrent use; once the schema of v's type and tag is built (on the
+// first call), a clean object or array (see the package comment) costs no
+// allocation.
 func Check(data []byte, v any, tag string) error {
 	n := schemaOf(reflect.TypeOf(v), tag)
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	err := (&checker{dec: dec}).value(n, "", 0)
-	if errors.Is(err, io.EOF) && dec.InputOffset() > 0 {
-		// The document ended inside a value (the decoder says io.EOF
-		// when a value read on its own finds no bytes).
-		return io.ErrUnexpectedEOF
+	if s := (scanner{data: data}); s.clean(n) {
+		return nil
 	}
-	return err
+	return walk(data, n)
 }
 
 // nodeKind is how Check treats a value of a Go type.
@@ -102,8 +102,15 @@ const (
 // node is the schema of one Go type.
 type node struct {
 	kind   nodeKind
-	fields map[string]*node // object
+	fields map[string]field // object
 	elem   *node            // dict values, list elements
+}
+
+// field is a struct field's schema and its bit in the scanner's set of the
+// fields an object has given (0 past the 64th field: the walk's business).
+type field struct {
+	node *node
+	bit  uint64
 }
 
 type schemaKey struct {
@@ -144,7 +151,7 @@ func build(t reflect.Type, tag string, seen map[reflect.Type]*node) *node {
 	case reflect.Pointer:
 		*n = *build(t.Elem(), tag, seen)
 	case reflect.Struct:
-		n.kind, n.fields = object, map[string]*node{}
+		n.kind, n.fields = object, map[string]field{}
 		addFields(n, t, tag, seen)
 	case reflect.Map:
 		n.kind, n.elem = dict, build(t.Elem(), tag, seen)
@@ -181,135 +188,11 @@ func addFields(n *node, t reflect.Type, tag string, seen map[reflect.Type]*node)
 		if name == "" {
 			name = f.Name
 		}
-		n.fields[name] = build(f.Type, tag, seen)
-	}
-}
-
-type checker struct {
-	dec *json.Decoder
-}
-
-// skip is a value read whole and thrown away: the decoder still checks its
-// syntax, and hands UnmarshalJSON a slice of its own buffer, so nothing (a
-// payload of up to max_body_bytes) is copied.
-type skip struct{}
-
-func (*skip) UnmarshalJSON([]byte) error { return nil }
-
-// value checks the next value of the document, of schema n at path.
-func (c *checker) value(n *node, path string, depth int) error {
-	if depth > MaxDepth {
-		return ErrTooDeep
-	}
-	if n.kind == free || n.kind == leaf {
-		// Read whole: nothing inside is checked (a leaf's object or array
-		// is the decoder's type error).
-		return c.dec.Decode(&skip{})
-	}
-	tok, err := c.dec.Token()
-	if err != nil {
-		return err
-	}
-	d, ok := tok.(json.Delim)
-	switch {
-	case !ok:
-		return nil
-	case d == '{' && n.kind != object && n.kind != dict, d == '[' && n.kind != list:
-		return c.skip()
-	case d == '[':
-		for i := 0; c.dec.More(); i++ {
-			if err := c.value(n.elem, path+"["+strconv.Itoa(i)+"]", depth+1); err != nil {
-				return err
-			}
+		fd, ok := n.fields[name] // a promoted name given again keeps its bit
+		if !ok && len(n.fields) < 64 {
+			fd.bit = 1 << len(n.fields)
 		}
-	default:
-		var seen keySet
-		for c.dec.More() {
-			tok, err := c.dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := tok.(string)
-			if !seen.add(key) {
-				return &Error{Path: join(path, key), Kind: Repeated}
-			}
-			child := n.elem
-			if n.kind == object {
-				if child = n.fields[key]; child == nil {
-					return &Error{Path: join(path, key), Kind: Unknown}
-				}
-			}
-			p := "" // only a value looked into needs its path
-			if child.kind != free && child.kind != leaf {
-				p = join(path, key)
-			}
-			if err := c.value(child, p, depth+1); err != nil {
-				return err
-			}
-		}
+		fd.node = build(f.Type, tag, seen)
+		n.fields[name] = fd
 	}
-	_, err = c.dec.Token() // the closing delimiter
-	return err
-}
-
-// skip reads the rest of the object or array just opened, unchecked.
-func (c *checker) skip() error {
-	for depth := 1; depth > 0; {
-		tok, err := c.dec.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-	}
-	return nil
-}
-
-// keySet is the keys of one object: a short list, a map once it grows.
-type keySet struct {
-	few  [8]string
-	n    int
-	many map[string]bool
-}
-
-// add adds key and reports whether it was new.
-func (s *keySet) add(key string) bool {
-	if s.many != nil {
-		if s.many[key] {
-			return false
-		}
-		s.many[key] = true
-		return true
-	}
-	for _, k := range s.few[:s.n] {
-		if k == key {
-			return false
-		}
-	}
-	if s.n < len(s.few) {
-		s.few[s.n] = key
-		s.n++
-		return true
-	}
-	s.many = make(map[string]bool, 2*len(s.few))
-	for _, k := range s.few {
-		s.many[k] = true
-	}
-	s.many[key] = true
-	return true
-}
-
-func join(path, key string) string {
-	if key == "" {
-		// A member named "" is named visibly, not as its parent.
-		key = `""`
-	}
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
