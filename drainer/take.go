@@ -185,6 +185,12 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 	if d.dropUnsent(job, true) {
 		return true, 0, true, nil
 	}
+	if job.Started == 0 {
+		// Not started (a deadline or heartbeat to check, no recorded cost):
+		// it asks the bucket itself, holding no room meanwhile.
+		d.unreserve(1)
+		return true, 0, d.launch(ctx, workCtx, job, dispatches, false), nil
+	}
 	return true, 0, d.launch(ctx, workCtx, job, dispatches, true), nil
 }
 

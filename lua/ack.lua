@@ -42,9 +42,7 @@
 --          when this call set the counter, which clears a TTL, or created
 --          it) and, with KEYS[5], the done index is trimmed
 -- ARGV[14] "1" when the delivery in progress is the lease itself (take.lua
---          started it: queue.Claimed.InLease): KEYS[7] is not touched, the
---          lease's envelope is in the state hash (field lease, emptied with
---          the final state), not in KEYS[2]
+--          started it: queue.Claimed.InLease): KEYS[7] is not touched
 --
 -- Returns 1 when the lease was held and the job is finished, 0 when the
 -- lease was lost.
@@ -53,15 +51,14 @@ local record = #KEYS >= 7
 if record and ARGV[14] ~= '1' then
   redis.call('ZREM', KEYS[7], ARGV[1])
 end
-local in_lease = ARGV[14] == '1'
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
-  if not in_lease then redis.call('HDEL', KEYS[2], ARGV[1]) end
+  redis.call('HDEL', KEYS[2], ARGV[1])
   if record and ARGV[6] == 'done' then
-    record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13], nil, in_lease)
+    record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13])
   end
   return 0
 end
-if not in_lease then redis.call('HDEL', KEYS[2], ARGV[1]) end
+redis.call('HDEL', KEYS[2], ARGV[1])
 -- One read of the state for the purge check and record_final's index move
 -- (pcall: HMGET fails (WRONGTYPE) only on the older string marker).
 local pre = nil
@@ -85,5 +82,5 @@ if not record then
   return 1
 end
 
-record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13], pre, in_lease)
+record_final(KEYS[5], KEYS[6], ARGV[6], ARGV[7], ARGV[8], ARGV[9], nil, ARGV[13], pre)
 return 1

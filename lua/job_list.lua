@@ -83,16 +83,9 @@ while #rows < limit do
     local h = redis.pcall('HGETALL', ARGV[6] .. id)
     local st = nil
     if type(h) == 'table' and not h['err'] then
-      local kept = {}
       for j = 1, #h, 2 do
         if h[j] == 'state' then st = h[j + 1] end
-        -- lease: a take.lua lease's envelope, not part of the record.
-        if h[j] ~= 'lease' then
-          kept[#kept + 1] = h[j]
-          kept[#kept + 1] = h[j + 1]
-        end
       end
-      h = kept
     end
     if st == state then
       rows[#rows + 1] = {id, score, h}

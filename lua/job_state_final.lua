@@ -32,8 +32,7 @@
 --
 -- index_move(sk, id, new_state, score) is index_leave then index_add.
 --
--- record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre,
--- clear_lease) sets
+-- record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre) sets
 -- the job's state hash sk (package jobstate): state, updated_at (Redis TIME,
 -- ms), last_error and reason when not empty, its TTL refreshed to ttl ms,
 -- and moves the job between the indexes (score: the new state's index
@@ -44,8 +43,7 @@
 -- dropped at the head of its queue (cancelled, expired, poison) also moves
 -- the tenant's dispatched sequence seqk up to its seq; a delivered job did
 -- that when its delivery started. An older cancel marker (a string under
--- sk) is left as it is. pre is passed on to index_leave; clear_lease
--- empties the field lease (a take.lua lease's envelope) in the same HSET.
+-- sk) is left as it is. pre is passed on to index_leave.
 --
 -- KEYS  none of its own: the including script passes its keys.
 -- ARGV  none of its own.
@@ -91,11 +89,10 @@ local function index_move(sk, id, new_state, score)
   index_add(sk, id, new_state, score)
 end
 
-local function record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre, clear_lease)
+local function record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local f = {'state', state, 'updated_at', now}
-  if clear_lease then f[#f + 1] = 'lease'; f[#f + 1] = '' end
   if last_error ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = last_error end
   if reason ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = reason end
   local id = job_id(sk)

@@ -42,8 +42,7 @@ local due = now + tonumber(ARGV[2])
 redis.call('ZADD', KEYS[3], due, ARGV[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
 if record then
-  -- lease: a take.lua lease's envelope, emptied (the retry holds the job now).
-  local f = {'state', 'retrying', 'updated_at', now, 'lease', ''}
+  local f = {'state', 'retrying', 'updated_at', now}
   if ARGV[6] ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = ARGV[6] end
   -- pcall: HSET fails (WRONGTYPE) only on the older string marker.
   local id = job_id(KEYS[4])

@@ -8,10 +8,6 @@
 -- ARGV[1]  now, unix ms; "0" reads Redis TIME
 -- ARGV[2]  at most this many leases per call
 -- ARGV[3]  PEXPIRE of the queue, ms (keys.QueueTTL)
--- ARGV[4]  job-state key prefix (keys.JobState(tenant, "")): a lease take.lua
---          made keeps its envelope in the job's state hash (field lease),
---          read there when the leased hash has none; a lease with neither is
---          dropped (nothing to return)
 --
 -- Returns the number of leases returned.
 
@@ -27,15 +23,6 @@ end
 local pushed = 0
 for i = #expired, 1, -1 do
   local env = redis.call('HGET', KEYS[2], expired[i])
-  if not env and ARGV[4] then
-    -- The id is the member up to its last '|' (a token holds none).
-    local id = string.match(expired[i], '^(.*)|[^|]*$')
-    if id then
-      -- pcall: HGET fails (WRONGTYPE) only on the older string marker.
-      local v = redis.pcall('HGET', ARGV[4] .. id, 'lease')
-      if type(v) == 'string' and v ~= '' then env = v end
-    end
-  end
   if env then
     redis.call('LPUSH', KEYS[3], env)
     pushed = pushed + 1

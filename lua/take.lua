@@ -22,10 +22,7 @@
 -- moves from its old index to the in_flight one; the dispatched sequence
 -- rises to the highest seq started. The delivery in progress is its lease
 -- (a started job is leased, so tenant_stats.lua counts the processing set):
--- it does not join keys.Delivering, and the lease's envelope is kept in the
--- job's state hash (field lease, written with the state: lever L9) instead
--- of the leased hash; reap.lua, ack.lua and lease_defer.lua read or clear it
--- there. Any other job (cancelled,
+-- it does not join keys.Delivering. Any other job (cancelled,
 -- done already, a heartbeat job, one with a deadline, poison, the older
 -- string marker) is leased only and returned with claim.lua's fields, and
 -- the drainer drops it or records its start as before, so no drop spends a
@@ -199,8 +196,10 @@ for i, env in ipairs(envs) do
       if plain then pass, wait = turn(f[7]) end
       if pass == 'go' then out[4] = wait end
       if pass == 'wait' then
-        -- Its turn is not free yet: back to the head, nothing leased.
+        -- Its turn is not free yet: back to the head, nothing leased (the
+        -- LPOP of the last job deleted the list: the LPUSH makes it anew).
         redis.call('LPUSH', KEYS[1], env)
+        redis.call('PEXPIRE', KEYS[1], ttl)
         if b.heal then bucket_store(b, b.water) end
         return gate_reply(0, wait)
       end
@@ -210,7 +209,7 @@ for i, env in ipairs(envs) do
         if state ~= 'in_flight' and JOB_LISTED[state] then
           redis.call('ZREM', job_index(sk, state), id)
         end
-        redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now, 'lease', env)
+        redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
         redis.call('PEXPIRE', sk, state_ttl)
         in_flight_index = in_flight_index or job_index(sk, 'in_flight')
         starts[#starts + 1] = now
@@ -222,10 +221,8 @@ for i, env in ipairs(envs) do
   end
   leases[#leases + 1] = deadline
   leases[#leases + 1] = member
-  if attempt == 0 then
-    leased[#leased + 1] = member
-    leased[#leased + 1] = env
-  end
+  leased[#leased + 1] = member
+  leased[#leased + 1] = env
   local o = #out
   out[o + 1], out[o + 2], out[o + 3], out[o + 4] = member, env, cancelled, beat
   out[o + 5], out[o + 6], out[o + 7] = done, attempt, enq
@@ -236,11 +233,9 @@ if b then
 end
 
 redis.call('ZADD', KEYS[2], unpack(leases))
+redis.call('HSET', KEYS[3], unpack(leased))
 redis.call('PEXPIRE', KEYS[2], ttl)
-if #leased > 0 then
-  redis.call('HSET', KEYS[3], unpack(leased))
-  redis.call('PEXPIRE', KEYS[3], ttl)
-end
+redis.call('PEXPIRE', KEYS[3], ttl)
 if #starts > 0 then
   redis.call('ZADD', in_flight_index, unpack(starts))
   redis.call('PEXPIRE', in_flight_index, JOB_INDEX_TTL)

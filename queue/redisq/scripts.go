@@ -266,7 +266,7 @@ type reapArgs struct {
 func (a reapArgs) Call() lua.Call {
 	t := a.Tenant
 	return lua.Call{Script: lua.Reap, Keys: []string{keys.Processing(t), keys.Leased(t), keys.Queue(t)},
-		Args: []any{a.NowMS, a.Max, keys.QueueTTL.Milliseconds(), keys.JobState(t, "")}}
+		Args: []any{a.NowMS, a.Max, keys.QueueTTL.Milliseconds()}}
 }
 
 // parseReap checks reap.lua's reply: how many leases it returned.

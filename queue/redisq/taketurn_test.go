@@ -71,6 +71,11 @@ func TestTakeTurnPassesTheBucket(t *testing.T) {
 	if head := e.rdb.LIndex(ctx, keys.Queue(e.tenant), 0).Val(); head == "" || consID(t, head) != "two" {
 		t.Errorf("head after the refused cost-2 job: %q, want two", head)
 	}
+	// The refused job was the only one queued: its LPOP deleted the list,
+	// and the list it went back to has a TTL.
+	if ttl := e.rdb.PTTL(ctx, keys.Queue(e.tenant)).Val(); ttl <= 0 {
+		t.Errorf("queue TTL after the refused job went back: %v, want one", ttl)
+	}
 	if n := e.rdb.ZCard(ctx, keys.Processing(e.tenant)).Val(); n != 5 {
 		t.Errorf("leases %d, want 5 (a, b, c, big, one)", n)
 	}
@@ -149,7 +154,7 @@ func TestRedisTakeTurnHopCommands(t *testing.T) {
 			}
 		})
 	}
-	want := map[string]int64{"take turn granted": 18, "take turn refused": 4}
+	want := map[string]int64{"take turn granted": 20, "take turn refused": 4}
 	for k, w := range want {
 		if h.got[k] != w {
 			t.Errorf("%s: %d commands, want %d", k, h.got[k], w)
