@@ -150,25 +150,25 @@ func (d *Drainer) claimAndLaunch(ctx, workCtx context.Context, tenant string, di
 // can never pass to the dead-letter queue. It reports false when ctx ended
 // first (the job released): the pull loop ends.
 func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispatches *sync.WaitGroup, reserved bool) bool {
-	giveBack := func() {
+	giveRoom := func() {
 		if reserved {
 			<-d.inFlight
 		}
 	}
 	slot, f, capacity, o := d.passGates(ctx, job)
 	if f != flowGo {
-		giveBack()
+		giveRoom()
 	}
 	switch f {
 	case flowStop:
 		d.releaseSlot(job, slot)
-		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		d.giveBack(job)
 		return false
 	case flowRemoved, flowPaused:
 		// Removed or paused since the claim: back to the head of the
 		// queue, and the lane retires or waits at the top of the loop.
 		d.releaseSlot(job, slot)
-		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		d.giveBack(job)
 		return true
 	case flowNever:
 		d.releaseSlot(job, slot)
@@ -177,14 +177,14 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 	}
 	if !reserved && d.reserve(ctx, 1) == 0 {
 		d.releaseSlot(job, slot)
-		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		d.giveBack(job)
 		return false
 	}
 	if d.paused(job.Envelope.Tenant) {
 		// Paused while it waited for room: it does not start.
 		<-d.inFlight
 		d.releaseSlot(job, slot)
-		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		d.giveBack(job)
 		return true
 	}
 	d.sentCounter(job.Envelope.Tenant).Add(job.Envelope.Cost)

@@ -118,7 +118,7 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 		case !live:
 			// ctx ended while an earlier job waited: the rest go back.
 			d.unreserve(1)
-			d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+			d.giveBack(job)
 		case d.dropUnsent(job, true):
 		default:
 			live = d.launch(ctx, workCtx, job, dispatches, true)
@@ -179,7 +179,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 	if turn.Delay > 0 && !sleep(ctx, turn.Delay) {
 		// Its turn is spent; the job goes back and is taken again.
 		d.unreserve(1)
-		d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+		d.giveBack(job)
 		return true, 0, false, nil
 	}
 	if d.dropUnsent(job, true) {
@@ -209,4 +209,15 @@ func errOp(err error) string {
 		return "outflow"
 	}
 	return "claim"
+}
+
+// giveBack releases a job that was not sent (the lane stops, or the tenant
+// was paused or removed before its dispatch): through queue.Untaker when the
+// take started it, so its recorded start is undone, else Release.
+func (d *Drainer) giveBack(job *queue.Claimed) {
+	if u, ok := d.cfg.Consumer.(queue.Untaker); ok && job.Started > 0 {
+		d.settle(job, func(ctx context.Context) error { return u.Untake(ctx, job) }, "release")
+		return
+	}
+	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 }

@@ -18,7 +18,7 @@ var (
 	Claim       = register(mustLoad("claim.lua"))
 	Take        = register(include("take.lua", "job_state_final.lua", "bucket_level.lua"))
 	Ack         = register(include("ack.lua", "job_state_final.lua", "dead_letter.lua"))
-	Release     = register(mustLoad("release.lua"))
+	Release     = register(include("release.lua", "job_state_final.lua"))
 	LeaseDefer  = register(include("lease_defer.lua", "job_state_final.lua"))
 	LeaseExtend = register(mustLoad("lease_extend.lua"))
 	Reap        = register(mustLoad("reap.lua"))

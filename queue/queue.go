@@ -113,6 +113,14 @@ type Taker interface {
 	Take(ctx context.Context, tenant string, k int) ([]*Claimed, time.Duration, error)
 }
 
+// Untaker is a Taker that can give back a job its take started
+// (Claimed.Started) before it was sent: Untake is Release, and undoes the
+// recorded start in the same step, so the next start's attempt number and
+// the job's state are as if this one never happened.
+type Untaker interface {
+	Untake(ctx context.Context, job *Claimed) error
+}
+
 // JobWaiter is a Taker whose Take waits for jobs to arrive when there are
 // none (Kafka's, up to its ClaimWait). WaitJobs waits the same way and
 // reports whether the tenant has a job to hand out now, taking nothing, so

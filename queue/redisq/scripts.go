@@ -188,14 +188,23 @@ func parseHeld(s *lua.Script, v any) (bool, error) {
 type releaseArgs struct {
 	Tenant, Member string
 	Envelope       []byte
+	// JobID and Started, for a job whose start take.lua recorded and that
+	// was not sent: the start is undone (Started 0: nothing to undo).
+	JobID   string
+	Started int
 }
 
 // Call returns the script call.
 func (a releaseArgs) Call() lua.Call {
 	t := a.Tenant
-	return lua.Call{Script: lua.Release,
+	c := lua.Call{Script: lua.Release,
 		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Queue(t)},
 		Args: []any{a.Member, a.Envelope, keys.QueueTTL.Milliseconds()}}
+	if a.Started > 0 {
+		c.Keys = append(c.Keys, keys.JobState(t, a.JobID))
+		c.Args = append(c.Args, a.Started)
+	}
+	return c
 }
 
 // deferArgs are lua/lease_defer.lua's arguments: end the lease of Member

@@ -92,6 +92,28 @@ func (c *Consumer) Release(ctx context.Context, job *queue.Claimed) error {
 	return nil
 }
 
+// Untake is Release for a job its take started (queue.Claimed.Started)
+// that was not sent: the lease ends, the job goes back to the head of its
+// queue and, in the same call, its recorded start is undone (state queued,
+// the attempt number back), so its next start sends the number this one
+// would have. It implements queue.Untaker.
+func (c *Consumer) Untake(ctx context.Context, job *queue.Claimed) error {
+	id := job.Envelope.ID
+	a := releaseArgs{Tenant: job.Envelope.Tenant, Member: job.Token(), Envelope: job.Raw, JobID: id, Started: job.Started}
+	v, err := a.Call().Run(ctx, c.rdb).Result()
+	if err != nil {
+		return queue.Unavailable("release "+id, err)
+	}
+	held, err := parseHeld(lua.Release, v)
+	if err != nil {
+		return fmt.Errorf("queue: release %s: %w", id, err)
+	}
+	if !held {
+		return fmt.Errorf("queue: release %s: %w", id, queue.ErrLeaseLost)
+	}
+	return nil
+}
+
 // reapMax bounds how many expired leases one Reap call returns.
 const reapMax = 1000
 

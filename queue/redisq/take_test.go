@@ -238,3 +238,43 @@ func TestRedisTakeHopCommands(t *testing.T) {
 		t.Errorf("take.lua commands (-want +got):\n%s", d)
 	}
 }
+
+// TestUntakeUndoesTheStart: a taken job given back before it was sent
+// (Untake) is queued again with its recorded start undone (state queued,
+// attempt 0, back in the queued index, cancellable), so its next take
+// starts it as attempt 1 again.
+func TestUntakeUndoesTheStart(t *testing.T) {
+	t.Parallel()
+	e := newTakeEnv(t)
+	ctx := context.Background()
+	e.enqueue(queue.Envelope{ID: "u"})
+	jobs := e.take(1)
+	if len(jobs) != 1 || jobs[0].Started != 1 {
+		t.Fatalf("take: %v started %v", ids(jobs), started(jobs))
+	}
+	if err := e.cons.Untake(ctx, jobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.state("u"); r.State != jobstate.Queued || r.Attempt != 0 {
+		t.Errorf("after Untake: %s attempt %d, want queued 0", r.State, r.Attempt)
+	}
+	if n := e.rdb.ZCard(ctx, keys.JobIndex(e.tenant, jobstate.Queued)).Val(); n != 1 {
+		t.Errorf("queued index %d, want 1", n)
+	}
+	if n := e.rdb.ZCard(ctx, keys.JobIndex(e.tenant, jobstate.InFlight)).Val(); n != 0 {
+		t.Errorf("in_flight index %d, want 0", n)
+	}
+	if n := e.rdb.ZCard(ctx, keys.Processing(e.tenant)).Val(); n != 0 {
+		t.Errorf("leases %d after Untake, want 0", n)
+	}
+	again := e.take(1)
+	if len(again) != 1 || again[0].Started != 1 {
+		t.Errorf("taken again: %v started %v, want started 1", ids(again), started(again))
+	}
+	if err := e.cons.Untake(ctx, again[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobstate.Cancel(ctx, e.rdb, e.tenant, "u"); err != nil {
+		t.Errorf("Cancel after Untake = %v, want nil (the job is queued)", err)
+	}
+}
