@@ -155,6 +155,39 @@ func TestKafkaTakeTurnGrantsAhead(t *testing.T) {
 	}
 }
 
+// TestKafkaTakeTurnLeavesChecksToTheDrainer: a job Take would not start
+// (cancelled, a done copy, with a deadline, a heartbeat job) comes
+// unstarted from TakeTurn with Claim's flags and has taken no turn: the
+// bucket is not written (for the last two not even read: Go knows them).
+func TestKafkaTakeTurnLeavesChecksToTheDrainer(t *testing.T) {
+	t.Parallel()
+	enq := time.Now().UTC().Truncate(time.Millisecond)
+	soon := enq.Add(time.Hour)
+	te := newTurnEnv(t, queue.Envelope{ID: "cancelled", EnqueuedAt: enq}, queue.Envelope{ID: "done", EnqueuedAt: enq},
+		queue.Envelope{ID: "deadline", Deadline: &soon, EnqueuedAt: enq}, queue.Envelope{ID: "beat", HeartbeatMS: 60000, EnqueuedAt: enq})
+	ctx := context.Background()
+	if err := jobstate.Cancel(ctx, te.e.rdb, te.tenant, "cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	te.e.rdb.HSet(ctx, keys.JobState(te.tenant, "done"), "state", jobstate.Done)
+	for _, id := range []string{"cancelled", "done", "deadline", "beat"} {
+		jobs, turn := te.take(1, 1, 0)
+		if len(jobs) != 1 || jobs[0].Envelope.ID != id || jobs[0].Started != 0 || turn.Wait != 0 || turn.Delay != 0 || turn.Water != 0 {
+			t.Fatalf("%s: %v, %+v; want it unstarted with no turn", id, turnIDs(jobs), turn)
+		}
+		if read := id == "cancelled" || id == "done"; read != (turn.Rate > 0) {
+			t.Errorf("%s: bucket read %v (rate %v), want %v", id, turn.Rate > 0, turn.Rate, read)
+		}
+		j := jobs[0]
+		if j.Cancelled != (id == "cancelled") || j.Duplicate != (id == "done") || (id == "beat") == j.Now.IsZero() {
+			t.Errorf("%s: cancelled %v duplicate %v now %v", id, j.Cancelled, j.Duplicate, j.Now)
+		}
+	}
+	if te.e.rdb.Exists(ctx, keys.Water(te.tenant)).Val() != 0 {
+		t.Error("a job left to the drainer wrote the water level")
+	}
+}
+
 // TestKafkaTakeTurnRefusesBadNumbers: TakeTurn refuses a rate, capacity or
 // ahead out of range before it takes a job (redisq's errors), and a number
 // kafka_take.lua cannot represent (an argument or the tenant's override)
