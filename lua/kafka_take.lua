@@ -1,8 +1,9 @@
 -- kafka_take.lua: read the cancel marker, last beat and done copy of n jobs
 -- a Kafka consumer took from its FIFOs, and start the delivery of each one
--- it may start, in one call (Kafka queue backend's Take; docs/perf.md 2.2,
--- levers L1 + L3 for a tenant whose outflow has no gate in Redis).
--- lua.Include puts job_state_final.lua (job_id, job_index, JOB_LISTED) first.
+-- it may start, in one call (Kafka queue backend's Take and TakeTurn;
+-- docs/perf.md 2.2, levers L1 + L3, and with a rate L10). lua.Include puts
+-- job_state_final.lua (job_id, job_index, JOB_LISTED) and bucket_level.lua
+-- first.
 --
 -- Every job is read as job_cancelled.lua reads it: cancelled (a hash whose
 -- state is cancelled, or the older string marker "cancelled"), its last
@@ -23,76 +24,179 @@
 -- ZADD of the in_flight index, one ZADD of the deliveries and at most one
 -- SET of the sequence per call.
 --
+-- With a rate (ARGV[5] > 0; then n is 1) a job the caller marks startable
+-- first passes through the tenant's shared outflow bucket as leaky_bucket.lua
+-- and take.lua pass one (KEYS[3], KEYS[4]: the same rules, override and
+-- adaptive rate; bucket_level.lua), for its cost ARGV[9] (the envelope's),
+-- before its state is read. When its turn is due later than ARGV[8] µs the
+-- call reads nothing more and writes nothing (but a level the bucket heals):
+-- the reply's wait_us is the wait, the job's fields are 0 and the consumer
+-- puts the job back. Else the job is read as above, and when it starts its
+-- cost is added to the water: a turn free now, or one due within ARGV[8]
+-- µs (the water then above the capacity by what leaks in that wait, so
+-- every other ask sees the turn spent; the reply's delay_us tells the
+-- consumer to send it that much later). A job found cancelled or a done
+-- copy takes no turn; so does one whose cost exceeds the capacity (it can
+-- never pass), which comes unstarted, as does a job the caller does not
+-- mark startable (the bucket is then not read): the drainer passes such a
+-- job through the bucket itself.
+--
 -- KEYS[1]    the tenant's dispatched sequence (keys.JobsDispatched)
 -- KEYS[2]    the tenant's deliveries in progress (keys.Delivering)
--- KEYS[2+i]  job i's state hash (keys.JobState), i = 1..n, n in [1, 64]
+-- KEYS[3]    with a rate: the water hash (keys.Water)
+-- KEYS[4]    with a rate: the override hash (keys.Override)
+-- KEYS[g+i]  job i's state hash (keys.JobState), i = 1..n, n in [1, 64]; g
+--            is 2, with a rate 4
 -- ARGV[1]    now, unix ms; "0" reads Redis TIME
 -- ARGV[2]    lease, ms
 -- ARGV[3]    PEXPIRE of the states and the sequence, ms (keys.JobStateTTL)
 -- ARGV[4]    PEXPIRE of the deliveries set, ms (keys.QueueTTL)
--- ARGV[5+4(i-1)] .. ARGV[8+4(i-1)], per job i: its member in KEYS[2]
+-- ARGV[5]    outflow rate, units/s; 0: no bucket (ARGV[6..9] unused)
+-- ARGV[6]    outflow capacity, units (> 0 with a rate)
+-- ARGV[7]    TTL margin of the water hash, ms (keys.WaterMargin)
+-- ARGV[8]    a turn due within this many µs is granted now, for a send that
+--            much later (0: only a turn free now), at most 10 s
+-- ARGV[9]    with a rate: the job's cost, units (an integer >= 1)
+-- ARGV[10+4(i-1)] .. ARGV[13+4(i-1)], per job i: its member in KEYS[2]
 --            (queue.Claimed.Token); "1" to start it, "0" to read only; the
 --            least attempt (the envelope's attempts + 1); the envelope's
 --            enqueued_at, unix ms ("0": not known, no done check)
 --
--- Returns {now_ms, then per job cancelled (0|1), beat_ms, done_ms,
--- attempt}: beat_ms 0 when none is recorded; done_ms the recorded
+-- Returns {now_ms, wait_us, delay_us, water_micro, rate_milli, then per job
+-- cancelled (0|1), beat_ms, done_ms, attempt}: wait_us >= 1 when the job's
+-- turn was not free (it is not started), else 0; delay_us the wait before
+-- the send of a job started with a turn granted ahead, else 0; water_micro
+-- and rate_milli the bucket's level after the call and the rate used, as
+-- take.lua returns them, 0 when the bucket was not read (no rate, or no job
+-- to pass); beat_ms 0 when none is recorded; done_ms the recorded
 -- enqueued_at when the state is done, else 0; attempt the delivery's number
 -- (>= 1) when it was started here, 0 when not.
--- Errors: "kafka_take: <n> keys and <m> arguments do not match".
+-- Errors: "kafka_take: <n> keys and <m> arguments do not match";
+-- "kafka_take: <argument> <value> is out of range", as take.lua names a
+-- refused rate, capacity, margin, ahead or override.
 
-local n = #KEYS - 2
-if n < 1 or n > 64 or #ARGV ~= 4 + 4 * n then
+local gated = tonumber(ARGV[5]) ~= 0
+local g = 2
+if gated then g = 4 end
+local n = #KEYS - g
+if n < 1 or n > 64 or #ARGV ~= 9 + 4 * n or (gated and n ~= 1) then
   return redis.error_reply('kafka_take: ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments do not match')
 end
-local now = tonumber(ARGV[1])
+local rate, capacity, margin, ahead, cost
+if gated then
+  rate = bucket_num(ARGV[5], 1000, 0, true, false)
+  if not rate then return bucket_refuse('kafka_take', 'rate (ARGV[5])', ARGV[5]) end
+  capacity = bucket_num(ARGV[6], 1000000, 0, true, false)
+  if not capacity then return bucket_refuse('kafka_take', 'capacity (ARGV[6])', ARGV[6]) end
+  margin = bucket_num(ARGV[7], 1, 0, false, true)
+  if not margin or margin >= 2147483648 then return bucket_refuse('kafka_take', 'margin (ARGV[7])', ARGV[7]) end
+  ahead = bucket_num(ARGV[8], 1, 0, false, true)
+  if not ahead or ahead > 10000000 then return bucket_refuse('kafka_take', 'ahead (ARGV[8])', ARGV[8]) end
+  cost = tonumber(ARGV[9])
+  if cost == nil or not (cost >= 1) or cost == math.huge or cost ~= math.floor(cost) then
+    return bucket_refuse('kafka_take', 'cost (ARGV[9])', ARGV[9])
+  end
+end
+local now, now_us = tonumber(ARGV[1]), 0
 if now == nil or now <= 0 then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = math.floor(now_us / 1000)
+else
+  now_us = now * 1000
 end
 local deadline = now + tonumber(ARGV[2])
 local ttl = ARGV[3]
 
-local out = {now}
+-- The bucket, read with a rate for a job the caller would start (nil: not
+-- read), whether the call wrote it, and the head of the reply.
+local b, stored = nil, false
+local out = {now, 0, 0, 0, 0}
+local function head()
+  if b then out[4], out[5] = b.water, math.floor(b.rate * 1000) end
+  return out
+end
+
+-- turn decides the passage through the bucket of a job that would start,
+-- writing nothing: 'go' with the delay before its send in µs (0: now),
+-- 'wait' with the wait in µs, 'unstarted' (its cost exceeds the capacity),
+-- or 'error' with the error reply of a refused override. The rule is
+-- take.lua's turn, for a cost known before the call; spend adds the cost.
+local function turn()
+  local err
+  b, err = bucket_open(KEYS[3], KEYS[4], rate, capacity, now_us, margin, 'kafka_take')
+  if not b then return 'error', err end
+  if cost > b.capacity then return 'unstarted', 0 end
+  local cost_micro = cost * 1000000
+  if b.water + cost_micro <= b.cap_micro then return 'go', 0 end
+  local wait = bucket_wait(b, cost_micro)
+  if wait > ahead then return 'wait', wait end
+  return 'go', wait
+end
+
+local function spend()
+  b.water = b.water + cost * 1000000
+  bucket_store(b, b.water)
+  stored = true
+end
+
+-- With a rate the bucket is read before the job: when its turn is not free
+-- nothing else is read, and nothing is written but a healed level.
+local pass, pass_us = 'go', 0
+if gated and ARGV[11] == '1' then
+  pass, pass_us = turn()
+  if pass == 'error' then return pass_us end
+  if pass == 'wait' then
+    if b.heal then bucket_store(b, b.water) end
+    local r = head()
+    r[2], r[6], r[7], r[8], r[9] = pass_us, 0, 0, 0, 0
+    return r
+  end
+end
+
 local starts, delivering = {}, {}
 local top_seq, in_flight_index = nil, nil
 for i = 1, n do
-  local sk, a = KEYS[2 + i], 4 + 4 * (i - 1)
+  local sk, a = KEYS[g + i], 9 + 4 * (i - 1)
   local start, floor, enq = ARGV[a + 2] == '1', tonumber(ARGV[a + 3]) or 1, ARGV[a + 4]
   local cancelled, beat, done, attempt = 0, 0, 0, 0
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
   local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'seq', 'attempt')
-  if f['err'] then
-    if redis.pcall('GET', sk) == 'cancelled' then
-      cancelled = 1
-    elseif start then
-      attempt = floor
-    end
+  local marker = f['err'] ~= nil
+  local state = nil
+  if marker then
+    if redis.pcall('GET', sk) == 'cancelled' then cancelled = 1 end
   else
-    local state = f[1]
+    state = f[1]
     beat = tonumber(f[2]) or tonumber(f[3]) or 0
     if state == 'cancelled' then cancelled = 1 end
     if state == 'done' then done = tonumber(f[3]) or 0 end
-    local copy = state == 'done' and enq ~= '0' and f[3] == enq
-    if start and cancelled == 0 and not copy then
-      attempt = floor
-      if enq == '0' or f[3] == enq or (not f[3] and state ~= 'dead') then
-        attempt = math.max((tonumber(f[5]) or 0) + 1, floor)
-      end
-      local id = job_id(sk)
-      if id then
-        if type(state) == 'string' and state ~= 'in_flight' and state ~= 'dead' and JOB_LISTED[state] then
-          redis.call('ZREM', job_index(sk, state), id)
-        end
-        in_flight_index = in_flight_index or job_index(sk, 'in_flight')
-        starts[#starts + 1] = now
-        starts[#starts + 1] = id
-      end
-      redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
-      redis.call('PEXPIRE', sk, ttl)
-      local seq = tonumber(f[4])
-      if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end
+  end
+  local copy = not marker and state == 'done' and enq ~= '0' and f[3] == enq
+  if start and cancelled == 0 and not copy and pass == 'go' then
+    attempt = floor
+    if gated then
+      spend()
+      out[3] = pass_us
     end
+  end
+  if attempt > 0 and not marker then
+    if enq == '0' or f[3] == enq or (not f[3] and state ~= 'dead') then
+      attempt = math.max((tonumber(f[5]) or 0) + 1, floor)
+    end
+    local id = job_id(sk)
+    if id then
+      if type(state) == 'string' and state ~= 'in_flight' and state ~= 'dead' and JOB_LISTED[state] then
+        redis.call('ZREM', job_index(sk, state), id)
+      end
+      in_flight_index = in_flight_index or job_index(sk, 'in_flight')
+      starts[#starts + 1] = now
+      starts[#starts + 1] = id
+    end
+    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
+    redis.call('PEXPIRE', sk, ttl)
+    local seq = tonumber(f[4])
+    if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end
   end
   if attempt > 0 then
     delivering[#delivering + 1] = deadline
@@ -101,6 +205,7 @@ for i = 1, n do
   local o = #out
   out[o + 1], out[o + 2], out[o + 3], out[o + 4] = cancelled, beat, done, attempt
 end
+if b and b.heal and not stored then bucket_store(b, b.water) end
 
 if #starts > 0 then
   redis.call('ZADD', in_flight_index, unpack(starts))
@@ -113,4 +218,4 @@ if #delivering > 0 then
   redis.call('ZADD', KEYS[2], unpack(delivering))
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
 end
-return out
+return head()

@@ -21,15 +21,30 @@ func TestScriptRepliesChecked(t *testing.T) {
 		{"kafka_finish.lua", func(v any) error { _, err := parseKafkaFinish(v); return err },
 			int64(0), []any{int64(-1), "0", nil}},
 		{"kafka_take.lua", func(v any) error { _, err := parseKafkaTake(v, 2); return err },
-			[]any{int64(5), int64(0), int64(0), int64(0), int64(1), int64(1), int64(7), int64(0), int64(0)},
+			ints(5, 0, 0, 0, 0, 0, 0, 0, 1, 1, 7, 0, 0),
 			[]any{nil, int64(5), []any{}, []any{int64(5)}, // not an array, or too short
-				[]any{int64(5), int64(0), int64(0), int64(0), int64(1)},                                                   // one job for two
-				[]any{int64(5), int64(0), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1), int64(0)}, // too long
-				[]any{int64(0), int64(0), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1)},           // now 0
-				[]any{int64(5), int64(2), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1)},           // cancelled 2
-				[]any{int64(5), int64(0), int64(0), int64(0), int64(-1), int64(0), int64(0), int64(0), int64(1)},          // attempt -1
-				[]any{int64(5), int64(1), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1)},           // cancelled, started
-				[]any{int64(5), "0", int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(1)},                // a string
+				ints(5, 0, 0, 0, 0, 0, 0, 0, 1),                // one job for two
+				ints(5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0), // too long
+				ints(5, 0, 0, 0, 1, 1, 7, 0, 0),                // the old reply, without the bucket
+				ints(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1),    // now 0
+				ints(5, 0, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 1),    // cancelled 2
+				ints(5, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1),   // attempt -1
+				ints(5, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1),    // cancelled, started
+				ints(5, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),   // wait -1
+				ints(5, 0, 0, -1, 0, 0, 0, 0, 1, 0, 0, 0, 1),   // water -1
+				ints(5, 0, 0, 0, -1, 0, 0, 0, 1, 0, 0, 0, 1),   // rate -1
+				ints(5, 9, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),    // a wait with two jobs
+				ints(5, 0, 9, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1),    // a delay with two jobs
+				[]any{int64(5), int64(0), int64(0), int64(0), int64(0), "0", int64(0), int64(0), int64(1), int64(1), int64(7), int64(0), int64(0)}, // a string
+			}},
+		{"kafka_take.lua", func(v any) error { _, err := parseKafkaTake(v, 1); return err },
+			ints(5, 0, 9, 2000000, 1000, 0, 0, 0, 1),
+			[]any{
+				ints(5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1), // two jobs for one
+				ints(5, 9, 0, 2000000, 1000, 0, 0, 0, 1),    // a wait with the job started
+				ints(5, 0, 9, 2000000, 1000, 0, 0, 0, 0),    // a delay with the job not started
+				ints(5, 9, 9, 2000000, 1000, 0, 0, 0, 0),    // a wait and a delay
+				ints(5, 9, 9, 2000000, 1000, 0, 0, 0, 1),    // a wait and a delay, started
 			}},
 		{"job_cancelled.lua", func(v any) error { _, err := parseJobCancelled(v); return err },
 			[]any{int64(1), int64(0), int64(0), int64(0)}, []any{int64(1), []any{int64(2), int64(0), int64(0), int64(0)},
@@ -46,4 +61,13 @@ func TestScriptRepliesChecked(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ints is a reply array of integers.
+func ints(v ...int64) []any {
+	out := make([]any, len(v))
+	for i, n := range v {
+		out[i] = n
+	}
+	return out
 }

@@ -172,13 +172,23 @@ func (c *Consumer) Defer(ctx context.Context, job *queue.Claimed, r queue.Retry)
 func (c *Consumer) Release(ctx context.Context, job *queue.Claimed) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.releaseLocked(job) == nil {
+		return fmt.Errorf("queue: release %s: %w", job.Envelope.ID, queue.ErrLeaseLost)
+	}
+	return nil
+}
+
+// releaseLocked unregisters job (takeLocked) and puts its entry back at the
+// head of its FIFO, returning the entry; nil when the job is not held or
+// its partition is being let go (the partition's next owner reads it).
+func (c *Consumer) releaseLocked(job *queue.Claimed) *entry {
 	e := c.takeLocked(job)
 	if e == nil || e.fifo.p.state != partActive {
-		return fmt.Errorf("queue: release %s: %w", job.Envelope.ID, queue.ErrLeaseLost)
+		return nil
 	}
 	e.fifo.q.pushFront(e)
 	signal(e.fifo.tq.wake)
-	return nil
+	return e
 }
 
 // settled is the error of a job_state_settle.lua call: Redis's, or a reply

@@ -2,7 +2,12 @@ package kafkaq
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
@@ -28,31 +33,47 @@ const TakeMax = 64
 // sluice_redis_errors_total{op="take"}), so the drainer records the start
 // itself. k is clamped to [1, TakeMax]. It implements queue.Taker.
 func (c *Consumer) Take(ctx context.Context, tenant string, k int) ([]*queue.Claimed, time.Duration, error) {
-	es := c.pop(ctx, tenant, min(max(k, 1), TakeMax))
-	if len(es) == 0 {
+	jobs := c.popTaken(ctx, tenant, min(max(k, 1), TakeMax))
+	if len(jobs) == 0 {
 		return nil, 0, nil
+	}
+	_, _ = c.startTaken(ctx, tenant, jobs, turnGate{}) // ungated: never an error
+	return jobs, 0, nil
+}
+
+// popTaken pops up to k of tenant's jobs (pop: it waits as Claim does when
+// there are none), decodes them and registers them as claimed (holdLocked
+// marks a second copy held now), reading nothing from Redis.
+func (c *Consumer) popTaken(ctx context.Context, tenant string, k int) []*queue.Claimed {
+	es := c.pop(ctx, tenant, k)
+	if len(es) == 0 {
+		return nil
 	}
 	jobs := make([]*queue.Claimed, len(es))
 	for i, e := range es {
 		jobs[i] = c.decodeEntry(e, tenant)
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for i, e := range es {
 		c.claimed[jobs[i]] = e
 		c.holdLocked(jobs[i], e)
 	}
-	c.mu.Unlock()
-	c.startTaken(ctx, tenant, jobs)
-	return jobs, 0, nil
+	return jobs
 }
 
 // startTaken runs kafka_take.lua for jobs (all registered, none handed out
-// yet) and sets each one's Started, Cancelled, Duplicate and, for a
-// heartbeat job, BeatAt and Now from its reply. Poison jobs are left out of
-// the call.
-func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.Claimed) {
+// yet), through the bucket when g has a rate (then jobs is one job), and
+// sets each one's Started, Cancelled, Duplicate and, for a heartbeat job,
+// BeatAt and Now from its reply; it returns the bucket's answer. Poison
+// jobs are left out of the call. When Redis fails, or answers something
+// else, the jobs stay unstarted and not cancelled (counted in
+// sluice_redis_errors_total{op="take"}) and the answer is zero; the error
+// returned is only the script's refusal of g's numbers or of the tenant's
+// override (a gated call's "kafka_take: ... is out of range").
+func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.Claimed, g turnGate) (queue.Turn, error) {
 	if c.rdb == nil {
-		return
+		return queue.Turn{}, nil
 	}
 	read := make([]*queue.Claimed, 0, len(jobs))
 	for _, j := range jobs {
@@ -61,13 +82,16 @@ func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.
 		}
 	}
 	if len(read) == 0 {
-		return
+		return queue.Turn{}, nil
 	}
 	start := make([]bool, len(read))
 	for i, j := range read {
 		start[i] = startable(j)
 	}
-	v, err := kafkaTakeCall(tenant, c.cfg.Lease, read, start).Run(ctx, c.rdb).Result()
+	v, err := kafkaTakeCall(tenant, c.cfg.Lease, read, start, g).Run(ctx, c.rdb).Result()
+	if err != nil && g.Rate > 0 && refused(err) {
+		return queue.Turn{}, err
+	}
 	var r takeReply
 	if err == nil {
 		r, err = parseKafkaTake(v, len(read))
@@ -76,7 +100,7 @@ func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.
 		if ctx.Err() == nil {
 			c.m.redisErrs.WithLabelValues("take").Inc()
 		}
-		return
+		return queue.Turn{}, nil
 	}
 	for i, j := range read {
 		f := r.Jobs[i]
@@ -89,6 +113,14 @@ func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.
 			j.BeatAt, j.Now = msTime(f.BeatMS), msTime(r.NowMS)
 		}
 	}
+	return r.turn(), nil
+}
+
+// refused reports whether err is kafka_take.lua's own refusal of a number
+// (an error reply naming the script), not a failure of Redis.
+func refused(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.Contains(re.Error(), "kafka_take: ") && strings.HasSuffix(re.Error(), " is out of range")
 }
 
 // startable reports whether kafka_take.lua may start job's delivery: it
@@ -99,15 +131,31 @@ func startable(job *queue.Claimed) bool {
 	return job.DecodeErr == nil && !job.Duplicate && env.Deadline == nil && env.HeartbeatMS <= 0
 }
 
+// turnGate is a TakeTurn's bucket for kafka_take.lua: rate units/s and
+// capacity units (Rate 0: no bucket, Take's call), and how far ahead a turn
+// may be granted.
+type turnGate struct {
+	Rate, Capacity float64
+	Ahead          time.Duration
+}
+
 // kafkaTakeCall is lua/kafka_take.lua for jobs of tenant: read each one's
 // cancel marker, beat and done copy, and start job i when start[i] (unless
-// the script finds it cancelled or done) with its delivery lasting lease.
-// Every key is declared.
-func kafkaTakeCall(tenant string, lease time.Duration, jobs []*queue.Claimed, start []bool) lua.Call {
-	ks := make([]string, 0, 2+len(jobs))
+// the script finds it cancelled or done) with its delivery lasting lease;
+// with g's rate (then jobs is one job) only when the bucket gives it its
+// turn for its envelope's cost. Every key is declared.
+func kafkaTakeCall(tenant string, lease time.Duration, jobs []*queue.Claimed, start []bool, g turnGate) lua.Call {
+	ks := make([]string, 0, 4+len(jobs))
 	ks = append(ks, keys.JobsDispatched(tenant), keys.Delivering(tenant))
-	args := make([]any, 0, 4+4*len(jobs))
+	args := make([]any, 0, 9+4*len(jobs))
 	args = append(args, 0, lease.Milliseconds(), keys.JobStateTTL.Milliseconds(), keys.QueueTTL.Milliseconds())
+	if g.Rate > 0 {
+		ks = append(ks, keys.Water(tenant), keys.Override(tenant))
+		args = append(args, strconv.FormatFloat(g.Rate, 'f', -1, 64), strconv.FormatFloat(g.Capacity, 'f', -1, 64),
+			keys.WaterMargin.Milliseconds(), g.Ahead.Microseconds(), jobs[0].Envelope.Cost)
+	} else {
+		args = append(args, 0, 0, 0, 0, 0)
+	}
 	for i, j := range jobs {
 		env := j.Envelope
 		ks = append(ks, keys.JobState(tenant, env.ID))
@@ -124,11 +172,20 @@ func kafkaTakeCall(tenant string, lease time.Duration, jobs []*queue.Claimed, st
 	return lua.Call{Script: lua.KafkaTake, Keys: ks, Args: args}
 }
 
-// takeReply is kafka_take.lua's reply: Redis TIME (unix ms) and one
-// takeJob per job of the call.
+// takeReply is kafka_take.lua's reply: Redis TIME (unix ms), the bucket's
+// answer (all 0 when it was not read) and one takeJob per job of the call.
 type takeReply struct {
-	NowMS int64
-	Jobs  []takeJob
+	NowMS                                  int64
+	WaitUS, DelayUS, WaterMicro, RateMilli int64
+	Jobs                                   []takeJob
+}
+
+// turn is r's bucket answer as a queue.Turn.
+func (r takeReply) turn() queue.Turn {
+	return queue.Turn{
+		Wait: time.Duration(r.WaitUS) * time.Microsecond, Delay: time.Duration(r.DelayUS) * time.Microsecond,
+		Water: float64(r.WaterMicro) / 1e6, Rate: float64(r.RateMilli) / 1e3,
+	}
 }
 
 // takeJob is one job of kafka_take.lua's reply: job_cancelled.lua's fields
@@ -138,24 +195,36 @@ type takeJob struct {
 	BeatMS, DoneMS, Attempt int64
 }
 
-// takeFields is how many reply elements kafka_take.lua gives per job.
-const takeFields = 4
+// takeHead and takeFields are how many reply elements kafka_take.lua gives
+// before the jobs and per job.
+const (
+	takeHead   = 5
+	takeFields = 4
+)
 
-// parseKafkaTake checks kafka_take.lua's reply {now_ms, n × {cancelled
-// (0|1), beat_ms, done_ms, attempt}} for a call of n jobs: now_ms > 0,
-// attempt >= 0, and a cancelled job not started.
+// parseKafkaTake checks kafka_take.lua's reply {now_ms, wait_us, delay_us,
+// water_micro, rate_milli, n × {cancelled (0|1), beat_ms, done_ms,
+// attempt}} for a call of n jobs: now_ms > 0, no negative wait, delay,
+// level or rate, a wait or a delay only for a call of one job (a wait with
+// that job not started, a delay with it started, never both), attempt >= 0,
+// and a cancelled job not started.
 func parseKafkaTake(v any, n int) (takeReply, error) {
 	s := lua.KafkaTake
-	f, err := s.Ints(v, 1+takeFields*n)
+	f, err := s.Ints(v, takeHead+takeFields*n)
 	if err != nil {
 		return takeReply{}, err
 	}
-	if f[0] <= 0 {
-		return takeReply{}, s.ReplyError("now %d, want > 0", f[0])
+	r := takeReply{NowMS: f[0], WaitUS: f[1], DelayUS: f[2], WaterMicro: f[3], RateMilli: f[4], Jobs: make([]takeJob, n)}
+	switch {
+	case r.NowMS <= 0:
+		return takeReply{}, s.ReplyError("now %d, want > 0", r.NowMS)
+	case r.WaitUS < 0 || r.DelayUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
+		return takeReply{}, s.ReplyError("wait %d µs, delay %d µs, water %d, rate %d: want none negative", r.WaitUS, r.DelayUS, r.WaterMicro, r.RateMilli)
+	case (r.WaitUS > 0 || r.DelayUS > 0) && n != 1:
+		return takeReply{}, s.ReplyError("a wait of %d µs or a delay of %d µs with %d jobs", r.WaitUS, r.DelayUS, n)
 	}
-	r := takeReply{NowMS: f[0], Jobs: make([]takeJob, n)}
 	for i := range r.Jobs {
-		j := f[1+takeFields*i : 1+takeFields*(i+1)]
+		j := f[takeHead+takeFields*i : takeHead+takeFields*(i+1)]
 		switch {
 		case j[0] != 0 && j[0] != 1:
 			return takeReply{}, s.ReplyError("job %d: cancelled is %d, want 1 or 0", i, j[0])
@@ -163,6 +232,10 @@ func parseKafkaTake(v any, n int) (takeReply, error) {
 			return takeReply{}, s.ReplyError("job %d: attempt is %d, want >= 0", i, j[3])
 		case j[0] == 1 && j[3] != 0:
 			return takeReply{}, s.ReplyError("job %d: cancelled and started as attempt %d", i, j[3])
+		case r.WaitUS > 0 && j[3] != 0:
+			return takeReply{}, s.ReplyError("a wait of %d µs and the job started as attempt %d", r.WaitUS, j[3])
+		case r.DelayUS > 0 && j[3] == 0:
+			return takeReply{}, s.ReplyError("a delay of %d µs for a job not started", r.DelayUS)
 		}
 		r.Jobs[i] = takeJob{Cancelled: j[0] == 1, BeatMS: j[1], DoneMS: j[2], Attempt: j[3]}
 	}

@@ -131,3 +131,68 @@ func TestKafkaTakeHopCommands(t *testing.T) {
 		t.Errorf("Redis commands per hop (-want +got):\n%s\nall readings: %v", d, got)
 	}
 }
+
+// wantKafkaTakeTurnHops pins kafka_take.lua's commands for a shaped
+// tenant's TakeTurn of one job: granted, the take's 12 plus the bucket's
+// override and water HMGETs and the water's HSET and PEXPIRE (before
+// TakeTurn: the claim's job_cancelled.lua, leaky_bucket.lua and
+// job_state_dispatch.lua, 3 + 6 + 13 in three calls); refused, EVALSHA,
+// TIME and the two HMGETs (the job is not read: it goes back to its FIFO).
+var wantKafkaTakeTurnHops = map[string]int64{
+	"take turn granted": 16,
+	"take turn refused": 4,
+}
+
+// TestKafkaTakeTurnHopCommands counts a shaped tenant's TakeTurn on a
+// private Redis, after the jobs' post-ack writes: granted (the claim, the
+// turn and the start in one call) and refused; the first take makes the
+// tenant's keys and is not pinned. The refused job is the next one taken.
+func TestKafkaTakeTurnHopCommands(t *testing.T) {
+	proc := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: proc.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	if err := lua.LoadAll(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	c, put := memConsumer(t, rdb)
+	k, err := newBacklog(rdb, slog.Default(), nil, "hops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := testenv.Name(t, "turnhops")
+	got := map[string]int64{}
+	for i, name := range []string{"warm", "take turn granted", "take turn refused"} {
+		env := queue.Envelope{Version: queue.EnvelopeVersion, ID: fmt.Sprintf("j%d", i), Tenant: tenant, Type: "t", Cost: 1, EnqueuedAt: time.Now()}
+		raw, err := env.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if failed := k.write(oneJob(env), true); failed.jobs != 0 || len(failed.cost) != 0 {
+			t.Fatalf("post-ack write failed: %+v", failed)
+		}
+		put(tenant, raw)
+		before := testenv.CommandTotal(t, rdb)
+		jobs, turn, _, err := c.TakeTurn(ctx, tenant, 0.001, 2, 0)
+		got[name] = testenv.CommandTotal(t, rdb) - before
+		if granted := i < 2; err != nil || (len(jobs) == 1) != granted || (turn.Wait > 0) == granted {
+			t.Fatalf("%s: %d jobs, %+v, %v", name, len(jobs), turn, err)
+		}
+		if len(jobs) == 1 && jobs[0].Started != 1 {
+			t.Fatalf("%s: started %d, want 1", name, jobs[0].Started)
+		}
+	}
+	if jobs, _, err := c.Take(ctx, tenant, 4); err != nil || len(jobs) != 1 || jobs[0].Envelope.ID != "j2" || jobs[0].Started != 1 {
+		t.Errorf("after the refused take: %d jobs (%v), want j2 started", len(jobs), err)
+	}
+	if bad := testenv.KeysWithoutTTL(t, rdb, "sluice:{"+tenant+"}*"); len(bad) > 0 {
+		t.Errorf("keys without a TTL after the run: %v", bad)
+	}
+	pinned := map[string]int64{}
+	for h := range wantKafkaTakeTurnHops {
+		pinned[h] = got[h]
+	}
+	if d := cmp.Diff(wantKafkaTakeTurnHops, pinned); d != "" {
+		t.Errorf("Redis commands per hop (-want +got):\n%s\nall readings: %v", d, got)
+	}
+}
