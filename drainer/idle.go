@@ -11,15 +11,19 @@ import (
 // others park until it claims a job.
 
 // laneClaimers is how many pull loops a lane runs while its tenant has no
-// outflow limit. One loop claims one job per Redis round trip, so it bounds
-// the tenant's throughput through one drainer at 1 / claim RTT, a few
-// thousand jobs/s on loopback; several loops overlap the round trips. A
+// outflow limit. A loop that takes (queue.Taker) gets up to takeMax jobs per
+// round trip, so two loops, overlapping their round trips, keep a lane
+// busy; more only split MaxInFlight's room into smaller takes when many
+// lanes are busy (4 loops: 12 tenants drained at 0.75-0.80x the rate of 1
+// in drainbench; 2 loops: 0.82-1.03x, 2026-12-01). A loop that claims one
+// job per round trip (a capped tenant, a consumer without Taker) is bounded
+// at 1 / claim RTT, a few thousand jobs/s on loopback. A
 // tenant with a rate keeps one loop: extra loops would only poll its
 // bucket (or its concurrency semaphore), each holding a job. While the
 // tenant's queue is empty only the first loop polls: an extra loop whose
 // claim finds nothing parks until a loop of its lane claims a job
 // (laneWake), so an idle lane costs one poll, not laneClaimers.
-const laneClaimers = 4
+const laneClaimers = 2
 
 // idlePollMax caps the pause of a lane's polling loop while its queue stays
 // empty: the pause the consumer answers (the poll interval, or the time
