@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -47,7 +50,11 @@ func (h *heldSet) snapshot() map[string][]*queue.Claimed {
 
 // keepLeases extends the leases (and concurrency slots) of every held job
 // every Lease/3 until ctx is done, so a job waiting for a slow downstream or
-// a low outflow rate is not reaped while its drainer is alive.
+// a low outflow rate is not reaped while its drainer is alive. A consumer
+// that extends all tenants at once (queue.BatchExtender: Redis) gets one
+// call per tick, and the deliveries and slots of all tenants go in one
+// pipeline after it (extendOthers): two round trips per tick for the whole
+// drainer, not two or three per tenant.
 func (d *Drainer) keepLeases(ctx context.Context) {
 	tick := time.NewTicker(d.cfg.Settings.Lease / 3)
 	defer tick.Stop()
@@ -57,35 +64,77 @@ func (d *Drainer) keepLeases(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		for tenant, jobs := range d.held.snapshot() {
-			if len(jobs) == 0 {
-				continue
-			}
-			lost, err := d.cfg.Consumer.Extend(ctx, tenant, jobs)
-			if err != nil {
-				d.m.errors.WithLabelValues("extend").Inc()
-				d.log.Warn("drainer: extend leases", "tenant", tenant, "jobs", len(jobs), "err", err)
-				continue
-			}
-			if len(lost) > 0 {
-				d.log.Info("drainer: leases lost; those jobs will be delivered again", "tenant", tenant, "jobs", len(lost))
-			}
-			d.extendDeliveries(ctx, tenant, jobs)
-			d.extendSlots(ctx, tenant, jobs)
+		held := d.held.snapshot()
+		lost, errs := d.extendLeases(ctx, held)
+		for tenant, err := range errs {
+			d.m.errors.WithLabelValues("extend").Inc()
+			d.log.Warn("drainer: extend leases", "tenant", tenant, "jobs", len(held[tenant]), "err", err)
+			delete(held, tenant)
 		}
+		for tenant, jobs := range lost {
+			if len(jobs) > 0 {
+				d.log.Info("drainer: leases lost; those jobs will be delivered again", "tenant", tenant, "jobs", len(jobs))
+			}
+		}
+		d.extendOthers(ctx, held)
 	}
 }
 
-// extendSlots pushes the deadlines of the concurrency slots jobs hold to
-// now + Lease (outflow.Semaphore.Extend), when the tenant has a cap; a job
-// that holds none is left out by the script.
-func (d *Drainer) extendSlots(ctx context.Context, tenant string, jobs []*queue.Claimed) {
-	tn, _ := d.tenant(tenant)
-	if tn.Outflow.Concurrency <= 0 {
+// extendLeases extends every tenant's held leases: through
+// queue.BatchExtender when the consumer is one, else one Extend per tenant.
+func (d *Drainer) extendLeases(ctx context.Context, held map[string][]*queue.Claimed) (map[string][]*queue.Claimed, map[string]error) {
+	if b, ok := d.cfg.Consumer.(queue.BatchExtender); ok {
+		return b.ExtendAll(ctx, held)
+	}
+	lost, errs := map[string][]*queue.Claimed{}, map[string]error{}
+	for tenant, jobs := range held {
+		if len(jobs) == 0 {
+			continue
+		}
+		l, err := d.cfg.Consumer.Extend(ctx, tenant, jobs)
+		if err != nil {
+			errs[tenant] = err
+			continue
+		}
+		lost[tenant] = l
+	}
+	return lost, errs
+}
+
+// extendOthers pushes the deadlines of the held jobs' deliveries in progress
+// (keys.Delivering: now + Lease, as their leases, so a delivery longer than
+// a lease still counts as in flight; a job the backend counts by its lease,
+// queue.Claimed.InLease, is not there) and, for a tenant with a concurrency
+// cap, of the slots they hold (keys.Inflight), for every tenant in one
+// pipeline. Members that are not there (a job waiting for its turn, or
+// settled meanwhile) are left out by the script. Errors are counted.
+func (d *Drainer) extendOthers(ctx context.Context, held map[string][]*queue.Claimed) {
+	var calls []lua.Call
+	for tenant, jobs := range held {
+		var there []*queue.Claimed
+		for _, j := range jobs {
+			if !j.InLease {
+				there = append(there, j)
+			}
+		}
+		if len(there) > 0 {
+			calls = append(calls, outflow.Extend{Key: keys.Delivering(tenant), Lease: d.cfg.Settings.Lease, Members: members(there)}.Call())
+		}
+		if tn, _ := d.tenant(tenant); tn.Outflow.Concurrency > 0 && len(jobs) > 0 {
+			calls = append(calls, outflow.Extend{Key: keys.Inflight(tenant), Lease: d.cfg.Settings.Lease, Members: members(jobs)}.Call())
+		}
+	}
+	if len(calls) == 0 {
 		return
 	}
-	if err := d.slots.Extend(ctx, tenant, d.cfg.Settings.Lease, members(jobs)); err != nil {
-		d.m.errors.WithLabelValues("extend").Inc()
+	for _, cmd := range lua.Exec(ctx, d.cfg.Redis, calls, nil) {
+		v, err := cmd.Result()
+		if err == nil {
+			_, err = outflow.ParseExtend(v)
+		}
+		if err != nil && ctx.Err() == nil {
+			d.m.errors.WithLabelValues("extend").Inc()
+		}
 	}
 }
 

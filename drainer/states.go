@@ -6,8 +6,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/depth"
 	"github.com/sluicehq/sluice/jobstate"
-	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -73,30 +71,6 @@ func (d *Drainer) recordStart(ctx context.Context, job *queue.Claimed) jobstate.
 // flight at once; starts that arrive meanwhile leave together in the next
 // (lua.Group).
 const startPipelines = 2
-
-// extendDeliveries pushes the deadlines of jobs' deliveries in progress
-// (keys.Delivering) to now + Lease, as their leases, so a delivery longer
-// than a lease still counts as in flight. Members that are not there (a
-// job waiting for its turn, or settled meanwhile) are left out.
-func (d *Drainer) extendDeliveries(ctx context.Context, tenant string, jobs []*queue.Claimed) {
-	var there []*queue.Claimed
-	for _, j := range jobs {
-		if !j.InLease { // a delivery the backend counts by its lease is not there
-			there = append(there, j)
-		}
-	}
-	if len(there) == 0 {
-		return
-	}
-	ext := outflow.Extend{Key: keys.Delivering(tenant), Lease: d.cfg.Settings.Lease, Members: members(there)}
-	v, err := ext.Call().Run(ctx, d.cfg.Redis).Result()
-	if err == nil {
-		_, err = outflow.ParseExtend(v)
-	}
-	if err != nil && ctx.Err() == nil {
-		d.m.errors.WithLabelValues("extend").Inc()
-	}
-}
 
 // sampleDepth sets sluice_queue_depth{tenant} to each configured tenant's
 // backlog (internal/depth: one pipelined GET per sample for all tenants)

@@ -121,6 +121,14 @@ type Untaker interface {
 	Untake(ctx context.Context, job *Claimed) error
 }
 
+// BatchExtender is a Consumer that extends the leases of every tenant's held
+// jobs in one step (one round trip per lease tick for the whole drainer):
+// ExtendAll answers, per tenant, what Extend would (the jobs whose lease was
+// lost), and the error of each tenant whose extension failed.
+type BatchExtender interface {
+	ExtendAll(ctx context.Context, held map[string][]*Claimed) (lost map[string][]*Claimed, errs map[string]error)
+}
+
 // JobWaiter is a Taker whose Take waits for jobs to arrive when there are
 // none (Kafka's, up to its ClaimWait). WaitJobs waits the same way and
 // reports whether the tenant has a job to hand out now, taking nothing, so
