@@ -45,6 +45,12 @@
 -- that when its delivery started. An older cancel marker (a string under
 -- sk) is left as it is. pre is passed on to index_leave.
 --
+-- undo_start(sk, started) undoes a delivery start a take recorded for a job
+-- given back unsent: when the state is still in_flight with attempt
+-- started, it becomes queued with attempt started - 1 and the id moves from
+-- the in_flight index back to the queued one at its seq. Reports whether it
+-- did.
+--
 -- KEYS  none of its own: the including script passes its keys.
 -- ARGV  none of its own.
 -- Returns nothing.
@@ -116,4 +122,25 @@ local function record_final(sk, seqk, state, last_error, reason, ttl, score, tic
       redis.call('SET', seqk, seq, 'PX', ttl)
     end
   end
+end
+
+local function undo_start(sk, started)
+  started = tonumber(started)
+  -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
+  local f = redis.pcall('HMGET', sk, 'state', 'attempt', 'seq')
+  if not started or f['err'] or f[1] ~= 'in_flight' or tonumber(f[2]) ~= started then
+    return false
+  end
+  redis.call('HSET', sk, 'state', 'queued', 'attempt', started - 1)
+  local id = job_id(sk)
+  if id then
+    redis.call('ZREM', job_index(sk, 'in_flight'), id)
+    local seq = tonumber(f[3])
+    if seq then
+      local qk = job_index(sk, 'queued')
+      redis.call('ZADD', qk, seq, id)
+      redis.call('PEXPIRE', qk, JOB_INDEX_TTL)
+    end
+  end
+  return true
 end

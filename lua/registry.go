@@ -17,6 +17,7 @@ var (
 	Enqueue     = register(include("enqueue.lua", "job_state_final.lua", "enqueue_jobs.lua"))
 	Claim       = register(mustLoad("claim.lua"))
 	Take        = register(include("take.lua", "job_state_final.lua", "bucket_level.lua"))
+	KafkaUntake = register(include("kafka_untake.lua", "job_state_final.lua"))
 	Ack         = register(include("ack.lua", "job_state_final.lua", "dead_letter.lua"))
 	Release     = register(include("release.lua", "job_state_final.lua"))
 	LeaseDefer  = register(include("lease_defer.lua", "job_state_final.lua"))

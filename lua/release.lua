@@ -25,22 +25,5 @@ end
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('LPUSH', KEYS[3], ARGV[2])
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
-if KEYS[4] then
-  local started = tonumber(ARGV[4])
-  -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
-  local f = redis.pcall('HMGET', KEYS[4], 'state', 'attempt', 'seq')
-  if started and not f['err'] and f[1] == 'in_flight' and tonumber(f[2]) == started then
-    redis.call('HSET', KEYS[4], 'state', 'queued', 'attempt', started - 1)
-    local id = job_id(KEYS[4])
-    if id then
-      redis.call('ZREM', job_index(KEYS[4], 'in_flight'), id)
-      local seq = tonumber(f[3])
-      if seq then
-        local qk = job_index(KEYS[4], 'queued')
-        redis.call('ZADD', qk, seq, id)
-        redis.call('PEXPIRE', qk, JOB_INDEX_TTL)
-      end
-    end
-  end
-end
+if KEYS[4] then undo_start(KEYS[4], ARGV[4]) end
 return 1

@@ -10,6 +10,8 @@ import (
 
 	"github.com/sluicehq/sluice/dlq"
 	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -174,6 +176,35 @@ func (c *Consumer) Release(ctx context.Context, job *queue.Claimed) error {
 	defer c.mu.Unlock()
 	if c.releaseLocked(job) == nil {
 		return fmt.Errorf("queue: release %s: %w", job.Envelope.ID, queue.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Untake is Release for a job its take started (queue.Claimed.Started)
+// that was not sent: the job goes back to the head of its FIFO and, in one
+// Redis call (lua/kafka_untake.lua), its delivery leaves keys.Delivering
+// and its recorded start is undone (state queued, the attempt number back).
+// A Redis failure is counted (sluice_redis_errors_total{op="untake"}), not
+// returned: the job is back either way. It implements queue.Untaker.
+func (c *Consumer) Untake(ctx context.Context, job *queue.Claimed) error {
+	c.mu.Lock()
+	e := c.releaseLocked(job)
+	c.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("queue: release %s: %w", job.Envelope.ID, queue.ErrLeaseLost)
+	}
+	if c.rdb == nil || job.Started == 0 {
+		return nil
+	}
+	t := job.Envelope.Tenant
+	call := lua.Call{Script: lua.KafkaUntake, Keys: []string{keys.JobState(t, job.Envelope.ID), keys.Delivering(t)},
+		Args: []any{job.Started, job.Token()}}
+	v, err := call.Run(ctx, c.rdb).Result()
+	if err == nil {
+		_, err = lua.KafkaUntake.Int(v, "undone")
+	}
+	if err != nil && ctx.Err() == nil {
+		c.m.redisErrs.WithLabelValues("untake").Inc()
 	}
 	return nil
 }

@@ -224,3 +224,34 @@ func TestKafkaWaitJobs(t *testing.T) {
 		t.Errorf("the job after WaitJobs: started %d, want 1 (WaitJobs took nothing)", jobs[0].Started)
 	}
 }
+
+// TestKafkaUntakeUndoesTheStart: a taken job given back unsent (Untake) is
+// back at the head of its FIFO, out of the deliveries in progress, and
+// recorded queued with its attempt back, so its next take starts it as
+// attempt 1 again.
+func TestKafkaUntakeUndoesTheStart(t *testing.T) {
+	t.Parallel()
+	e := newKafkaEnv(t, 1)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "kuntake")
+	e.enqueue(tenant, 0, 1)
+	c, _ := e.consumer(e.consumerConfig(), nil)
+	job := takeN(t, c, tenant, 1, 1, 20*time.Second)[0]
+	if job.Started != 1 {
+		t.Fatalf("take: started %d, want 1", job.Started)
+	}
+	if err := c.Untake(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := jobstate.Get(ctx, e.rdb, tenant, job.Envelope.ID); r.State != jobstate.Queued || r.Attempt != 0 {
+		t.Errorf("after Untake: %s attempt %d, want queued 0", r.State, r.Attempt)
+	}
+	if n := e.rdb.ZCard(ctx, keys.Delivering(tenant)).Val(); n != 0 {
+		t.Errorf("deliveries in progress %d after Untake, want 0", n)
+	}
+	again := takeN(t, c, tenant, 1, 1, 5*time.Second)[0]
+	if again.Envelope.ID != job.Envelope.ID || again.Started != 1 {
+		t.Errorf("taken again: %s started %d, want %s started 1", again.Envelope.ID, again.Started, job.Envelope.ID)
+	}
+	finish(t, c, again, nil)
+}
