@@ -6,9 +6,8 @@
 -- by its deadline, and the envelope into the leased hash under that member,
 -- so a reaper can put it back when the deadline passes.
 --
--- The job id is read from the envelope's head ({"v":N,"id":"..."}, as Go's
--- encoding/json writes queue.Envelope), falling back to cjson for any other
--- field order. The job's cancel marker is the key ARGV[6]..id (keys.JobState,
+-- The job id is read from the envelope by envelope_id of
+-- job_state_final.lua (lua.Include puts it first). The job's cancel marker is the key ARGV[6]..id (keys.JobState,
 -- same hash tag): a string "cancelled", or a hash whose field state is
 -- "cancelled". The same read takes the job's last heartbeat (the hash's
 -- beat_at, else its enqueued_at), which the drainer compares with now for a
@@ -62,15 +61,7 @@ if not env then
   return {'', '', 0, next_due(), 0, now, 0}
 end
 
-local id = string.match(env, '^{"v":%d+,"id":"([^"\\]*)"')
-if id == nil then
-  local ok, dec = pcall(cjson.decode, env)
-  if ok and type(dec) == 'table' and type(dec.id) == 'string' then
-    id = dec.id
-  else
-    id = '?'
-  end
-end
+local id = envelope_id(env)
 
 local member = id .. '|' .. ARGV[3]
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), member)

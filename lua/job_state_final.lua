@@ -45,6 +45,10 @@
 -- that when its delivery started. An older cancel marker (a string under
 -- sk) is left as it is. pre is passed on to index_leave.
 --
+-- envelope_id(env) is the job id of an envelope as stored: read from its
+-- head ({"v":N,"id":"..."}, as Go's encoding/json writes queue.Envelope),
+-- falling back to cjson for any other field order; '?' when it has none.
+--
 -- undo_start(sk, started) undoes a delivery start a take recorded for a job
 -- given back unsent: when the state is still in_flight with attempt
 -- started, it becomes queued with attempt started - 1 and the id moves from
@@ -143,4 +147,12 @@ local function undo_start(sk, started)
     end
   end
   return true
+end
+
+local function envelope_id(env)
+  local id = string.match(env, '^{"v":%d+,"id":"([^"\\]*)"')
+  if id ~= nil then return id end
+  local ok, dec = pcall(cjson.decode, env)
+  if ok and type(dec) == 'table' and type(dec.id) == 'string' then return dec.id end
+  return '?'
 end

@@ -15,7 +15,7 @@ import (
 var (
 	// Queue, Redis backend (queue/redisq).
 	Enqueue     = register(include("enqueue.lua", "job_state_final.lua", "enqueue_jobs.lua"))
-	Claim       = register(mustLoad("claim.lua"))
+	Claim       = register(include("claim.lua", "job_state_final.lua"))
 	Take        = register(include("take.lua", "job_state_final.lua", "bucket_level.lua"))
 	KafkaUntake = register(include("kafka_untake.lua", "job_state_final.lua"))
 	Ack         = register(include("ack.lua", "job_state_final.lua", "dead_letter.lua"))

@@ -168,15 +168,7 @@ local top_seq = nil
 local prefix = ARGV[6]
 local in_flight_index = nil
 for i, env in ipairs(envs) do
-  local id = string.match(env, '^{"v":%d+,"id":"([^"\\]*)"')
-  if id == nil then
-    local ok, dec = pcall(cjson.decode, env)
-    if ok and type(dec) == 'table' and type(dec.id) == 'string' then
-      id = dec.id
-    else
-      id = '?'
-    end
-  end
+  local id = envelope_id(env)
   local member = id .. '|' .. ARGV[3] .. '.' .. i
   local cancelled, beat, done, attempt, enq = 0, 0, 0, 0, 0
   if id ~= '?' then

@@ -10,9 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
-	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // TestExtendAllOneRoundTrip: ExtendAll extends the held leases of several
@@ -23,17 +21,7 @@ func TestExtendAllOneRoundTrip(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
-	if err := lua.LoadAll(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
-	prod, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prod, cons := takeParts(t, rdb)
 	held := map[string][]*queue.Claimed{}
 	for _, tn := range []string{testenv.Name(t, "exa"), testenv.Name(t, "exb")} {
 		envs := []queue.Envelope{{ID: "1", Tenant: tn, Type: "t", Cost: 1}, {ID: "2", Tenant: tn, Type: "t", Cost: 1}}

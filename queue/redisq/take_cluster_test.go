@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
-	"github.com/sluicehq/sluice/queue/redisq"
 )
 
 // TestTakeOnCluster: take.lua (with and without the bucket), the finish and
@@ -19,17 +17,7 @@ func TestTakeOnCluster(t *testing.T) {
 	t.Parallel()
 	rdb := testenv.Cluster(t)
 	ctx := context.Background()
-	if err := lua.LoadAll(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
-	prod, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := redisq.NewConsumer(redisq.ConsumerConfig{Redis: rdb, Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prod, cons := takeParts(t, rdb)
 	tenant := testenv.Name(t, "ctake")
 	var envs []queue.Envelope
 	for _, id := range []string{"a", "b", "c", "d"} {

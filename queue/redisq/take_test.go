@@ -28,6 +28,14 @@ type takeEnv struct {
 func newTakeEnv(t *testing.T) *takeEnv {
 	t.Helper()
 	rdb := testenv.Redis(t)
+	prod, cons := takeParts(t, rdb)
+	return &takeEnv{t: t, rdb: rdb, tenant: testenv.Name(t, "take"), prod: prod, cons: cons}
+}
+
+// takeParts loads the scripts on rdb and returns a producer and a consumer
+// (lease one minute) of it.
+func takeParts(t *testing.T, rdb redis.UniversalClient) (*redisq.Producer, *redisq.Consumer) {
+	t.Helper()
 	if err := lua.LoadAll(context.Background(), rdb); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +47,7 @@ func newTakeEnv(t *testing.T) *takeEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &takeEnv{t: t, rdb: rdb, tenant: testenv.Name(t, "take"), prod: prod, cons: cons}
+	return prod, cons
 }
 
 func (e *takeEnv) enqueue(envs ...queue.Envelope) {
