@@ -135,9 +135,10 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 // configuration change, as waitTurn's) and reports got, so the pull loop
 // asks again at once; a turn granted ahead (turn.Delay, at most
 // turnAhead) is slept before the job's launch. A consumer whose take waits
-// for jobs (queue.JobWaiter) is waited on first, holding no room. The bucket gauges are set from every answer, and
-// sluice_outflow_wait_seconds observes the time from the first refused ask
-// to the turn (the job waits at the head of the queue meanwhile).
+// for jobs (queue.JobWaiter) is waited on first, holding no room. The
+// bucket gauges are set from every answer, and sluice_outflow_wait_seconds
+// observes the time from the first refused ask to the turn (the job waits
+// at the head of the queue meanwhile).
 func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.TurnTaker, o outflow.Limit, dispatches *sync.WaitGroup, w *laneWake) (got bool, wait time.Duration, live bool, err error) {
 	changed := d.tenantsChanged()
 	if jw, ok := t.(queue.JobWaiter); ok && !jw.WaitJobs(ctx, tenant) {
