@@ -123,9 +123,14 @@ func TestEnsureTopicAutoOnCluster(t *testing.T) {
 			t.Errorf("partition %d has %d replicas, want 3", p.ID, len(p.Replicas))
 		}
 	}
-	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"min.insync.replicas"}}}})
-	if err != nil || len(res.Resources) != 1 || len(res.Resources[0].ConfigEntries) != 1 || res.Resources[0].ConfigEntries[0].ConfigValue != "2" {
-		t.Errorf("min.insync.replicas of %s: %+v, %v; want 2", topic, res, err)
-	}
+	// The alteration is acknowledged by the controller; a broker answering
+	// DescribeConfigs may see it a moment later (KRaft metadata is
+	// propagated to each broker): wait for it.
+	var res *kafka.DescribeConfigsResponse
+	testenv.WaitFor(t, 10*time.Second, "min.insync.replicas 2 on "+topic, func() bool {
+		res, err = client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"min.insync.replicas"}}}})
+		return err == nil && len(res.Resources) == 1 && len(res.Resources[0].ConfigEntries) == 1 &&
+			res.Resources[0].ConfigEntries[0].ConfigValue == "2"
+	})
 }
