@@ -74,6 +74,20 @@ func TestStartKafka(t *testing.T) {
 			t.Fatalf("write m%d..m%d: %v", from, to-1, err)
 		}
 	}
+	// After a restart the broker answers before it has elected the
+	// partition's leader again: writes wait for the leader.
+	waitLeader := func() {
+		t.Helper()
+		c := &kafka.Client{Addr: kafka.TCP(k.Addr()), Transport: &kafka.Transport{}}
+		WaitFor(t, 30*time.Second, "a leader for "+topic, func() bool {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+			return err == nil && len(md.Topics) == 1 && len(md.Topics[0].Partitions) == 1 &&
+				md.Topics[0].Partitions[0].Error == nil && md.Topics[0].Partitions[0].Leader.ID >= 0 &&
+				md.Topics[0].Partitions[0].Leader.Host != ""
+		})
+	}
 	readAll := func(n int) []string {
 		t.Helper()
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: k.Brokers(), Topic: topic, MaxWait: 250 * time.Millisecond})
@@ -105,6 +119,7 @@ func TestStartKafka(t *testing.T) {
 		t.Fatalf("a killed broker still accepts connections on %s", k.Addr())
 	}
 	k.Start()
+	waitLeader()
 	write(10, 15)
 	if diff := cmp.Diff(want(15), readAll(15)); diff != "" {
 		t.Errorf("after SIGKILL and restart (-want +got):\n%s", diff)
@@ -124,6 +139,7 @@ func TestStartKafka(t *testing.T) {
 	WaitFor(t, 10*time.Second, "a Metadata answer after Resume", func() bool { return metadata() == nil })
 	k.Stop()
 	k.Start()
+	waitLeader()
 	write(15, 20)
 	if diff := cmp.Diff(want(20), readAll(20)); diff != "" {
 		t.Errorf("after stop and restart (-want +got):\n%s", diff)
