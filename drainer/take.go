@@ -14,26 +14,9 @@ import (
 )
 
 // turnAhead is how far ahead a shaped tenant's take may grant a turn
-// (queue.TurnTaker) at rate units/s: the time of turnsAhead turns, at
-// least turnAheadMin and at most queue.TurnAheadMax. The job is held that
-// long before its send, so a lane asks about once per job instead of twice
-// also when a few drainers share the tenant's turns (each lane holds one
-// granted job at a time); a pause still stops a held job before its send.
-func turnAhead(rate float64) time.Duration {
-	sec := turnsAhead / rate // compared as a float: a tiny rate overflows a Duration
-	switch {
-	case sec >= queue.TurnAheadMax.Seconds():
-		return queue.TurnAheadMax
-	case !(sec >= turnAheadMin.Seconds()): // NaN or below: the least
-		return turnAheadMin
-	}
-	return time.Duration(sec * float64(time.Second))
-}
-
-const (
-	turnsAhead   = 3
-	turnAheadMin = 100 * time.Millisecond
-)
+// (queue.TurnTaker): the job is held that long before its send, so a lane
+// asks about once per job at rates above 1/turnAhead instead of twice.
+const turnAhead = 100 * time.Millisecond
 
 // takeMax bounds the jobs one pull loop takes in one call (queue.Taker), so
 // a lane holds at most laneClaimers × takeMax of MaxInFlight's room while
@@ -168,7 +151,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 		d.unreserve(1)
 		return false, 0, true, nil
 	}
-	jobs, turn, wait, err := t.TakeTurn(ctx, tenant, o.Rate, o.Capacity, turnAhead(o.Rate))
+	jobs, turn, wait, err := t.TakeTurn(ctx, tenant, o.Rate, o.Capacity, turnAhead)
 	d.unreserve(1 - len(jobs))
 	if err != nil {
 		var re redis.Error
