@@ -121,7 +121,7 @@ func (h *RedisHA) WaitFailover(timeout time.Duration) string {
 		promoted = ""
 		for _, addr := range h.SentinelAddrs() {
 			m, err := sentinelMaster(addr)
-			if err != nil || m == h.killed || (promoted != "" && m != promoted) {
+			if err != nil || m == h.killed || (promoted != "" && m != promoted) || !failoverDone(addr) {
 				return false
 			}
 			promoted = m
@@ -199,6 +199,19 @@ func sentinelMaster(addr string) (string, error) {
 		return "", err
 	}
 	return net.JoinHostPort(hp[0], hp[1]), nil
+}
+
+// failoverDone reports whether the Sentinel at addr has no failover of
+// SentinelMaster in progress (SENTINEL MASTER's flags): a server restarted
+// while one still runs can be taken back as the master (CI saw the promoted
+// replica made a replica of the restarted old primary).
+func failoverDone(addr string) bool {
+	s := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	m, err := s.Master(ctx, SentinelMaster).Result()
+	return err == nil && !strings.Contains(m["flags"], "failover")
 }
 
 // isMaster reports whether the server at addr answers ROLE as a master.
