@@ -19,6 +19,11 @@
 --     bucket takes to empty plus b.margin ms, an integer in [1, 30 d].
 --   bucket_wait(b, cost_micro)  the wait in µs before cost_micro fits, in
 --     [1, one hour].
+--   bucket_pass(b, cost, ahead)  a job's passage (the take scripts' turn),
+--     writing nothing: 'unstarted' when cost exceeds the capacity, 'wait'
+--     and the wait in µs when it fits only later than ahead µs, else 'go'
+--     and the delay before its send in µs (0: it fits now).
+--   bucket_spend(b, cost)  adds cost to the level and stores it.
 --
 -- KEYS  none of its own: the including script passes its keys.
 -- ARGV  none of its own.
@@ -112,4 +117,18 @@ local function bucket_wait(b, cost_micro)
   if not (wait <= BUCKET_MAX_WAIT_US) then wait = BUCKET_MAX_WAIT_US end
   if not (wait >= 1) then wait = 1 end
   return wait
+end
+
+local function bucket_pass(b, cost, ahead)
+  if cost > b.capacity then return 'unstarted', 0 end
+  local cost_micro = cost * 1000000
+  if b.water + cost_micro <= b.cap_micro then return 'go', 0 end
+  local wait = bucket_wait(b, cost_micro)
+  if wait > ahead then return 'wait', wait end
+  return 'go', wait
+end
+
+local function bucket_spend(b, cost)
+  b.water = b.water + cost * 1000000
+  bucket_store(b, b.water)
 end

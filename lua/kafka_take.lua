@@ -120,23 +120,17 @@ end
 -- turn decides the passage through the bucket of a job that would start,
 -- writing nothing: 'go' with the delay before its send in µs (0: now),
 -- 'wait' with the wait in µs, 'unstarted' (its cost exceeds the capacity),
--- or 'error' with the error reply of a refused override. The rule is
--- take.lua's turn, for a cost known before the call; spend adds the cost.
+-- or 'error' with the error reply of a refused override (bucket_pass of
+-- bucket_level.lua, for a cost known before the call); spend adds the cost.
 local function turn()
   local err
   b, err = bucket_open(KEYS[3], KEYS[4], rate, capacity, now_us, margin, 'kafka_take')
   if not b then return 'error', err end
-  if cost > b.capacity then return 'unstarted', 0 end
-  local cost_micro = cost * 1000000
-  if b.water + cost_micro <= b.cap_micro then return 'go', 0 end
-  local wait = bucket_wait(b, cost_micro)
-  if wait > ahead then return 'wait', wait end
-  return 'go', wait
+  return bucket_pass(b, cost, ahead)
 end
 
 local function spend()
-  b.water = b.water + cost * 1000000
-  bucket_store(b, b.water)
+  bucket_spend(b, cost)
   stored = true
 end
 

@@ -150,16 +150,10 @@ end
 local function turn(cost)
   if not b then return 'go', 0 end
   cost = tonumber(cost)
-  if cost == nil or cost < 1 or cost ~= math.floor(cost) or cost > b.capacity then return 'unstarted', 0 end
-  local cost_micro = cost * 1000000
-  local delay = 0
-  if b.water + cost_micro > b.cap_micro then
-    delay = bucket_wait(b, cost_micro)
-    if delay > ahead then return 'wait', delay end
-  end
-  b.water = b.water + cost_micro
-  bucket_store(b, b.water)
-  return 'go', delay
+  if cost == nil or cost < 1 or cost ~= math.floor(cost) then return 'unstarted', 0 end
+  local pass, us = bucket_pass(b, cost, ahead)
+  if pass == 'go' then bucket_spend(b, cost) end
+  return pass, us
 end
 
 local out = gate_reply(#envs, 0)

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -153,6 +154,19 @@ type TurnTaker interface {
 // TurnAheadMax bounds a TurnTaker's ahead: a job granted ahead waits that
 // long held by its drainer, where a pause or a cancel no longer stops it.
 const TurnAheadMax = time.Second
+
+// CheckTurn is the one check of a TakeTurn's numbers, which every TurnTaker
+// runs before its call: rate and capacity finite and > 0, ahead in
+// [0, TurnAheadMax].
+func CheckTurn(tenant string, rate, capacity float64, ahead time.Duration) error {
+	if !(rate > 0) || !(capacity > 0) || math.IsInf(rate, 0) || math.IsInf(capacity, 0) {
+		return fmt.Errorf("queue: take %s: rate %v and capacity %v must be > 0", tenant, rate, capacity)
+	}
+	if ahead < 0 || ahead > TurnAheadMax {
+		return fmt.Errorf("queue: take %s: ahead %v must be in [0, %v]", tenant, ahead, TurnAheadMax)
+	}
+	return nil
+}
 
 // Turn is a TurnTaker's answer about the bucket: Wait > 0 when no turn was
 // free (nothing claimed: ask again after it), Delay the wait before sending

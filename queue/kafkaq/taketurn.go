@@ -3,7 +3,6 @@ package kafkaq
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/queue"
@@ -27,11 +26,8 @@ import (
 // tenant's override) the job goes back and the error is returned. It
 // implements queue.TurnTaker.
 func (c *Consumer) TakeTurn(ctx context.Context, tenant string, rate, capacity float64, ahead time.Duration) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
-	if !(rate > 0) || !(capacity > 0) || math.IsInf(rate, 0) || math.IsInf(capacity, 0) {
-		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: rate %v and capacity %v must be > 0", tenant, rate, capacity)
-	}
-	if ahead < 0 || ahead > queue.TurnAheadMax {
-		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: ahead %v must be in [0, %v]", tenant, ahead, queue.TurnAheadMax)
+	if err := queue.CheckTurn(tenant, rate, capacity, ahead); err != nil {
+		return nil, queue.Turn{}, 0, err
 	}
 	jobs := c.popTaken(ctx, tenant, 1)
 	if len(jobs) == 0 {

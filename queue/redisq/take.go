@@ -3,7 +3,6 @@ package redisq
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -39,11 +38,8 @@ func (c *Consumer) Take(ctx context.Context, tenant string, k int) ([]*queue.Cla
 // that is not plain, or whose cost exceeds the capacity, comes unstarted
 // and has taken no turn. It implements queue.TurnTaker.
 func (c *Consumer) TakeTurn(ctx context.Context, tenant string, rate, capacity float64, ahead time.Duration) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
-	if !(rate > 0) || !(capacity > 0) || math.IsInf(rate, 0) || math.IsInf(capacity, 0) {
-		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: rate %v and capacity %v must be > 0", tenant, rate, capacity)
-	}
-	if ahead < 0 || ahead > queue.TurnAheadMax {
-		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: ahead %v must be in [0, %v]", tenant, ahead, queue.TurnAheadMax)
+	if err := queue.CheckTurn(tenant, rate, capacity, ahead); err != nil {
+		return nil, queue.Turn{}, 0, err
 	}
 	return c.take(ctx, tenant, takeArgs{K: 1, Rate: rate, Capacity: capacity, Ahead: ahead})
 }
