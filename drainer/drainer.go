@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -255,21 +254,24 @@ func (d *Drainer) Run(ctx context.Context) error {
 	bgCtx, cancelBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBg()
 
+	ls := newLaneSet(ctx, workCtx, d)
 	var bg sync.WaitGroup
-	bg.Add(4)
+	bg.Add(3)
 	go func() { defer bg.Done(); d.keepLeases(bgCtx) }()
-	go func() { defer bg.Done(); d.reap(ctx) }()
 	go func() { defer bg.Done(); d.measure(bgCtx) }()
 	go func() { defer bg.Done(); d.sampleDepth(ctx) }()
+	if ls.prober == nil {
+		bg.Add(1)
+		go func() { defer bg.Done(); d.reap(ctx) }() // else discover reaps what the probe finds
+	}
 	if sc := d.cfg.Scheduler; sc != nil {
 		bg.Add(1)
 		go func() { defer bg.Done(); _ = sc.Run(bgCtx, d.tenantIDs, d.jobsArrived) }()
 	}
 
-	ls := &laneSet{d: d, ctx: ctx, workCtx: workCtx, started: map[string]bool{}}
 	ls.discover()
 	d.ready.Store(true)
-	tick := time.NewTicker(discoverEvery)
+	tick := time.NewTicker(ls.every())
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
@@ -311,70 +313,4 @@ func (d *Drainer) awaitLanes(ls *laneSet, cancelWork func()) error {
 	case <-time.After(5 * time.Second):
 		return errors.New("drainer: shutdown: deliveries did not return 5s after the deadline")
 	}
-}
-
-// laneSet is Run's lanes: the tenants with a lane, and the wait groups of
-// the lanes and of their dispatches.
-type laneSet struct {
-	d            *Drainer
-	ctx, workCtx context.Context // Run's: lanes end with ctx, dispatches with workCtx
-	lanes        sync.WaitGroup
-	dispatches   sync.WaitGroup
-	// mu guards started. A lane retires itself under mu when its tenant is
-	// no longer configured, so discovery sees either the lane or its
-	// absence, never a lane about to stop.
-	mu      sync.Mutex
-	started map[string]bool
-}
-
-// discover starts a lane for every tenant that has none (laneTenants).
-func (ls *laneSet) discover() {
-	tenants := ls.d.laneTenants(ls.ctx)
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	for _, t := range tenants {
-		if ls.started[t] {
-			continue
-		}
-		ls.started[t] = true
-		ls.lanes.Add(1)
-		go func() {
-			defer ls.lanes.Done()
-			ls.d.lane(ls.ctx, ls.workCtx, t, &ls.dispatches, ls.retire)
-		}()
-	}
-}
-
-// retire reports whether tenant's lane must stop (the tenant is no longer
-// configured and DiscoverUnconfigured is off), forgetting the lane when so.
-func (ls *laneSet) retire(tenant string) bool {
-	if ls.d.cfg.DiscoverUnconfigured {
-		return false
-	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if _, ok := ls.d.tenant(tenant); ok {
-		return false
-	}
-	delete(ls.started, tenant)
-	return true
-}
-
-// laneTenants returns the configured tenants, plus those the backend knows
-// when DiscoverUnconfigured is set.
-func (d *Drainer) laneTenants(ctx context.Context) []string {
-	var out []string
-	for t := range *d.tenants.Load() {
-		out = append(out, t)
-	}
-	if d.cfg.DiscoverUnconfigured {
-		more, err := d.cfg.Consumer.Tenants(ctx)
-		if err != nil {
-			d.m.errors.WithLabelValues("tenants").Inc()
-			d.log.Warn("drainer: list tenants", "err", err)
-		}
-		out = append(out, more...)
-	}
-	sort.Strings(out)
-	return out
 }

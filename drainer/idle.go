@@ -81,6 +81,15 @@ func (w *laneWake) wake() {
 type idleBackoff struct {
 	empty int           // empty claims in a row
 	last  time.Duration // the consumer's last answer to an empty claim
+	since time.Time     // when the first of them answered
+}
+
+// emptyFor is how long the claims have found the queue empty in a row.
+func (b *idleBackoff) emptyFor() time.Duration {
+	if b.since.IsZero() {
+		return 0
+	}
+	return time.Since(b.since)
 }
 
 // next returns the pause after an empty claim the consumer answered with
@@ -90,6 +99,9 @@ func (b *idleBackoff) next(wait time.Duration) time.Duration {
 	// at once.
 	if wait < b.last {
 		b.empty = 0
+	}
+	if b.since.IsZero() {
+		b.since = time.Now()
 	}
 	b.empty++
 	b.last = wait

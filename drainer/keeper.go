@@ -154,8 +154,10 @@ type reaper interface {
 }
 
 // reap returns the configured tenants' expired leases to their queues every
-// Lease/4 (at least every second) until ctx is done. Every drainer reaps;
-// the script is atomic, so concurrent reapers never return a job twice.
+// Lease/4 (at least every second) until ctx is done, when the consumer is no
+// queue.Prober (else discover reaps the tenants the probe finds with an
+// expired lease). Every drainer reaps; the script is atomic, so concurrent
+// reapers never return a job twice.
 func (d *Drainer) reap(ctx context.Context) {
 	r, ok := d.cfg.Consumer.(reaper)
 	if !ok {
@@ -170,18 +172,27 @@ func (d *Drainer) reap(ctx context.Context) {
 		case <-tick.C:
 		}
 		for _, t := range d.laneTenants(ctx) {
-			n, err := r.Reap(ctx, t)
-			if err != nil {
-				if ctx.Err() == nil {
-					d.m.errors.WithLabelValues("reap").Inc()
-					d.log.Warn("drainer: reap", "tenant", t, "err", err)
-				}
+			if !d.reapOne(ctx, r, t) {
 				break
-			}
-			if n > 0 {
-				d.m.reaped.Add(float64(n))
-				d.log.Info("drainer: returned expired leases", "tenant", t, "jobs", n)
 			}
 		}
 	}
+}
+
+// reapOne returns tenant's expired leases (counted and logged); it reports
+// false when the backend failed.
+func (d *Drainer) reapOne(ctx context.Context, r reaper, tenant string) bool {
+	n, err := r.Reap(ctx, tenant)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.m.errors.WithLabelValues("reap").Inc()
+			d.log.Warn("drainer: reap", "tenant", tenant, "err", err)
+		}
+		return false
+	}
+	if n > 0 {
+		d.m.reaped.Add(float64(n))
+		d.log.Info("drainer: returned expired leases", "tenant", tenant, "jobs", n)
+	}
+	return true
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/jobstate"
@@ -27,76 +26,38 @@ const claimWaitMin = time.Millisecond
 // also while the drainer is shutting down.
 const settleTimeout = 5 * time.Second
 
-// lane runs tenant's laneClaimers pull loops until ctx is done; its waits
-// delay no other tenant. Before each claim a loop asks retire whether the
-// tenant was removed; once one is told so, all of them end.
-func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, retire func(string) bool) {
-	var retired atomic.Bool
-	stop := func() bool {
-		if retired.Load() {
-			return true
-		}
-		if !retire(tenant) {
-			return false
-		}
-		if !retired.Swap(true) {
-			d.log.Info("drainer: tenant removed; its lane stops and its queued jobs wait", "tenant", tenant)
-		}
-		return true
-	}
-	var wg sync.WaitGroup
-	var w laneWake
-	arrived := &laneWake{}
-	d.arrivals.Store(tenant, arrived)
-	defer d.arrivals.CompareAndDelete(tenant, arrived)
-	for i := range laneClaimers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.pull(ctx, workCtx, tenant, dispatches, stop, &w, arrived, i > 0)
-		}()
-	}
-	wg.Wait()
-}
-
-// jobsArrived wakes tenant's lane from its idle poll: jobs were put on its
-// queue (the scheduler moved due scheduled jobs), so a lane that saw it
-// empty claims at once instead of after up to idlePollMax.
-func (d *Drainer) jobsArrived(tenant string) {
-	if w, ok := d.arrivals.Load(tenant); ok {
-		w.(*laneWake).wake()
-	}
-}
-
 // pull is one pull loop of a lane: claim → drop when cancelled or expired
 // → wait for the concurrency slot and the outflow turn → hand to a dispatch
 // goroutine (launch). It holds at most one job while it waits, and ends
-// when ctx is done or stop reports the tenant removed. An extra loop idles
-// while the tenant has an outflow rate or a concurrency cap, and parks on w
-// while the tenant's queue is empty; the first loop backs its polling off
-// while the queue stays empty (idlePoll), unless arrived wakes it
-// (jobsArrived), and wakes the others at each job it claims.
-func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, stop func() bool, w, arrived *laneWake, extra bool) {
+// when ctx is done or c.stop reports the tenant removed. An extra loop
+// idles while the tenant has an outflow rate or a concurrency cap, and
+// parks on c.w while the tenant's queue is empty; the first loop backs its
+// polling off while the queue stays empty (idlePoll), unless c.arrived
+// wakes it (jobsArrived), wakes the others at each job it claims, and ends
+// the lane when the queue stayed empty laneIdleExit and c.idle agrees.
+func (d *Drainer) pull(ctx, workCtx context.Context, c *laneCtl, extra bool) {
+	tenant := c.tenant
 	var pause errorBackoff
 	var idle idleBackoff
 	for ctx.Err() == nil {
-		if stop() {
+		if c.stop() {
 			return
 		}
 		if d.paused(tenant) {
 			d.waitResumed(ctx, tenant)
+			idle = idleBackoff{}
 			continue
 		}
 		if tn, _ := d.tenant(tenant); extra && (tn.Outflow.Shaped() || tn.Outflow.Concurrency > 0) {
-			sleep(ctx, discoverEvery)
+			sleepOrChange(ctx, discoverEvery, c.quit)
 			continue
 		}
-		woken := arrived.wait() // the first loop's idle poll ends early on jobsArrived
+		woken := c.arrived.wait() // the first loop's idle poll ends early on jobsArrived
 		if extra {
-			woken = w.wait()
+			woken = c.w.wait()
 		}
 		changed := d.tenantsChanged()
-		got, wait, live, err := d.claimAndLaunch(ctx, workCtx, tenant, dispatches, w)
+		got, wait, live, err := d.claimAndLaunch(ctx, workCtx, tenant, c.dispatches, &c.w)
 		if err != nil {
 			if !d.pauseAfter(ctx, &pause, changed, errOp(err), "drainer: claim", tenant, err) {
 				return
@@ -108,9 +69,13 @@ func (d *Drainer) pull(ctx, workCtx context.Context, tenant string, dispatches *
 		case !live:
 			return
 		case !got && extra:
-			d.park(ctx, woken, stop)
+			d.park(ctx, woken, c.stop)
 		case !got:
-			sleepOrChange(ctx, idle.next(wait), woken)
+			pauseFor := idle.next(wait)
+			if idle.emptyFor() >= laneIdleExit && c.idle() {
+				return
+			}
+			sleepOrChange(ctx, pauseFor, woken)
 		default:
 			idle = idleBackoff{}
 		}

@@ -30,6 +30,7 @@ type metrics struct {
 	depth        *prometheus.GaugeVec     // tenant (configured tenants only)
 	paused       *prometheus.GaugeVec     // tenant (configured tenants only)
 	inflight     prometheus.Gauge
+	lanes        prometheus.Gauge
 	errors       *prometheus.CounterVec // op
 	leaseLost    prometheus.Counter
 	reaped       prometheus.Counter
@@ -56,6 +57,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_drainer_inflight", Help: "Jobs this drainer is dispatching now.",
 		}),
+		lanes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_drainer_lanes", Help: "Tenants this drainer runs a lane (pull loops) for now; under the Redis and Kafka backends a lane ends after a few idle seconds and starts again when its tenant has jobs.",
+		}),
 		errors: counterVec("sluice_drainer_errors_total", "Backend errors of the drainer by operation.", "op"),
 		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_lease_lost_total", Help: "Jobs whose lease expired before they were finished (they are delivered again).",
@@ -72,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.dispatch, m.duration, m.retries, m.dlq, m.dropped, m.duplicates, m.water,
-		m.configured, m.effective, m.measured, m.depth, m.paused, m.inflight, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
+		m.configured, m.effective, m.measured, m.depth, m.paused, m.inflight, m.lanes, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("drainer: register metrics: %w", err)
 		}

@@ -176,3 +176,14 @@ type Turn struct {
 	Wait, Delay time.Duration
 	Water, Rate float64
 }
+
+// Prober is a Consumer that tells, for many tenants in one step (one round
+// trip on Redis, none on Kafka), which of them a lane should drain now
+// (ready): a job to claim, a retry falling due within within, or a lease
+// past its deadline to return; expired lists those of ready with such a
+// lease (Redis; the caller reaps them). A drainer runs lanes only for ready
+// tenants, so an idle tenant costs it no goroutine, only its share of the
+// probe. Both answers are subsets of tenants, in their order.
+type Prober interface {
+	Probe(ctx context.Context, tenants []string, within time.Duration) (ready, expired []string, err error)
+}

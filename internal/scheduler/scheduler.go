@@ -25,6 +25,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -201,21 +203,46 @@ func (s *Scheduler) mayBeDue(ctx context.Context) bool {
 	return time.UnixMilli(int64(first[0].Score)).Before(s.clock.Now().Add(dueSlack))
 }
 
-// sweep reads each configured tenant's next due time and count: the count
-// sets sluice_jobs_scheduled, and a next due time lowers the hint (ZADD LT),
-// so a tenant whose hint was lost is found again.
+// sweepBatch bounds the tenants of one sweep pipeline.
+const sweepBatch = 1000
+
+// sweep reads each configured tenant's next due time and count (read-only
+// schedule_take.lua calls, sweepBatch per pipeline, so 10,000 tenants cost
+// 10 round trips): the count sets sluice_jobs_scheduled, and a next due
+// time lowers the hint (ZADD LT), so a tenant whose hint was lost is found
+// again.
 func (s *Scheduler) sweep(ctx context.Context, known map[string]bool) {
+	tenants := make([]string, 0, len(known))
 	for t := range known {
-		r, err := s.take(ctx, t, 0)
-		if err != nil {
-			s.fail(ctx, "sweep", t, err)
-			continue
+		tenants = append(tenants, t)
+	}
+	for from := 0; from < len(tenants) && ctx.Err() == nil; from += sweepBatch {
+		part := tenants[from:min(from+sweepBatch, len(tenants))]
+		calls := make([]lua.Call, len(part))
+		for i, t := range part {
+			calls[i] = takeCall(t, 0, s.cfg.Lease)
 		}
-		s.m.scheduled.WithLabelValues(t).Set(float64(r.Count))
-		if r.NextMS >= 0 {
-			if err := lowerHint(ctx, s.cfg.Redis, t, r.NextMS); err != nil {
-				s.fail(ctx, "hint", t, err)
-			}
+		for i, cmd := range lua.Exec(ctx, s.cfg.Redis, calls, nil) {
+			s.swept(ctx, part[i], cmd)
+		}
+	}
+}
+
+// swept handles one tenant's sweep reply.
+func (s *Scheduler) swept(ctx context.Context, t string, cmd *redis.Cmd) {
+	v, err := cmd.Result()
+	var r takeReply
+	if err == nil {
+		r, err = parseTake(v)
+	}
+	if err != nil {
+		s.fail(ctx, "sweep", t, fmt.Errorf("scheduler: sweep %s: %w", t, err))
+		return
+	}
+	s.m.scheduled.WithLabelValues(t).Set(float64(r.Count))
+	if r.NextMS >= 0 {
+		if err := lowerHint(ctx, s.cfg.Redis, t, r.NextMS); err != nil {
+			s.fail(ctx, "hint", t, err)
 		}
 	}
 }

@@ -61,13 +61,8 @@ func (c *Consumer) pop(ctx context.Context, tenant string, k int) []*entry {
 // It implements queue.JobWaiter.
 func (c *Consumer) WaitJobs(ctx context.Context, tenant string) bool {
 	return c.waitFor(ctx, tenant, func(tq *tenantQueue, now time.Time) (bool, time.Time) {
-		if len(tq.deferred) > 0 && !tq.deferred[0].due.After(now) {
+		if tq.readyBy(now) {
 			return true, time.Time{}
-		}
-		for _, f := range tq.fifos {
-			if f.q.len() > 0 {
-				return true, time.Time{}
-			}
 		}
 		if len(tq.deferred) > 0 {
 			return false, tq.deferred[0].due
