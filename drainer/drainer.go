@@ -177,7 +177,7 @@ func (d *Drainer) SetTenants(t map[string]config.Tenant) {
 	if old == nil {
 		old = &map[string]config.Tenant{}
 	}
-	d.m.setPaused(*old, cp)
+	d.m.paused.Set(cp)
 	next := make(chan struct{})
 	if old := d.changed.Swap(&next); old != nil {
 		close(*old)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/depth"
+	"github.com/sluicehq/sluice/internal/pausedgauge"
 )
 
 // otherTenant is the tenant label of every tenant not in the configuration,
@@ -28,7 +29,7 @@ type metrics struct {
 	effective    *prometheus.GaugeVec     // tenant
 	measured     *prometheus.GaugeVec     // tenant
 	depth        *prometheus.GaugeVec     // tenant (configured tenants only)
-	paused       *prometheus.GaugeVec     // tenant (configured tenants only)
+	paused       *pausedgauge.Gauge       // tenant (paused tenants only)
 	inflight     prometheus.Gauge
 	lanes        prometheus.Gauge
 	errors       *prometheus.CounterVec // op
@@ -53,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		effective:  gaugeVec("sluice_outflow_effective_rate", "The tenant's effective outflow rate after adaptive backoff, units per second."),
 		measured:   gaugeVec("sluice_outflow_measured_rate", "Units per second this drainer dispatched for the tenant over the last measuring window; sum over drainers for the total."),
 		depth:      depth.NewGauge("The tenant's backlog: queued, not yet finished units (keys.Backlog), sampled by ingest and every drainer for their configured tenants; take max by tenant."),
-		paused:     pausedGauge(),
+		paused:     pausedgauge.New(),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_drainer_inflight", Help: "Jobs this drainer is dispatching now.",
 		}),
@@ -76,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.dispatch, m.duration, m.retries, m.dlq, m.dropped, m.duplicates, m.water,
-		m.configured, m.effective, m.measured, m.depth, m.paused, m.inflight, m.lanes, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
+		m.configured, m.effective, m.measured, m.depth, m.paused.Vec, m.inflight, m.lanes, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("drainer: register metrics: %w", err)
 		}

@@ -2,10 +2,6 @@ package drainer
 
 import (
 	"context"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluicehq/sluice/config"
 )
 
 // This file holds the pause gate (config.Outflow.Paused): a paused tenant's
@@ -41,33 +37,10 @@ import (
 // least once). A tenant paused for long on a busy partition belongs on a
 // topic of its own.
 
-// pausedGauge is sluice_outflow_paused{tenant}: 1 while the tenant is
-// paused, for every configured tenant. Ingest exports the same series.
-func pausedGauge() *prometheus.GaugeVec {
-	return gaugeVec("sluice_outflow_paused", "1 while the tenant's outflow is paused (outflow.paused: no delivery starts), else 0; exported by ingest and every drainer for their configured tenants, take max by tenant.")
-}
-
 // paused reports whether tenant is configured and paused now.
 func (d *Drainer) paused(tenant string) bool {
 	t, ok := d.tenant(tenant)
 	return ok && t.Outflow.Paused
-}
-
-// setPaused sets sluice_outflow_paused for the tenants of t and removes the
-// series of the tenants no longer configured (old).
-func (m *metrics) setPaused(old, t map[string]config.Tenant) {
-	for id, tn := range t {
-		v := 0.0
-		if tn.Outflow.Paused {
-			v = 1
-		}
-		m.paused.WithLabelValues(id).Set(v)
-	}
-	for id := range old {
-		if _, ok := t[id]; !ok {
-			m.paused.DeleteLabelValues(id)
-		}
-	}
 }
 
 // waitResumed holds a pull loop while its tenant is paused: it returns when

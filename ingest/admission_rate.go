@@ -8,10 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -167,41 +165,4 @@ type admissionAnswer struct {
 	// RefusedRate is the jobs refused per second with 429 (a policy or the
 	// backlog gate) over the same window.
 	RefusedRate float64 `json:"refused_rate"`
-}
-
-// pausedMetric is sluice_outflow_paused{tenant}, which every drainer
-// exports too: 1 while the tenant's outflow is paused. SetConfig sets it.
-type pausedMetric struct {
-	g     *prometheus.GaugeVec
-	mu    sync.Mutex
-	shown map[string]bool
-}
-
-func newPausedMetric() *pausedMetric {
-	return &pausedMetric{shown: map[string]bool{}, g: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_outflow_paused",
-		Help: "1 while the tenant's outflow is paused (outflow.paused: no delivery starts), else 0; exported by ingest and every drainer for their configured tenants, take max by tenant.",
-	}, []string{"tenant"})}
-}
-
-// set sets the series of cfg's tenants and removes those of tenants cfg no
-// longer has.
-func (m *pausedMetric) set(cfg *config.Config) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := make(map[string]bool, len(cfg.Tenants))
-	for id, t := range cfg.Tenants {
-		v := 0.0
-		if t.Outflow.Paused {
-			v = 1
-		}
-		m.g.WithLabelValues(id).Set(v)
-		now[id] = true
-	}
-	for id := range m.shown {
-		if !now[id] {
-			m.g.DeleteLabelValues(id)
-		}
-	}
-	m.shown = now
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/depth"
+	"github.com/sluicehq/sluice/internal/pausedgauge"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/tenants"
 )
@@ -109,7 +110,7 @@ type Server struct {
 	// admissions and paused back the stats' admission rates and
 	// sluice_outflow_paused (admission_rate.go).
 	admissions *admissionCounts
-	paused     *pausedMetric
+	paused     *pausedgauge.Gauge
 }
 
 // New returns a Server. It fails, naming the field, when a required one is
@@ -150,11 +151,11 @@ func New(cfg Config) (*Server, error) {
 		registry:    cfg.Tenants,
 		admin:       am,
 		admissions:  newAdmissionCounts(),
-		paused:      newPausedMetric(),
+		paused:      pausedgauge.New(),
 		dlqMetrics:  dm,
 	}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(s.paused.g); err != nil {
+		if err := cfg.Registerer.Register(s.paused.Vec); err != nil {
 			return nil, fmt.Errorf("ingest: register metrics: %w", err)
 		}
 	}
@@ -180,7 +181,7 @@ func (s *Server) SetConfig(cfg *config.Config) {
 		s.log.Error("ingest: admission policy the limiter refuses; its requests take the limiter error path", "err", err)
 	}
 	s.snap.Store(snap)
-	s.paused.set(cfg)
+	s.paused.Set(cfg.Tenants)
 	admins := newAdminIndex(cfg)
 	s.admins.Store(&admins)
 }

@@ -40,9 +40,10 @@ type Sampler struct {
 
 // Sample reads every tenant's counter and records its history sample
 // (history_sample.lua, one call per tenant, all in one round trip), and sets
-// its series (an absent counter is 0); a tenant no longer given loses its
-// series. It returns how many counters could not be read (their series keep
-// their last value).
+// its series; a tenant without a counter (it never had jobs, or its counter
+// expired) has no series, so 10,000 configured idle tenants cost none, and
+// a tenant no longer given loses its series. It returns how many counters
+// could not be read (their series keep their last value).
 func (s *Sampler) Sample(ctx context.Context, tenants []string) (failed int) {
 	tenants = slices.Sorted(slices.Values(tenants))
 	calls := make([]lua.Call, len(tenants))
@@ -58,12 +59,18 @@ func (s *Sampler) Sample(ctx context.Context, tenants []string) (failed int) {
 	}
 	now := make(map[string]bool, len(tenants))
 	for i, t := range tenants {
-		now[t] = true
 		v, err := parseSample(cmds[i].Result())
 		if err != nil {
 			failed++
+			if s.shown[t] {
+				now[t] = true // keeps its last value
+			}
 			continue
 		}
+		if v == "" {
+			continue // no counter: no series (a tenant that never had jobs)
+		}
+		now[t] = true
 		n, _ := strconv.ParseFloat(v, 64)
 		s.Gauge.WithLabelValues(t).Set(n)
 	}
