@@ -3,8 +3,8 @@
 // markdown report (issue 3, requirement 9). `make bench-drain` runs it;
 // `make bench` calls that.
 //
-//	go run ./deploy/bench/drainbench                 # the full matrix, ~35 min
-//	BENCH_QUICK=1 go run ./deploy/bench/drainbench   # the quick subset, ~3 min
+//	go run ./deploy/bench/drainbench                 # the full matrix, ~40 min
+//	BENCH_QUICK=1 go run ./deploy/bench/drainbench   # the quick subset, ~6 min
 //
 // Accuracy: for each target rate and worker count, one tenant pre-loaded
 // with enough jobs is drained by N cmd/drainer processes (built once,
