@@ -105,7 +105,8 @@ func (b *bench) tenantsScenario(ctx context.Context, scenario string, configured
 // [from, from + o.tenWindow): RSS once a second (max, and at the end), its
 // CPU time, and at the end its go_goroutines, Redis used_memory, and the
 // commands/s and CPU seconds of Redis over the window. A figure that cannot
-// be read stays 0 (goroutines −1); an error means the drainer died.
+// be read stays 0 (goroutines −1); an error means the drainer died or ctx
+// ended.
 func (b *bench) tenantsWindow(ctx context.Context, p *proc, from time.Time, res *drainresult.Tenants) error {
 	pid, end := p.cmd.Process.Pid, from.Add(b.o.tenWindow)
 	cpu0, cpuErr := procCPU(pid)
@@ -121,6 +122,9 @@ func (b *bench) tenantsWindow(ctx context.Context, p *proc, from time.Time, res 
 		}
 		if !time.Now().Before(end) {
 			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		time.Sleep(min(time.Second, time.Until(end)))
 	}
