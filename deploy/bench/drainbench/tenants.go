@@ -97,7 +97,9 @@ func (b *bench) tenantsScenario(ctx context.Context, scenario string, configured
 	if err := f.stop(20 * time.Second); err != nil {
 		row.note = "stop: " + err.Error()
 	}
-	measureTenants(&row.res, b.rec.take(), from, o.tenWindow, active, tenantsRate)
+	arr := b.rec.take()
+	measureTenants(&row.res, arr, from, o.tenWindow, active, tenantsRate)
+	row.res.Dups = duplicates(arr)
 	return row
 }
 

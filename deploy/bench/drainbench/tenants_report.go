@@ -121,6 +121,7 @@ func tenLines(a, b *drainresult.Tenants, c drainresult.TenantsCompare, cok bool)
 		}, ratio(1), "≤ 1 %, every tenant; B ≤ max(1.1 × A, 1 %)"),
 		line("tenants over 1 % (of them without a rate)", func(t drainresult.Tenants) string { return fmt.Sprintf("%d (%d)", t.Over, t.Failed) }, "", "0"),
 		line("arrivals of one tenant in the window, min / max", func(t drainresult.Tenants) string { return fmt.Sprintf("%d / %d", t.CountMin, t.CountMax) }, "", ""),
+		line("duplicate arrivals (whole scenario)", func(t drainresult.Tenants) string { return fmt.Sprint(t.Dups) }, "", ""),
 		line("drainer RSS, MB: max / at the end", func(t drainresult.Tenants) string { return mb(t.RSSMax) + " / " + mb(t.RSSEnd) }, ratio(2), "stated; B ÷ A within 10 %"),
 		line("drainer goroutines at the end", func(t drainresult.Tenants) string { return fmt.Sprintf("%.0f", t.Goroutines) }, ratio(3), "stated; B ÷ A within 10 %"),
 		line("drainer CPU s over the window (% of a core)", func(t drainresult.Tenants) string {

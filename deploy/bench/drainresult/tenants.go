@@ -38,6 +38,9 @@ type Tenants struct {
 	// tenant in the window.
 	CountMin int `json:"count_min"`
 	CountMax int `json:"count_max"`
+	// Dups counts arrivals of a job id that had already arrived, over the
+	// whole scenario (warm-up included): a lease lost under load.
+	Dups int `json:"dups"`
 	// RSSMax and RSSEnd are the drainer's VmRSS, bytes: the most of the
 	// once-a-second samples in the window, and at its end.
 	RSSMax int64 `json:"rss_max"`
