@@ -10,8 +10,8 @@
 #   make bench      services up, benchmarks (BENCH_PKGS, BENCH, BENCHTIME), then BENCH_SCRIPTS, then bench-drain,
 #                   then deploy/bench/summary: one table of every ratio of issue 11 and the commit
 #                   (stdout and deploy/bench/results/summary-<UTC>.md); BENCH_QUICK=1 for the quick subset
-#   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ
-#                   (deploy/bench/drainbench, ~35 min; BENCH_QUICK=1 for the ~3 min subset)
+#   make bench-drain  drain accuracy, throughput and head-of-line against BullMQ, and cost as
+#                   tenants grow (deploy/bench/drainbench, ~40 min; BENCH_QUICK=1 for the ~6 min subset)
 #   make run        services up, then the demo stack (deploy/local/run.sh): demosink, ingest,
 #                   two drainers, demoload, Prometheus when installed; RUN_CONFIG, RUN_DURATION
 #                   (seconds, 0 = until Ctrl-C)

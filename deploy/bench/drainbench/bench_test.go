@@ -17,6 +17,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// tenantsSmoke keeps TestQuick's tenants part small unless BENCH_TENANTS_*
+// say otherwise: 50 active of 200 configured tenants, a 5 s window.
+var tenantsSmoke = map[string]string{
+	"BENCH_TENANTS_ACTIVE": "50", "BENCH_TENANTS_CONFIGURED": "200", "BENCH_TENANTS_WARMUP": "3s", "BENCH_TENANTS_WINDOW": "5s",
+}
+
 // TestQuick runs the quick subset end to end against the servers of
 // deploy/local/services.sh and checks that every row ran; the goals are
 // reported, not asserted (the machine is shared and the rows are short).
@@ -37,6 +43,8 @@ func TestQuick(t *testing.T) {
 			return "1"
 		case k == "BENCH_RESULTS" && os.Getenv(k) == "":
 			return results
+		case os.Getenv(k) == "" && tenantsSmoke[k] != "":
+			return tenantsSmoke[k] // a smoke of the tenants part, not its figures
 		}
 		return os.Getenv(k)
 	}
@@ -68,6 +76,14 @@ func TestQuick(t *testing.T) {
 		}
 		if row.err != nil || row.res.Jobs < row.jobs {
 			t.Errorf("throughput %s %s %s × %d: %d of %d jobs, err %v", row.system, row.backend, row.sink, row.workers, row.res.Jobs, row.jobs, row.err)
+		}
+	}
+	if o.parts["tenants"] && len(r.ten) != 2 {
+		t.Errorf("%d tenants scenarios, want 2", len(r.ten))
+	}
+	for _, row := range r.ten {
+		if row.err != nil || row.res.Arrivals == 0 {
+			t.Errorf("tenants %s: %d arrivals in the window, err %v", row.res.Scenario, row.res.Arrivals, row.err)
 		}
 	}
 	if r.holErr != nil || (o.parts["hol"] && len(r.hol) == 0) {

@@ -3,8 +3,8 @@
 // markdown report (issue 3, requirement 9). `make bench-drain` runs it;
 // `make bench` calls that.
 //
-//	go run ./deploy/bench/drainbench                 # the full matrix, ~35 min
-//	BENCH_QUICK=1 go run ./deploy/bench/drainbench   # the quick subset, ~3 min
+//	go run ./deploy/bench/drainbench                 # the full matrix, ~40 min
+//	BENCH_QUICK=1 go run ./deploy/bench/drainbench   # the quick subset, ~6 min
 //
 // Accuracy: for each target rate and worker count, one tenant pre-loaded
 // with enough jobs is drained by N cmd/drainer processes (built once,
@@ -24,6 +24,13 @@
 // both); the report gives each row's median jobs/s and the medians of its
 // per-round ratios to BullMQ and to 1 tenant (drainresult.Medians).
 //
+// Tenants (issue 11 requirement 3): one cmd/drainer process drains
+// BENCH_TENANTS_ACTIVE tenants at 1 job/s each (scenario A), then the same
+// number among BENCH_TENANTS_CONFIGURED configured tenants, the rest idle
+// (B); over the window, the aggregate and each tenant's rate, the drainer's
+// RSS, goroutines and CPU, Redis's memory, commands/s and CPU, and B's
+// figures against A's. It needs neither node nor Kafka.
+//
 // Head-of-line: the drainer package's HeadOfLine benchmarks, run with go
 // test, their p50/p99 printed.
 //
@@ -37,7 +44,7 @@
 //	BENCH_RATES               target rates, jobs/s (10,100,1000; quick 10,1000)
 //	BENCH_WORKERS             worker processes per accuracy row (1,3,8; quick 1,3)
 //	BENCH_SYSTEMS             sluice,bullmq
-//	BENCH_PARTS               accuracy,throughput,hol
+//	BENCH_PARTS               accuracy,throughput,tenants,hol
 //	BENCH_BACKENDS            sluice's throughput backends: redis,kafka
 //	BENCH_TPUT_JOBS           jobs per throughput row (100000; quick 10000)
 //	BENCH_TPUT_WORKERS        worker processes per throughput row (1,3; quick 1)
@@ -48,6 +55,11 @@
 //	BENCH_BULLMQ_CONCURRENCY  BullMQ Worker concurrency (16; BullMQ's own default is 1)
 //	BENCH_BULLMQ_WINDOW       BullMQ limiter duration (1s)
 //	BENCH_HOL_JOBS            tenant B's jobs in the head-of-line benchmarks (500; quick 100)
+//	BENCH_TENANTS_ACTIVE      tenants part: active tenants, each outflow.rate 1 with a backlog (2000)
+//	BENCH_TENANTS_CONFIGURED  tenants part: configured tenants of scenario B, the same ones active,
+//	                          the rest without jobs (10000)
+//	BENCH_TENANTS_WARMUP      tenants part: from the first arrival to the window (15s)
+//	BENCH_TENANTS_WINDOW      tenants part: measuring window (60s; quick 20s)
 //	BENCH_REDIS               the Redis both systems use: unset, a private redis-server the run
 //	                          starts on a free loopback port (so other users of the shared server
 //	                          neither disturb the rows nor count in cmds/job); "shared", the
@@ -147,6 +159,7 @@ func runBench(ctx context.Context, o *options, progress io.Writer) (*report, err
 	b := &bench{o: o, rec: &recorder{}, dir: dir, runID: time.Now().UTC().Format("150405"), logf: logf}
 	r.redisNote = "the server at " + o.redisAddr
 	if o.redisAddr == "" {
+		b.privateRedis = true
 		srv, addr, err := startRedis(ctx, dir)
 		if err != nil {
 			return nil, err
@@ -162,12 +175,12 @@ func runBench(ctx context.Context, o *options, progress io.Writer) (*report, err
 	if err := b.rdb.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("drainbench: redis %s: %w (start it: bash deploy/local/services.sh up)", o.redisAddr, err)
 	}
-	if o.parts["accuracy"] || o.parts["throughput"] {
+	if o.parts["accuracy"] || o.parts["throughput"] || o.parts["tenants"] {
 		logf("building cmd/drainer")
 		if b.bin, err = buildDrainer(ctx, o.root, dir); err != nil {
 			return nil, err
 		}
-		if o.systems["bullmq"] {
+		if o.systems["bullmq"] && (o.parts["accuracy"] || o.parts["throughput"]) {
 			if r.bullmq, err = ensureBullMQ(ctx, o.root); err != nil {
 				return nil, err
 			}
@@ -184,6 +197,9 @@ func runBench(ctx context.Context, o *options, progress io.Writer) (*report, err
 	}
 	if o.parts["throughput"] && ctx.Err() == nil {
 		b.throughputPart(ctx, r)
+	}
+	if o.parts["tenants"] && ctx.Err() == nil {
+		b.tenantsPart(ctx, r)
 	}
 	if ctx.Err() != nil {
 		return r, nil // interrupted: report the rows that ran
@@ -227,6 +243,11 @@ func (r *report) failed() bool {
 		}
 	}
 	for _, t := range r.tput {
+		if t.err != nil {
+			return true
+		}
+	}
+	for _, t := range r.ten {
 		if t.err != nil {
 			return true
 		}

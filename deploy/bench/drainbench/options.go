@@ -32,6 +32,11 @@ type options struct {
 
 	holJobs int // jobs of tenant B in the head-of-line benchmarks
 
+	tenActive     int           // tenants part: active tenants (a backlog each, 1 job/s)
+	tenConfigured int           // tenants part: configured tenants of scenario B
+	tenWarmup     time.Duration // tenants part: from the first arrival to the window
+	tenWindow     time.Duration // tenants part: measuring window
+
 	redisAddr    string // empty: a private redis-server for the run
 	kafkaBrokers []string
 	root         string // repository root
@@ -47,14 +52,16 @@ var envNames = []string{
 	"BENCH_QUICK", "BENCH_DURATION", "BENCH_WARMUP", "BENCH_RATES", "BENCH_WORKERS",
 	"BENCH_SYSTEMS", "BENCH_PARTS", "BENCH_BACKENDS", "BENCH_TPUT_JOBS", "BENCH_TPUT_WORKERS", "BENCH_TPUT_TENANTS",
 	"BENCH_TPUT_ROUNDS",
-	"BENCH_BULLMQ_CONCURRENCY", "BENCH_BULLMQ_WINDOW", "BENCH_HOL_JOBS", "BENCH_REDIS",
+	"BENCH_BULLMQ_CONCURRENCY", "BENCH_BULLMQ_WINDOW", "BENCH_HOL_JOBS",
+	"BENCH_TENANTS_ACTIVE", "BENCH_TENANTS_CONFIGURED", "BENCH_TENANTS_WARMUP", "BENCH_TENANTS_WINDOW", "BENCH_REDIS",
 	"BENCH_RESULTS", "BENCH_JSON", "BENCH_PROFILE", "SLUICE_TEST_REDIS", "SLUICE_TEST_KAFKA",
 }
 
 // loadOptions reads the BENCH_* variables through get (os.Getenv in main)
 // and fills the defaults: the full matrix, or with BENCH_QUICK=1 the quick
 // subset (5 s rows, rates 10 and 1000, 1 and 3 workers, 10,000-job
-// throughput rows with 1 worker in 1 round, 100 head-of-line jobs).
+// throughput rows with 1 worker in 1 round, 100 head-of-line jobs, a 20 s
+// tenants window).
 func loadOptions(get func(string) string, root string) (*options, error) {
 	o := &options{root: root}
 	o.quick = get("BENCH_QUICK") == "1" || get("BENCH_QUICK") == "true"
@@ -66,7 +73,8 @@ func loadOptions(get func(string) string, root string) (*options, error) {
 	}
 	o.workers = e.ints("BENCH_WORKERS", "1,3,8", "1,3")
 	o.systems = e.set("BENCH_SYSTEMS", "sluice,bullmq", "sluice,bullmq", "sluice", "bullmq")
-	o.parts = e.set("BENCH_PARTS", "accuracy,throughput,hol", "accuracy,throughput,hol", "accuracy", "throughput", "hol")
+	o.parts = e.set("BENCH_PARTS", "accuracy,throughput,tenants,hol", "accuracy,throughput,tenants,hol",
+		"accuracy", "throughput", "tenants", "hol")
 	o.backends = e.set("BENCH_BACKENDS", "redis,kafka", "redis,kafka", "redis", "kafka")
 	o.tputJobs = e.one("BENCH_TPUT_JOBS", "100000", "10000")
 	o.tputWorkers = e.ints("BENCH_TPUT_WORKERS", "1,3", "1")
@@ -75,6 +83,13 @@ func loadOptions(get func(string) string, root string) (*options, error) {
 	o.bullConcurrency = e.one("BENCH_BULLMQ_CONCURRENCY", "16", "16")
 	o.bullWindow = e.dur("BENCH_BULLMQ_WINDOW", "1s", "1s")
 	o.holJobs = e.one("BENCH_HOL_JOBS", "500", "100")
+	o.tenActive = e.one("BENCH_TENANTS_ACTIVE", "2000", "2000")
+	o.tenConfigured = e.one("BENCH_TENANTS_CONFIGURED", "10000", "10000")
+	o.tenWarmup = e.dur("BENCH_TENANTS_WARMUP", "15s", "15s")
+	o.tenWindow = e.dur("BENCH_TENANTS_WINDOW", "60s", "20s")
+	if o.parts["tenants"] && o.tenConfigured <= o.tenActive && e.err == nil {
+		e.err = fmt.Errorf("BENCH_TENANTS_CONFIGURED (%d) must exceed BENCH_TENANTS_ACTIVE (%d): scenario B has idle tenants", o.tenConfigured, o.tenActive)
+	}
 	switch v := get("BENCH_REDIS"); v {
 	case "":
 	case "shared":

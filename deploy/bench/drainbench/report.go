@@ -24,6 +24,7 @@ type report struct {
 	bullmq     string
 	acc        []accRow
 	tput       []tputRow
+	ten        []tenRow
 	hol        []holRow
 	holCommand string
 	holErr     error
@@ -105,6 +106,9 @@ func (r *report) markdown() string {
 	}
 	if len(r.tput) > 0 {
 		r.throughputSection(&b)
+	}
+	if len(r.ten) > 0 {
+		r.tenantsSection(&b)
 	}
 	if o.parts["hol"] {
 		r.holSection(&b)

@@ -30,6 +30,10 @@ func (r *report) result() *drainresult.Report {
 	}
 	out.Throughput = r.tputResults()
 	out.TputRounds, out.TputMedians = r.o.tputRounds, drainresult.Medians(out.Throughput)
+	out.Tenants = r.tenResults()
+	if c, ok := r.tenCompare(); ok {
+		out.TenantsCompare = &c
+	}
 	return out
 }
 

@@ -21,6 +21,9 @@ type bench struct {
 	dir   string // this run's configs, logs and BullMQ timestamp files
 	runID string
 	logf  func(format string, args ...any)
+	// privateRedis is true when rdb is the run's private redis-server,
+	// which the tenants part may FLUSHDB.
+	privateRedis bool
 }
 
 // accRow is one accuracy row.

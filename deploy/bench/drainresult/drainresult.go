@@ -34,6 +34,11 @@ type Report struct {
 	// TputMedians is Medians(Throughput): each drain row's medians over
 	// the rounds, the figures deploy/bench/summary states.
 	TputMedians []TputMedian `json:"tput_medians"`
+	// Tenants holds the tenants part's scenarios in run order (A "active",
+	// then B "configured"); TenantsCompare is CompareTenants(A, B), nil
+	// when either is missing or failed.
+	Tenants        []Tenants       `json:"tenants,omitempty"`
+	TenantsCompare *TenantsCompare `json:"tenants_compare,omitempty"`
 }
 
 // Accuracy is one accuracy row: a system draining one tenant or queue at

@@ -33,6 +33,7 @@ func (in inputs) rows() []row {
 	out = append(out, in.admissionRows()...)
 	out = append(out, in.ingestRows()...)
 	out = append(out, in.drainRows()...)
+	out = append(out, in.tenantsRows()...)
 	out = append(out, in.commandRows()...)
 	return append(out, in.accuracyRows()...)
 }
