@@ -30,8 +30,9 @@ const settleTimeout = 5 * time.Second
 // → wait for the concurrency slot and the outflow turn → hand to a dispatch
 // goroutine (launch). It holds at most one job while it waits, and ends
 // when ctx is done or c.stop reports the tenant removed. An extra loop
-// idles while the tenant has an outflow rate or a concurrency cap, and
-// parks on c.w while the tenant's queue is empty; the first loop backs its
+// ends when the tenant has an outflow rate or a concurrency cap (the first
+// loop starts the extras again, c.spawn, once it has none), and parks on
+// c.w while the tenant's queue is empty; the first loop backs its
 // polling off while the queue stays empty (idlePoll), unless c.arrived
 // wakes it (jobsArrived), wakes the others at each job it claims, and ends
 // the lane when the queue stayed empty laneIdleExit and c.idle agrees.
@@ -48,9 +49,12 @@ func (d *Drainer) pull(ctx, workCtx context.Context, c *laneCtl, extra bool) {
 			idle = idleBackoff{}
 			continue
 		}
-		if tn, _ := d.tenant(tenant); extra && (tn.Outflow.Shaped() || tn.Outflow.Concurrency > 0) {
-			sleepOrChange(ctx, discoverEvery, c.quit)
-			continue
+		if tn, _ := d.tenant(tenant); tn.Outflow.Shaped() || tn.Outflow.Concurrency > 0 {
+			if extra {
+				return // a gated tenant's lane is its first loop
+			}
+		} else if !extra && laneClaimers > 1 {
+			c.spawn()
 		}
 		woken := c.arrived.wait() // the first loop's idle poll ends early on jobsArrived
 		if extra {

@@ -143,13 +143,16 @@ func (d *Drainer) laneTenants(ctx context.Context) []string {
 	return out
 }
 
-// lane runs tenant's laneClaimers pull loops until ctx is done; its waits
-// delay no other tenant. Before each claim a loop asks retire whether the
+// lane runs tenant's pull loops until ctx is done; its waits delay no
+// other tenant. The first loop runs throughout; the laneClaimers − 1 extra
+// ones only while the tenant has no outflow rate and no concurrency cap (the
+// first starts them, they end when the tenant gets a gate), so a shaped
+// tenant's lane is one goroutine. Before each claim a loop asks retire whether the
 // tenant was removed; once one is told so, all of them end. When the first
 // loop's claims find the queue empty for laneIdleExit, it asks idle whether
 // the lane may end (a queue.Prober starts it again) and, told so, all end.
 func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, retire, idle func(string) bool) {
-	c := &laneCtl{tenant: tenant, dispatches: dispatches, arrived: &laneWake{}, quit: make(chan struct{})}
+	c := &laneCtl{tenant: tenant, dispatches: dispatches, arrived: &laneWake{}}
 	c.stop = func() bool {
 		if c.ended.Load() {
 			return true
@@ -171,13 +174,25 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 	var wg sync.WaitGroup
 	d.arrivals.Store(tenant, c.arrived)
 	defer d.arrivals.CompareAndDelete(tenant, c.arrived)
-	for i := range laneClaimers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.pull(ctx, workCtx, c, i > 0)
-		}()
+	c.spawn = func() {
+		// Called by the first loop, so wg is above zero while it adds.
+		if !c.extras.CompareAndSwap(0, laneClaimers-1) {
+			return
+		}
+		for range laneClaimers - 1 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.extras.Add(-1)
+				d.pull(ctx, workCtx, c, true)
+			}()
+		}
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.pull(ctx, workCtx, c, false)
+	}()
 	wg.Wait()
 }
 
@@ -185,13 +200,14 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 type laneCtl struct {
 	tenant     string
 	dispatches *sync.WaitGroup
-	stop       func() bool // the tenant was removed: end (checked before each claim)
-	idle       func() bool // the queue stayed empty: may the lane end?
+	stop       func() bool  // the tenant was removed: end (checked before each claim)
+	idle       func() bool  // the queue stayed empty: may the lane end?
+	spawn      func()       // starts the extra loops when none runs (the first loop calls it)
+	extras     atomic.Int32 // extra loops running
 	ended      atomic.Bool
 	endOnce    sync.Once
-	quit       chan struct{} // closed by end
-	w          laneWake      // parked extra loops wait for a claimed job
-	arrived    *laneWake     // the first loop's idle poll ends early (jobsArrived)
+	w          laneWake  // parked extra loops wait for a claimed job
+	arrived    *laneWake // the first loop's idle poll ends early (jobsArrived)
 }
 
 // end makes every pull loop of the lane return: c.stop reports true from
@@ -199,7 +215,6 @@ type laneCtl struct {
 func (c *laneCtl) end() {
 	c.endOnce.Do(func() {
 		c.ended.Store(true)
-		close(c.quit)
 		c.w.wake()
 	})
 }
