@@ -26,6 +26,7 @@ type bench struct {
 // accRow is one accuracy row.
 type accRow struct {
 	system   string
+	backend  string // redis | kafka (BullMQ: redis)
 	rate     float64
 	workers  int
 	capacity float64 // sluice: outflow.capacity; BullMQ: limiter max
@@ -119,27 +120,32 @@ func (b *bench) accuracyWindow(ctx context.Context, f fleet, rate, capacity floa
 	return arr, from, note, nil
 }
 
-// sluiceAccuracy is one accuracy row of sluice: a tenant at rate with its
-// default capacity, workers drainer processes.
-func (b *bench) sluiceAccuracy(ctx context.Context, rate float64, workers int) accRow {
-	row := accRow{system: "sluice", rate: rate, workers: workers, capacity: max(1, rate)}
-	tenant := fmt.Sprintf("bench-%s-acc-r%g-n%d", b.runID, rate, workers)
-	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, []string{tenant})
-	if row.err = preloadRedis(ctx, b.rdb, []string{tenant}, preloadCount(rate, b.o.warmup+b.o.fillWait()+b.o.duration)); row.err != nil {
+// sluiceAccuracy is one accuracy row of sluice on c's backend (redis or
+// kafka): a tenant at rate with its default capacity, workers drainer
+// processes.
+func (b *bench) sluiceAccuracy(ctx context.Context, c accCase) accRow {
+	row := accRow{system: "sluice", backend: c.backend, rate: c.rate, workers: c.workers, capacity: max(1, c.rate)}
+	tenant := c.name("bench-" + b.runID)
+	conf := drainerConf{redisAddr: b.o.redisAddr, backend: c.backend, tenants: []string{tenant}, rate: c.rate, sinkURL: b.sink.url}
+	defer deleteTenants(context.WithoutCancel(ctx), b.rdb, conf.tenants)
+	cleanup, err := b.preloadAcc(ctx, &conf, preloadCount(c.rate, b.o.warmup+b.o.fillWait()+b.o.duration))
+	defer cleanup()
+	if row.err = err; err != nil {
 		return row
 	}
 	b.rec.take()
 	cnt := startCounter(ctx, b.rdb)
-	f, err := startDrainers(b.bin, b.dir, tenant, workers, drainerConf{
-		redisAddr: b.o.redisAddr, backend: "redis", tenants: []string{tenant}, rate: rate, sinkURL: b.sink.url,
-	})
+	f, err := startDrainers(b.bin, b.dir, tenant, c.workers, conf)
 	if err != nil {
 		row.err = err
 		return row
 	}
-	arr, from, note, err := b.accuracyWindow(ctx, f, rate, row.capacity, true)
+	arr, from, note, err := b.accuracyWindow(ctx, f, c.rate, row.capacity, true)
+	if c.backend == "kafka" {
+		note = strings.TrimPrefix(note+"; "+kafkaCmdsNote, "; ")
+	}
 	row.note, row.err = note, err
-	row.res = measureAccuracy(arr, from, b.o.duration, rate, row.capacity)
+	row.res = measureAccuracy(arr, from, b.o.duration, c.rate, row.capacity)
 	row.cmds = cnt.perJob(ctx, len(arr))
 	return row
 }
@@ -148,7 +154,7 @@ func (b *bench) sluiceAccuracy(ctx context.Context, rate float64, workers int) a
 // window, duration: window}, workers worker processes posting to the sink.
 func (b *bench) bullAccuracy(ctx context.Context, rate float64, workers int) accRow {
 	maxJobs := max(1, int(rate*b.o.bullWindow.Seconds()))
-	row := accRow{system: "bullmq", rate: rate, workers: workers, capacity: float64(maxJobs)}
+	row := accRow{system: "bullmq", backend: "redis", rate: rate, workers: workers, capacity: float64(maxJobs)}
 	q := fmt.Sprintf("%s-acc-r%g-n%d", b.runID, rate, workers)
 	defer deletePattern(context.WithoutCancel(ctx), b.bull, bullPrefix+":"+q+":*")
 	if row.err = b.bullLoad(ctx, q, preloadCount(rate, b.o.warmup+b.o.duration)); row.err != nil {
