@@ -145,6 +145,8 @@ func (r *report) accuracySection(b *strings.Builder) {
 			m := fmt.Sprintf("1 s window %d > %g", a.res.MaxWindow, bound)
 			if a.res.MaxAt < time.Second && a.res.BurstSpread > 0 {
 				m += fmt.Sprintf(" at start-up (the first %g jobs reached the sink over %.0f ms)", a.capacity, ms(a.res.BurstSpread))
+			} else {
+				m += fmt.Sprintf(" from %.2f s after the first arrival", a.res.MaxAt.Seconds())
 			}
 			miss = append(miss, m)
 		}

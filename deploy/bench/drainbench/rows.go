@@ -75,7 +75,9 @@ func (o *options) fillWait() time.Duration { return max(10*time.Second, o.durati
 // start-up, not the rate. It is full once the arrivals N(t) reach rate ×
 // (t − t0) + capacity (within 1 % of capacity + 1 job). When that has not
 // happened fillWait after the warm-up (the drainers barely keep up with the
-// rate), the window opens anyway and the note says so. BullMQ's limiter
+// rate, or a pause such as a Kafka rebalance put the arrivals behind that
+// line for good, as an idle bucket holds no more than capacity), the window
+// opens anyway and the note says so. BullMQ's limiter
 // carries nothing from one window to the next, so its rows use the warm-up
 // alone.
 func (b *bench) accuracyWindow(ctx context.Context, f fleet, rate, capacity float64, untilFull bool) ([]arrival, time.Time, string, error) {
@@ -103,7 +105,8 @@ func (b *bench) accuracyWindow(ctx context.Context, f fleet, rate, capacity floa
 			}
 		case now.Sub(t0) >= b.o.warmup+b.o.fillWait():
 			from = now
-			note = fmt.Sprintf("the bucket was not full %s after the first job (the drainers barely keep up with the rate); window opened anyway", now.Sub(t0).Round(time.Second))
+			note = fmt.Sprintf("the bucket was not full %s after the first job (the drainers barely keep up with the rate, "+
+				"or a pause such as a Kafka rebalance left the arrivals behind rate × time + capacity for good); window opened anyway", now.Sub(t0).Round(time.Second))
 		default:
 			time.Sleep(20 * time.Millisecond)
 		}
