@@ -10,7 +10,8 @@
 // with enough jobs is drained by N cmd/drainer processes (built once,
 // configured per row: outflow.rate = target, outflow.capacity left at its
 // default max(1, rate)) into a measuring HTTP sink that records the arrival
-// time of every job; then BullMQ with limiter {max: rate × window,
+// time of every job, once per backend of BENCH_ACC_BACKENDS (Kafka: a topic
+// and consumer group of the row's own); then BullMQ with limiter {max: rate × window,
 // duration: window} and N worker processes whose processor POSTs each job to
 // the same sink. From the arrivals: achieved rate and its error, the most
 // jobs in any sliding 1-s window (goal: ≤ rate + capacity), the jitter of the
@@ -46,6 +47,8 @@
 //	BENCH_SYSTEMS             sluice,bullmq
 //	BENCH_PARTS               accuracy,throughput,tenants,hol
 //	BENCH_BACKENDS            sluice's throughput backends: redis,kafka
+//	BENCH_ACC_BACKENDS        sluice's accuracy backends, in run order: redis,kafka (quick too); a
+//	                          Kafka row has its own topic and consumer group
 //	BENCH_TPUT_JOBS           jobs per throughput row (100000; quick 10000)
 //	BENCH_TPUT_WORKERS        worker processes per throughput row (1,3; quick 1)
 //	BENCH_TPUT_TENANTS        sluice tenants per throughput row (1,12; quick 1)
@@ -211,25 +214,17 @@ func runBench(ctx context.Context, o *options, progress io.Writer) (*report, err
 	return r, nil
 }
 
-// accuracyPart runs the accuracy rows: for each rate and worker count, one
-// row of each system. It stops early when ctx is done.
+// accuracyPart runs the accuracy rows (accCases: for each rate and worker
+// count, BullMQ's row and one of sluice per backend). It stops early when
+// ctx is done.
 func (b *bench) accuracyPart(ctx context.Context, r *report) {
-	for _, rate := range b.o.rates {
-		for _, n := range b.o.workers {
-			for _, sys := range keysOf(b.o.systems) {
-				b.logf("accuracy: %s, %g jobs/s, %d workers, %s", sys, rate, n, b.o.warmup+b.o.duration)
-				var row accRow
-				if sys == "sluice" {
-					row = b.sluiceAccuracy(ctx, rate, n)
-				} else {
-					row = b.bullAccuracy(ctx, rate, n)
-				}
-				b.logf("  %d jobs in window, %.3f jobs/s (%+.2f %%), max 1 s %d, err %v", row.res.Jobs, row.res.Rate, row.res.ErrPct, row.res.MaxWindow, row.err)
-				r.acc = append(r.acc, row)
-				if ctx.Err() != nil {
-					return
-				}
-			}
+	for _, c := range accCases(b.o) {
+		b.logf("accuracy: %s %s, %g jobs/s, %d workers, %s", c.system, c.backend, c.rate, c.workers, b.o.warmup+b.o.duration)
+		row := b.runAcc(ctx, c)
+		b.logf("  %d jobs in window, %.3f jobs/s (%+.2f %%), max 1 s %d, err %v", row.res.Jobs, row.res.Rate, row.res.ErrPct, row.res.MaxWindow, row.err)
+		r.acc = append(r.acc, row)
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }

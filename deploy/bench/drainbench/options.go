@@ -26,6 +26,7 @@ type options struct {
 	tputTenants []int           // throughput tenants (sluice; BullMQ has one queue)
 	tputRounds  int             // rounds of the throughput rows of each worker count
 	backends    map[string]bool // sluice throughput backends
+	accBackends []string        // sluice accuracy backends, in run order
 
 	bullConcurrency int           // BullMQ Worker concurrency
 	bullWindow      time.Duration // BullMQ limiter duration; max = rate × window
@@ -50,7 +51,7 @@ type options struct {
 // them.
 var envNames = []string{
 	"BENCH_QUICK", "BENCH_DURATION", "BENCH_WARMUP", "BENCH_RATES", "BENCH_WORKERS",
-	"BENCH_SYSTEMS", "BENCH_PARTS", "BENCH_BACKENDS", "BENCH_TPUT_JOBS", "BENCH_TPUT_WORKERS", "BENCH_TPUT_TENANTS",
+	"BENCH_SYSTEMS", "BENCH_PARTS", "BENCH_BACKENDS", "BENCH_ACC_BACKENDS", "BENCH_TPUT_JOBS", "BENCH_TPUT_WORKERS", "BENCH_TPUT_TENANTS",
 	"BENCH_TPUT_ROUNDS",
 	"BENCH_BULLMQ_CONCURRENCY", "BENCH_BULLMQ_WINDOW", "BENCH_HOL_JOBS",
 	"BENCH_TENANTS_ACTIVE", "BENCH_TENANTS_CONFIGURED", "BENCH_TENANTS_WARMUP", "BENCH_TENANTS_WINDOW", "BENCH_REDIS",
@@ -76,6 +77,7 @@ func loadOptions(get func(string) string, root string) (*options, error) {
 	o.parts = e.set("BENCH_PARTS", "accuracy,throughput,tenants,hol", "accuracy,throughput,tenants,hol",
 		"accuracy", "throughput", "tenants", "hol")
 	o.backends = e.set("BENCH_BACKENDS", "redis,kafka", "redis,kafka", "redis", "kafka")
+	o.accBackends = e.list("BENCH_ACC_BACKENDS", "redis,kafka", "redis,kafka", "redis", "kafka")
 	o.tputJobs = e.one("BENCH_TPUT_JOBS", "100000", "10000")
 	o.tputWorkers = e.ints("BENCH_TPUT_WORKERS", "1,3", "1")
 	o.tputTenants = e.ints("BENCH_TPUT_TENANTS", "1,12", "1")

@@ -19,7 +19,7 @@ func (r *report) result() *drainresult.Report {
 	}
 	for _, a := range r.acc {
 		row := drainresult.Accuracy{
-			System: a.system, Backend: "redis", Rate: a.rate, Workers: a.workers, Capacity: a.capacity,
+			System: a.system, Backend: a.backend, Rate: a.rate, Workers: a.workers, Capacity: a.capacity,
 			Jobs: a.res.Jobs, Achieved: a.res.Rate, ErrPct: a.res.ErrPct, MaxWindow: a.res.MaxWindow,
 			GapSDMs: ms(a.res.GapSD), Cmds: a.cmds.all, Scripts: a.cmds.scripts,
 		}

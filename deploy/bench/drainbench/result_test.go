@@ -35,7 +35,7 @@ func TestResultJSON(t *testing.T) {
 	o := &options{quick: true, outDir: dir, jsonPath: filepath.Join(dir, "drain.json"), tputRounds: 1}
 	r := &report{o: o, started: time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC), command: "make bench-drain",
 		machine: []string{"2 CPUs"}, loadStart: "1 1 1", loadEnd: "2 2 2", redisNote: "a private redis-server started for this run on x"}
-	r.acc = []accRow{{system: "sluice", rate: 100, workers: 3, capacity: 100, cmds: calls{all: 41, scripts: 3},
+	r.acc = []accRow{{system: "sluice", backend: "kafka", rate: 100, workers: 3, capacity: 100, cmds: calls{all: 41, scripts: 3},
 		res: accuracy{Jobs: 500, Rate: 100.01, ErrPct: 0.01, MaxWindow: 200, GapSD: 2500 * time.Microsecond}}}
 	r.tput = []tputRow{
 		{system: "sluice", backend: "kafka", sink: "handler", workers: 1, tenants: 12, round: 1, jobs: 10000, res: throughput{Rate: 7000}, cmds: calls{all: 31.5, scripts: 4}},
@@ -48,7 +48,7 @@ func TestResultJSON(t *testing.T) {
 	want := &drainresult.Report{
 		Started: "2026-12-01T17:00:00Z", Quick: true, Command: "make bench-drain", Machine: []string{"2 CPUs"},
 		LoadStart: "1 1 1", LoadEnd: "2 2 2", CmdsExact: true,
-		Accuracy: []drainresult.Accuracy{{System: "sluice", Backend: "redis", Rate: 100, Workers: 3, Capacity: 100, Jobs: 500,
+		Accuracy: []drainresult.Accuracy{{System: "sluice", Backend: "kafka", Rate: 100, Workers: 3, Capacity: 100, Jobs: 500,
 			Achieved: 100.01, ErrPct: 0.01, MaxWindow: 200, GapSDMs: 2.5, Cmds: 41, Scripts: 3}},
 		TputRounds: 1,
 		Throughput: []drainresult.Throughput{

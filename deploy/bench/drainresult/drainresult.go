@@ -44,7 +44,9 @@ type Report struct {
 // Accuracy is one accuracy row: a system draining one tenant or queue at
 // a target rate with a number of worker processes.
 type Accuracy struct {
-	System   string  `json:"system"` // sluice | bullmq
+	System string `json:"system"` // sluice | bullmq
+	// Backend is sluice's queue backend, redis | kafka (BullMQ: redis);
+	// files written before the accuracy rows ran on Kafka hold Redis rows.
 	Backend  string  `json:"backend"`
 	Rate     float64 `json:"rate"` // target, jobs/s
 	Workers  int     `json:"workers"`
