@@ -36,7 +36,7 @@ func (s *Scheduler) move(ctx context.Context, tenant string) (total int64) {
 		}
 		total += moved
 		s.m.moved.WithLabelValues(tenant).Add(float64(moved))
-		s.m.scheduled.WithLabelValues(tenant).Set(float64(max(r.Count-int64(len(r.Jobs)), 0)))
+		s.m.setScheduled(tenant, r.Count-int64(len(r.Jobs)), true)
 		s.setHint(ctx, tenant, next)
 		if len(r.Jobs) < s.cfg.Batch {
 			return total
@@ -136,10 +136,23 @@ type metrics struct {
 	scheduled *prometheus.GaugeVec   // tenant
 	moved     *prometheus.CounterVec // tenant
 	errors    *prometheus.CounterVec // op
+	shown     map[string]bool        // tenants with a scheduled series (Run's goroutine only)
+}
+
+// setScheduled sets tenant's sluice_jobs_scheduled to n. A sweep's 0
+// (orZero false) creates no series: a tenant that never had a scheduled
+// job shows none, so 10,000 configured tenants cost no series.
+func (m *metrics) setScheduled(tenant string, n int64, orZero bool) {
+	if n <= 0 && !orZero && !m.shown[tenant] {
+		return
+	}
+	m.shown[tenant] = true
+	m.scheduled.WithLabelValues(tenant).Set(float64(max(n, 0)))
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
+		shown: map[string]bool{},
 		scheduled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_jobs_scheduled",
 			Help: "The tenant's scheduled jobs not yet due (or being moved), as last read by this drainer's scheduler."}, []string{"tenant"}),
 		moved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_scheduled_moved_total",

@@ -239,7 +239,7 @@ func (s *Scheduler) swept(ctx context.Context, t string, cmd *redis.Cmd) {
 		s.fail(ctx, "sweep", t, fmt.Errorf("scheduler: sweep %s: %w", t, err))
 		return
 	}
-	s.m.scheduled.WithLabelValues(t).Set(float64(r.Count))
+	s.m.setScheduled(t, r.Count, false)
 	if r.NextMS >= 0 {
 		if err := lowerHint(ctx, s.cfg.Redis, t, r.NextMS); err != nil {
 			s.fail(ctx, "hint", t, err)

@@ -18,7 +18,9 @@ import (
 // queued job, one with a retry due within the horizon and one with a lease
 // past its deadline (also in expired), and not an empty tenant, one whose
 // retry is due later, or one whose lease is live; on a Cluster the tenants'
-// reads span the nodes of one pipeline.
+// reads span the nodes of one pipeline. A job pushed without a backlog
+// counter is found by the first probe (it reads every queue), not by the
+// next one within probeFullEvery (it reads only tenants with a backlog).
 func TestProbe(t *testing.T) {
 	t.Parallel()
 	for name, rdb := range map[string]redis.UniversalClient{"single": testenv.Redis(t), "cluster": testenv.Cluster(t)} {
@@ -48,19 +50,29 @@ func TestProbe(t *testing.T) {
 				if err := rdb.ZAdd(ctx, keys.Delayed(tenant), redis.Z{Score: float64(due.UnixMilli()), Member: `{"id":"r"}`}).Err(); err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { rdb.Del(context.Background(), keys.Delayed(tenant)) })
+				if err := rdb.IncrBy(ctx, keys.Backlog(tenant), 1).Err(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { rdb.Del(context.Background(), keys.Delayed(tenant), keys.Backlog(tenant)) })
 			}
-			time.Sleep(200 * time.Millisecond) // lapsed's lease runs out
-			all := []string{queued, soon, later, lapsed, leased, empty}
-			ready, expired, err := live.Probe(ctx, all, time.Second)
-			if err != nil {
+			hidden := tn("hidden")
+			if err := rdb.RPush(ctx, keys.Queue(hidden), `{"v":1,"id":"h","tenant":"`+hidden+`","cost":1}`).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if want := []string{queued, soon, lapsed}; !slices.Equal(ready, want) {
-				t.Errorf("ready %v, want %v", ready, want)
-			}
-			if want := []string{lapsed}; !slices.Equal(expired, want) {
-				t.Errorf("expired %v, want %v", expired, want)
+			t.Cleanup(func() { rdb.Del(context.Background(), keys.Queue(hidden)) })
+			time.Sleep(200 * time.Millisecond) // lapsed's lease runs out
+			all := []string{queued, soon, later, lapsed, leased, empty, hidden}
+			for i, want := range [][]string{{queued, soon, lapsed, hidden}, {queued, soon, lapsed}} {
+				ready, expired, err := live.Probe(ctx, all, time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(ready, want) {
+					t.Errorf("probe %d: ready %v, want %v", i+1, ready, want)
+				}
+				if want := []string{lapsed}; !slices.Equal(expired, want) {
+					t.Errorf("probe %d: expired %v, want %v", i+1, expired, want)
+				}
 			}
 		})
 	}
