@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,7 +86,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err := fw.Add(filepath.Dir(w.cfg.Path)); err != nil {
 		return fmt.Errorf("config: watch %s: %w", w.cfg.Path, err)
 	}
-	last, _ := os.ReadFile(w.cfg.Path)
+	// The file's digest, not its bytes: a 10,000-tenant file is a megabyte
+	// the watcher need not keep.
+	last := fileDigest(w.cfg.Path)
 	var timer <-chan time.Time
 	for {
 		select {
@@ -106,14 +109,25 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.log.Warn("config watch error", "path", w.cfg.Path, "err", err)
 		case <-timer:
 			timer = nil
-			cur, err := os.ReadFile(w.cfg.Path)
-			if err == nil && bytes.Equal(cur, last) {
+			cur := fileDigest(w.cfg.Path)
+			if cur != nil && bytes.Equal(cur, last) {
 				continue
 			}
 			last = cur
 			w.reload()
 		}
 	}
+}
+
+// fileDigest returns the SHA-256 of the file at path, nil when it cannot be
+// read (so an unreadable file is never "unchanged").
+func fileDigest(path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	sum := sha256.Sum256(b)
+	return sum[:]
 }
 
 // reload loads and validates the file and applies it, or keeps the old one.

@@ -168,16 +168,16 @@ func withDefaults(cfg *Config) {
 // queued jobs for when the tenant comes back; a paused tenant's lane stops
 // claiming and starting deliveries, and a resumed one claims again at once
 // (pause.go).
+//
+// The drainer keeps t itself, not a copy (a 10,000-tenant map is megabytes),
+// and never modifies it; the caller must not modify it afterwards either
+// (tenants.Registry's configs are read-only once built).
 func (d *Drainer) SetTenants(t map[string]config.Tenant) {
-	cp := make(map[string]config.Tenant, len(t))
-	for k, v := range t {
-		cp[k] = v
+	if t == nil {
+		t = map[string]config.Tenant{}
 	}
-	old := d.tenants.Swap(&cp)
-	if old == nil {
-		old = &map[string]config.Tenant{}
-	}
-	d.m.paused.Set(cp)
+	d.tenants.Store(&t)
+	d.m.paused.Set(t)
 	next := make(chan struct{})
 	if old := d.changed.Swap(&next); old != nil {
 		close(*old)

@@ -35,13 +35,19 @@ type Record struct {
 // Merge returns base with the runtime records laid over it: a record with a
 // Spec replaces or adds its tenant, a tombstone removes the file's tenant.
 // Every other section of base is kept as it is. Neither base nor recs is
-// modified; the result shares no map with base.
+// modified. When no record sets a spec or a tombstone (no runtime change,
+// the common case) the result shares base's tenants map instead of copying
+// it, so a drainer of 10,000 file tenants holds one map fewer; both configs
+// are read-only once built (Registry.Config), so sharing is safe.
 func Merge(base *config.Config, recs []Record) *config.Config {
 	out := *base
-	out.Tenants = maps.Clone(base.Tenants)
 	if out.Tenants == nil {
 		out.Tenants = map[string]config.Tenant{}
 	}
+	if !changesTenants(recs) {
+		return &out
+	}
+	out.Tenants = maps.Clone(out.Tenants)
 	for _, r := range recs {
 		switch {
 		case r.Spec != nil:
@@ -51,6 +57,16 @@ func Merge(base *config.Config, recs []Record) *config.Config {
 		}
 	}
 	return &out
+}
+
+// changesTenants reports whether a record sets a spec or a tombstone.
+func changesTenants(recs []Record) bool {
+	for _, r := range recs {
+		if r.Spec != nil || r.Deleted {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate checks the merged configuration cfg with config.Validate and

@@ -1,6 +1,7 @@
 package tenants
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -136,5 +137,24 @@ func TestValidateIgnoresOtherTenantsOwnProblems(t *testing.T) {
 	se, isSE := IsSpecError(Validate(cfg, "acme"))
 	if !isSE || len(se.Problems) != 1 || !strings.Contains(se.Problems[0].Msg, "same key as") {
 		t.Errorf("Validate(acme with old's key) = %v, want the one key clash", se)
+	}
+}
+
+// TestMergeCopiesTenantsOnlyOnChange: without a runtime spec or tombstone
+// Merge shares the file's tenants map (a drainer of 10,000 tenants holds one
+// map, not two); with one it works on a copy and leaves base as it was.
+func TestMergeCopiesTenantsOnlyOnChange(t *testing.T) {
+	base := &config.Config{Tenants: map[string]config.Tenant{"acme": {OnLimiterError: "allow"}}}
+	same := Merge(base, []Record{{Tenant: "acme", Version: 3}})
+	if reflect.ValueOf(same.Tenants).UnsafePointer() != reflect.ValueOf(base.Tenants).UnsafePointer() {
+		t.Error("Merge without a change copied the tenants map")
+	}
+	spec := config.Tenant{OnLimiterError: "deny"}
+	changed := Merge(base, []Record{{Tenant: "beta", Spec: &spec}, {Tenant: "acme", Deleted: true}})
+	if _, ok := changed.Tenants["beta"]; !ok || len(changed.Tenants) != 1 {
+		t.Errorf("merged tenants = %v, want beta only", changed.Tenants)
+	}
+	if _, ok := base.Tenants["acme"]; !ok || len(base.Tenants) != 1 {
+		t.Errorf("Merge modified base: %v", base.Tenants)
 	}
 }
