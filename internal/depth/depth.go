@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/multiget"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 )
@@ -90,21 +91,17 @@ func (s *Sampler) Sample(ctx context.Context, tenants []string) (failed int) {
 }
 
 // withCounter returns those of tenants whose backlog counter exists, or
-// could not be read (the script's call then reports the failure).
+// could not be read (the script's call then reports the failure): one MGET
+// of the counters on a single Redis (multiget).
 func (s *Sampler) withCounter(ctx context.Context, tenants []string) []string {
-	if len(tenants) == 0 {
-		return nil
+	ks := make([]string, len(tenants))
+	for i, t := range tenants {
+		ks[i] = keys.Backlog(t)
 	}
-	gets := make([]*redis.IntCmd, len(tenants))
-	_, _ = s.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, t := range tenants {
-			gets[i] = p.Exists(ctx, keys.Backlog(t))
-		}
-		return nil
-	})
+	vals, _, _ := multiget.Get(ctx, s.Redis, ks)
 	var out []string
 	for i, t := range tenants {
-		if n, err := gets[i].Result(); err != nil || n > 0 {
+		if vals[i] != nil {
 			out = append(out, t)
 		}
 	}

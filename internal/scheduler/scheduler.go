@@ -210,14 +210,17 @@ const sweepBatch = 1000
 // schedule_take.lua calls, sweepBatch per pipeline, so 10,000 tenants cost
 // 10 round trips): the count sets sluice_jobs_scheduled, and a next due
 // time lowers the hint (ZADD LT), so a tenant whose hint was lost is found
-// again.
+// again. A first pipeline asks each tenant with one EXISTS whether it holds
+// a scheduled index or moving set at all; only those that do (or whose
+// EXISTS failed) get the script, and the others read as 0 scheduled, so an
+// idle tenant costs one EXISTS per sweep instead of a script call.
 func (s *Scheduler) sweep(ctx context.Context, known map[string]bool) {
 	tenants := make([]string, 0, len(known))
 	for t := range known {
 		tenants = append(tenants, t)
 	}
 	for from := 0; from < len(tenants) && ctx.Err() == nil; from += sweepBatch {
-		part := tenants[from:min(from+sweepBatch, len(tenants))]
+		part := s.withSchedule(ctx, tenants[from:min(from+sweepBatch, len(tenants))])
 		calls := make([]lua.Call, len(part))
 		for i, t := range part {
 			calls[i] = takeCall(t, 0, s.cfg.Lease)
@@ -226,6 +229,27 @@ func (s *Scheduler) sweep(ctx context.Context, known map[string]bool) {
 			s.swept(ctx, part[i], cmd)
 		}
 	}
+}
+
+// withSchedule returns those of tenants holding a scheduled index or a
+// moving set, or whose EXISTS failed; the rest get 0 scheduled.
+func (s *Scheduler) withSchedule(ctx context.Context, tenants []string) []string {
+	exists := make([]*redis.IntCmd, len(tenants))
+	_, _ = s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, t := range tenants {
+			exists[i] = p.Exists(ctx, keys.JobIndex(t, "scheduled"), keys.ScheduledMoving(t))
+		}
+		return nil
+	})
+	var out []string
+	for i, t := range tenants {
+		if n, err := exists[i].Result(); err != nil || n > 0 {
+			out = append(out, t)
+		} else {
+			s.m.setScheduled(t, 0, false)
+		}
+	}
+	return out
 }
 
 // swept handles one tenant's sweep reply.

@@ -65,8 +65,7 @@ type Consumer struct {
 	finishes *lua.Group
 	takes    *lua.Group   // concurrent takes of all lanes, in shared pipelines
 	refresh  keys.Refresh // once a second per tenant: TTLs and the done trim
-	// probedAll is when Probe last read every tenant's queue (unix ms).
-	probedAll atomic.Int64
+	sweep    probeSweep   // which tenants Probe reads in full (probe.go)
 }
 
 // finishPipelines is how many pipelines of Finish calls may be in flight

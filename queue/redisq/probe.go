@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/multiget"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -17,30 +19,86 @@ import (
 const probeBatch = 2000
 
 // probeFullEvery is how often Probe reads every tenant's queue whatever its
-// backlog counter says.
-const probeFullEvery = 5 * time.Second
+// backlog counter says: the tenants are cut into probeSlices slices (by a
+// hash of the name), and one slice is read in full every
+// probeFullEvery / probeSlices, so the reads are spread over the period
+// instead of falling on one probe.
+const (
+	probeFullEvery = 5 * time.Second
+	probeSlices    = 5
+)
+
+// probeSweep chooses the slices a probe reads in full: every slice at the
+// first probe, then every slice whose turn came since the last one (all of
+// them after a gap of probeFullEvery or more).
+type probeSweep struct {
+	mu      sync.Mutex
+	started bool
+	next    int       // the slice whose turn comes next
+	turn    time.Time // when that turn comes
+}
+
+// due returns the slices to read in full now, as a bit set.
+func (s *probeSweep) due(now time.Time) (slices uint32) {
+	const every = probeFullEvery / probeSlices
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || now.Sub(s.turn) >= probeFullEvery {
+		s.started, s.turn = true, now.Add(every)
+		return 1<<probeSlices - 1
+	}
+	for !now.Before(s.turn) {
+		slices |= 1 << s.next
+		s.next = (s.next + 1) % probeSlices
+		s.turn = s.turn.Add(every)
+	}
+	return slices
+}
+
+// probeSlice is tenant's slice (FNV-1a of its name).
+func probeSlice(tenant string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(tenant); i++ {
+		h = (h ^ uint32(tenant[i])) * 16777619
+	}
+	return int(h % probeSlices)
+}
 
 // Probe reports which of tenants have a job to claim (LLEN of keys.Queue),
 // a retry due within within (the head of keys.Delayed) or a lease past its
 // deadline (the head of keys.Processing; those are also in expired, for
-// Reap). A first pipeline reads every tenant's backlog counter
-// (keys.Backlog: queued, leased and delayed units alike) with one GET; only
-// the tenants with a backlog above 0 get the three reads, with one TIME, in
-// a second. Each pipeline holds at most probeBatch tenants (on a Cluster,
-// go-redis splits it by node). An idle tenant thus costs one GET per probe.
-// The drain does not rest on the counter alone: the first call, and one
-// call every probeFullEvery after it, gives every tenant the three reads,
-// so jobs a drifted counter hides (or pushed without one) wait at most that
-// long. It implements queue.Prober. A tenant whose reads failed is reported
-// too, so its lane finds out (a failure of a whole pipeline is returned).
+// Reap). First every tenant's backlog counter (keys.Backlog: queued, leased
+// and delayed units alike) is read, with one MGET per probeBatch tenants on
+// a single Redis (one GET each in a pipeline on a Cluster, where the keys
+// lie in different slots); only the tenants with a backlog above 0 get the
+// three reads, with one TIME, in a second pipeline. Each pipeline holds at
+// most probeBatch tenants (on a Cluster, go-redis splits it by node). An
+// idle tenant thus costs a key in an MGET per probe.
+// The drain does not rest on the counter alone: the first call reads every
+// tenant in full, and after it each tenant is read in full at least once
+// every probeFullEvery (its slice's turn, probeSweep), so jobs a drifted
+// counter hides (or pushed without one) wait about that long at most. A
+// read in full starts with one EXISTS of the tenant's three keys, and only
+// a tenant holding one of them gets the three reads. It
+// implements queue.Prober. A tenant whose reads failed is reported too, so
+// its lane finds out (a failure of a whole pipeline is returned).
 func (c *Consumer) Probe(ctx context.Context, tenants []string, within time.Duration) (ready, expired []string, err error) {
-	now := time.Now().UnixMilli()
-	last := c.probedAll.Load()
-	full := now-last >= probeFullEvery.Milliseconds() && c.probedAll.CompareAndSwap(last, now)
+	full := c.sweep.due(time.Now())
+	var busy, counted, swept []string
 	for from := 0; from < len(tenants) && err == nil; from += probeBatch {
-		busy := tenants[from:min(from+probeBatch, len(tenants))]
-		if !full {
-			busy, err = c.withBacklog(ctx, busy)
+		busy, counted, swept = busy[:0], counted[:0], swept[:0]
+		for _, t := range tenants[from:min(from+probeBatch, len(tenants))] {
+			if full&(1<<probeSlice(t)) != 0 {
+				swept = append(swept, t)
+			} else {
+				counted = append(counted, t)
+			}
+		}
+		if len(counted) > 0 {
+			busy, err = c.withBacklog(ctx, counted, busy)
+		}
+		if err == nil && len(swept) > 0 {
+			busy, err = c.withKeys(ctx, swept, busy)
 		}
 		if err == nil && len(busy) > 0 {
 			ready, expired, err = c.probe(ctx, busy, within, ready, expired)
@@ -49,31 +107,52 @@ func (c *Consumer) Probe(ctx context.Context, tenants []string, within time.Dura
 	return ready, expired, err
 }
 
-// withBacklog returns those of tenants whose backlog counter is above 0 or
-// could not be read as a number.
-func (c *Consumer) withBacklog(ctx context.Context, tenants []string) ([]string, error) {
-	gets := make([]*redis.StringCmd, len(tenants))
-	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, t := range tenants {
-			gets[i] = p.Get(ctx, keys.Backlog(t))
-		}
-		return nil
-	})
-	var out []string
-	failed := 0
+// withBacklog appends to out those of tenants whose backlog counter is
+// above 0 or could not be read as a number.
+func (c *Consumer) withBacklog(ctx context.Context, tenants, out []string) ([]string, error) {
+	ks := make([]string, len(tenants))
 	for i, t := range tenants {
-		v, gerr := gets[i].Result()
-		if gerr == redis.Nil {
-			continue
+		ks[i] = keys.Backlog(t)
+	}
+	vals, failed, err := multiget.Get(ctx, c.rdb, ks)
+	if len(tenants) > 0 && failed == len(tenants) {
+		return nil, queue.Unavailable("redis probe", err)
+	}
+	for i, t := range tenants {
+		v, ok := vals[i].(string)
+		if vals[i] == nil {
+			continue // no counter: no backlog
 		}
-		if gerr != nil {
-			failed++
-		}
-		if n, perr := strconv.ParseInt(v, 10, 64); gerr != nil || perr != nil || n > 0 {
+		if n, perr := strconv.ParseInt(v, 10, 64); !ok || perr != nil || n > 0 {
 			out = append(out, t)
 		}
 	}
-	if len(tenants) > 0 && failed == len(tenants) {
+	return out, nil
+}
+
+// withKeys appends to out those of tenants that hold a queue, a delayed set
+// or a lease set (one EXISTS of the three, in one slot, per tenant), or
+// whose EXISTS failed: a tenant without any is idle whatever its counter
+// says, at one command instead of three.
+func (c *Consumer) withKeys(ctx context.Context, tenants, out []string) ([]string, error) {
+	exists := make([]*redis.IntCmd, len(tenants))
+	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, t := range tenants {
+			exists[i] = p.Exists(ctx, keys.Queue(t), keys.Delayed(t), keys.Processing(t))
+		}
+		return nil
+	})
+	failed := 0
+	for i, t := range tenants {
+		n, xerr := exists[i].Result()
+		if xerr != nil {
+			failed++
+		}
+		if xerr != nil || n > 0 {
+			out = append(out, t)
+		}
+	}
+	if failed == len(tenants) {
 		return nil, queue.Unavailable("redis probe", err)
 	}
 	return out, nil

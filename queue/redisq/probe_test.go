@@ -20,7 +20,10 @@ import (
 // retry is due later, or one whose lease is live; on a Cluster the tenants'
 // reads span the nodes of one pipeline. A job pushed without a backlog
 // counter is found by the first probe (it reads every queue), not by the
-// next one within probeFullEvery (it reads only tenants with a backlog).
+// next one at once (it reads only tenants with a backlog, and the hidden
+// tenant's slice has no turn yet), and again within probeFullEvery (its
+// slice's turn). A single Redis reads the counters with MGET, a Cluster
+// with one GET per tenant.
 func TestProbe(t *testing.T) {
 	t.Parallel()
 	for name, rdb := range map[string]redis.UniversalClient{"single": testenv.Redis(t), "cluster": testenv.Cluster(t)} {
@@ -73,6 +76,18 @@ func TestProbe(t *testing.T) {
 				if want := []string{lapsed}; !slices.Equal(expired, want) {
 					t.Errorf("probe %d: expired %v, want %v", i+1, expired, want)
 				}
+			}
+			found := false
+			for deadline := time.Now().Add(5*time.Second + time.Second); !found && time.Now().Before(deadline); {
+				time.Sleep(250 * time.Millisecond)
+				ready, _, err := live.Probe(ctx, all, time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				found = slices.Contains(ready, hidden)
+			}
+			if !found {
+				t.Errorf("the hidden tenant's queue was not read in full within probeFullEvery (5 s) + 1 s")
 			}
 		})
 	}
