@@ -2,7 +2,7 @@ package drainer
 
 import (
 	"context"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,13 +124,12 @@ func (ls *laneSet) idle(tenant string) bool {
 	return true
 }
 
-// laneTenants returns the configured tenants, plus those the backend knows
-// when DiscoverUnconfigured is set.
+// laneTenants returns the configured tenants, in no order, plus those the
+// backend knows when DiscoverUnconfigured is set (then sorted, each once).
+// Called every probe: at 10,000 tenants a sort each second was a tenth of
+// an idle drainer's CPU.
 func (d *Drainer) laneTenants(ctx context.Context) []string {
-	var out []string
-	for t := range *d.tenants.Load() {
-		out = append(out, t)
-	}
+	out := d.tenantIDs()
 	if d.cfg.DiscoverUnconfigured {
 		more, err := d.cfg.Consumer.Tenants(ctx)
 		if err != nil {
@@ -138,8 +137,9 @@ func (d *Drainer) laneTenants(ctx context.Context) []string {
 			d.log.Warn("drainer: list tenants", "err", err)
 		}
 		out = append(out, more...)
+		slices.Sort(out)
+		out = slices.Compact(out)
 	}
-	sort.Strings(out)
 	return out
 }
 
