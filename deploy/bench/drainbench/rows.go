@@ -202,7 +202,15 @@ func (b *bench) sluiceThroughput(ctx context.Context, c tputCase) tputRow {
 	}
 	b.rec.take()
 	cnt := startCounter(ctx, b.rdb)
-	f, err := startDrainers(b.bin, b.dir, base, workers, conf)
+	var f fleet
+	var err error
+	if backend == "kafka" {
+		var settled time.Duration
+		f, settled, err = b.startStableKafka(ctx, base, workers, conf)
+		row.note = fmt.Sprintf("drainers started paused; group stable after %.1fs, then resumed", settled.Seconds())
+	} else {
+		f, err = startDrainers(b.bin, b.dir, base, workers, conf)
+	}
 	if err != nil {
 		row.err = err
 		return row
@@ -213,9 +221,9 @@ func (b *bench) sluiceThroughput(ctx context.Context, c tputCase) tputRow {
 	}
 	waitErr := b.rec.waitCount(ctx, row.jobs, tputTimeout(row.jobs), f.failed)
 	if path, err := profiled(); err != nil {
-		row.note = "profile: " + err.Error()
+		row.note = strings.TrimPrefix(row.note+"; ", "; ") + "profile: " + err.Error()
 	} else if path != "" {
-		row.note = "CPU profile of drainer 0: " + path
+		row.note = strings.TrimPrefix(row.note+"; ", "; ") + "CPU profile of drainer 0: " + path
 	}
 	for _, p := range f {
 		if p.exitCode() == 2 && strings.Contains(tail(p.log, 2000), "not supported") {

@@ -45,6 +45,7 @@ type drainerConf struct {
 	rate      float64 // 0: outflow.unlimited; capacity is left to its default
 	sinkURL   string
 	pprof     bool // drainer.pprof: /debug/pprof on the ops listener
+	paused    bool // every tenant outflow.paused (startStableKafka)
 }
 
 // yaml renders the configuration file. Only what differs from the defaults
@@ -66,10 +67,14 @@ func (c drainerConf) yaml() string {
 	b.WriteString("tenants:\n")
 	for _, t := range c.tenants {
 		fmt.Fprintf(&b, "  %s:\n", t)
+		pause := ""
+		if c.paused {
+			pause = ", paused: true"
+		}
 		if c.rate > 0 {
-			fmt.Fprintf(&b, "    outflow: {rate: %s}\n", strconv.FormatFloat(c.rate, 'f', -1, 64))
+			fmt.Fprintf(&b, "    outflow: {rate: %s%s}\n", strconv.FormatFloat(c.rate, 'f', -1, 64), pause)
 		} else {
-			b.WriteString("    outflow: {unlimited: true}\n")
+			fmt.Fprintf(&b, "    outflow: {unlimited: true%s}\n", pause)
 		}
 		fmt.Fprintf(&b, "    target: {url: %q}\n", c.sinkURL)
 	}
