@@ -85,7 +85,7 @@ type Drainer struct {
 	log      *slog.Logger
 	clock    clock.Clock
 	backoff  Backoff
-	inFlight chan struct{} // one element per dispatch in progress (MaxInFlight)
+	room     *room // MaxInFlight's places: one per dispatch in progress or reserved for a take
 	held     heldSet
 	ready    atomic.Bool
 	sentMu   sync.Mutex
@@ -115,18 +115,18 @@ func New(cfg Config) (*Drainer, error) {
 	}
 	s := cfg.Settings
 	d := &Drainer{
-		cfg:      cfg,
-		bucket:   outflow.NewBucket(cfg.Redis),
-		slots:    outflow.NewSemaphore(cfg.Redis),
-		m:        m,
-		log:      cfg.Logger,
-		clock:    cfg.Clock,
-		backoff:  Backoff{Base: s.BackoffBase, Max: s.BackoffMax},
-		inFlight: make(chan struct{}, cfg.MaxInFlight),
-		held:     heldSet{byTenant: map[string]map[*queue.Claimed]bool{}},
-		sent:     map[string]*atomic.Int64{},
-		starts:   lua.NewGroup(cfg.Redis, startPipelines, startTimeout),
-		wake:     make(chan struct{}, 1),
+		cfg:     cfg,
+		bucket:  outflow.NewBucket(cfg.Redis),
+		slots:   outflow.NewSemaphore(cfg.Redis),
+		m:       m,
+		log:     cfg.Logger,
+		clock:   cfg.Clock,
+		backoff: Backoff{Base: s.BackoffBase, Max: s.BackoffMax},
+		room:    newRoom(cfg.MaxInFlight),
+		held:    heldSet{byTenant: map[string]map[*queue.Claimed]bool{}},
+		sent:    map[string]*atomic.Int64{},
+		starts:  lua.NewGroup(cfg.Redis, startPipelines, startTimeout),
+		wake:    make(chan struct{}, 1),
 	}
 	d.SetTenants(cfg.Tenants)
 	d.handler = cfg.Handler

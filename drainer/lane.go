@@ -61,7 +61,7 @@ func (d *Drainer) pull(ctx, workCtx context.Context, c *laneCtl, extra bool) {
 			woken = c.w.wait()
 		}
 		changed := d.tenantsChanged()
-		got, wait, live, err := d.claimAndLaunch(ctx, workCtx, tenant, c.dispatches, &c.w)
+		got, wait, live, err := d.claimAndLaunch(ctx, workCtx, tenant, c.dispatches, &c.w, &c.batch)
 		if err != nil {
 			if !d.pauseAfter(ctx, &pause, changed, errOp(err), "drainer: claim", tenant, err) {
 				return
@@ -91,9 +91,9 @@ func (d *Drainer) pull(ctx, workCtx context.Context, c *laneCtl, extra bool) {
 // (take), and hands each to launch: got reports whether any job came, wait
 // is the consumer's answer when none did, live false that ctx ended (the
 // pull loop ends). A job claimed wakes the lane's parked loops (w).
-func (d *Drainer) claimAndLaunch(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, w *laneWake) (got bool, wait time.Duration, live bool, err error) {
+func (d *Drainer) claimAndLaunch(ctx, workCtx context.Context, tenant string, dispatches *sync.WaitGroup, w *laneWake, b *takeBatch) (got bool, wait time.Duration, live bool, err error) {
 	if t, ok := d.taker(tenant); ok {
-		return d.take(ctx, workCtx, tenant, t, dispatches, w)
+		return d.take(ctx, workCtx, tenant, t, dispatches, w, b)
 	}
 	if t, o, ok := d.turnTaker(tenant); ok {
 		return d.takeTurn(ctx, workCtx, tenant, t, o, dispatches, w)
@@ -121,7 +121,7 @@ func (d *Drainer) claimAndLaunch(ctx, workCtx context.Context, tenant string, di
 func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispatches *sync.WaitGroup, reserved bool) bool {
 	giveRoom := func() {
 		if reserved {
-			<-d.inFlight
+			d.unreserve(1)
 		}
 	}
 	slot, f, capacity, o := d.passGates(ctx, job)
@@ -151,7 +151,7 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 	}
 	if d.paused(job.Envelope.Tenant) {
 		// Paused while it waited for room: it does not start.
-		<-d.inFlight
+		d.unreserve(1)
 		d.releaseSlot(job, slot)
 		d.giveBack(job)
 		return true
@@ -160,7 +160,7 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 	dispatches.Add(1)
 	go func() {
 		defer dispatches.Done()
-		defer func() { <-d.inFlight }()
+		defer d.unreserve(1)
 		d.dispatch(workCtx, job, o, slot)
 	}()
 	return true
@@ -220,7 +220,7 @@ func (d *Drainer) dropUnsent(job *queue.Claimed, reserved bool) bool {
 		return false
 	}
 	if reserved {
-		<-d.inFlight
+		d.unreserve(1)
 	}
 	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Finish(ctx, job, out) }, "finish")
 	return true

@@ -207,6 +207,7 @@ type laneCtl struct {
 	ended      atomic.Bool
 	endOnce    sync.Once
 	w          laneWake  // parked extra loops wait for a claimed job
+	batch      takeBatch // the size of the lane's next take
 	arrived    *laneWake // the first loop's idle poll ends early (jobsArrived)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,31 +55,35 @@ func (d *Drainer) turnTaker(tenant string) (queue.TurnTaker, outflow.Limit, bool
 	return t, o, true
 }
 
-// reserve takes room for up to n dispatches among MaxInFlight: it waits for
-// the first and takes the others only when they are free at once. It
-// returns how many it took, 0 when ctx ended first.
-func (d *Drainer) reserve(ctx context.Context, n int) int {
-	select {
-	case d.inFlight <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
-	got := 1
-	for got < n {
-		select {
-		case d.inFlight <- struct{}{}:
-			got++
-		default:
-			return got
-		}
-	}
-	return got
-}
+// reserve takes room for min(n, MaxInFlight) dispatches, all at once
+// (room.acquire: waiting until that many are free, first come first
+// served). It returns how many it took, 0 when ctx ended first.
+func (d *Drainer) reserve(ctx context.Context, n int) int { return d.room.acquire(ctx, n) }
 
 // unreserve gives back n places reserve took.
-func (d *Drainer) unreserve(n int) {
-	for range n {
-		<-d.inFlight
+func (d *Drainer) unreserve(n int) { d.room.release(n) }
+
+// takeBatch is how many jobs a lane's next take asks for, and so how many
+// places it reserves: takeMax while its takes come back full, else one more
+// than the last one got, doubling again as they fill. A tenant with a job
+// now and then thus waits, in a full drainer, for one place to come free
+// and not for takeMax (reserve grants whole batches in arrival order).
+// Shared by a lane's pull loops.
+type takeBatch struct{ n atomic.Int32 }
+
+func (b *takeBatch) size() int {
+	if n := b.n.Load(); n > 0 {
+		return int(n)
+	}
+	return takeMax
+}
+
+// took records a take that asked for asked jobs and got got.
+func (b *takeBatch) took(asked, got int) {
+	if got >= asked {
+		b.n.Store(int32(min(takeMax, 2*asked)))
+	} else {
+		b.n.Store(int32(max(1, got+1)))
 	}
 }
 
@@ -91,11 +96,11 @@ func (d *Drainer) unreserve(n int) {
 // paused while the room was reserved takes nothing. A consumer whose Take
 // waits for jobs (queue.JobWaiter: Kafka's) is waited on first, holding no
 // room, so idle lanes never take room from busy ones.
-func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Taker, dispatches *sync.WaitGroup, w *laneWake) (got bool, wait time.Duration, live bool, err error) {
+func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Taker, dispatches *sync.WaitGroup, w *laneWake, b *takeBatch) (got bool, wait time.Duration, live bool, err error) {
 	if jw, ok := t.(queue.JobWaiter); ok && !jw.WaitJobs(ctx, tenant) {
 		return false, 0, ctx.Err() == nil, nil
 	}
-	room := d.reserve(ctx, takeMax)
+	room := d.reserve(ctx, b.size())
 	if room == 0 {
 		return false, 0, false, nil
 	}
@@ -105,6 +110,9 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 	}
 	jobs, wait, err := t.Take(ctx, tenant, room)
 	d.unreserve(room - len(jobs))
+	if err == nil {
+		b.took(room, len(jobs))
+	}
 	if err != nil || len(jobs) == 0 {
 		return false, wait, true, err
 	}
