@@ -15,28 +15,19 @@ func TestRoomWholeAndInOrder(t *testing.T) {
 	if got := r.acquire(ctx, 3); got != 3 {
 		t.Fatalf("acquire 3 of 4 free: %d", got)
 	}
-	big, small := make(chan int, 1), make(chan int, 1)
-	go func() { big <- r.acquire(ctx, 16) }() // clamped to 4: waits for all 4
-	waitWaiters(t, r, 1)
-	go func() { small <- r.acquire(ctx, 1) }()
-	waitWaiters(t, r, 2)
+	big := acquireAsync(t, r, ctx, 16, 1) // clamped to 4: waits for all 4
+	small := acquireAsync(t, r, ctx, 1, 2)
 	select {
 	case n := <-small:
 		t.Fatalf("a later acquire of 1 got %d places before the earlier acquire of 4", n)
 	case <-time.After(20 * time.Millisecond):
 	}
 	r.release(3)
-	if n := <-big; n != 4 {
-		t.Fatalf("acquire 16 of size 4: %d, want 4", n)
-	}
+	wantGot(t, big, 4, "acquire 16 of size 4")
 	r.release(4)
-	if n := <-small; n != 1 {
-		t.Fatalf("acquire 1: %d", n)
-	}
+	wantGot(t, small, 1, "acquire 1")
 	r.release(1)
-	if r.free != 4 || len(r.waiters) != 0 {
-		t.Fatalf("after every release: %d free, %d waiters; want 4, 0", r.free, len(r.waiters))
-	}
+	wantIdle(t, r)
 }
 
 // TestRoomCancel: a waiter whose ctx ends holds nothing and no longer
@@ -46,23 +37,39 @@ func TestRoomCancel(t *testing.T) {
 	bg := context.Background()
 	r.acquire(bg, 2)
 	ctx, cancel := context.WithCancel(bg)
-	gone := make(chan int, 1)
-	go func() { gone <- r.acquire(ctx, 2) }()
-	waitWaiters(t, r, 1)
-	next := make(chan int, 1)
-	go func() { next <- r.acquire(bg, 1) }()
-	waitWaiters(t, r, 2)
+	gone := acquireAsync(t, r, ctx, 2, 1)
+	next := acquireAsync(t, r, bg, 1, 2)
 	cancel()
-	if n := <-gone; n != 0 {
-		t.Fatalf("cancelled acquire: %d places, want 0", n)
-	}
+	wantGot(t, gone, 0, "cancelled acquire")
 	r.release(1)
-	if n := <-next; n != 1 {
-		t.Fatalf("the acquire behind the cancelled one: %d", n)
-	}
+	wantGot(t, next, 1, "the acquire behind the cancelled one")
 	r.release(2)
-	if r.free != 2 || len(r.waiters) != 0 {
-		t.Fatalf("after every release: %d free, %d waiters; want 2, 0", r.free, len(r.waiters))
+	wantIdle(t, r)
+}
+
+// acquireAsync starts an acquire of n in a goroutine and waits until it is
+// the waiters-th waiter; its result comes on the channel.
+func acquireAsync(t *testing.T, r *room, ctx context.Context, n, waiters int) <-chan int {
+	t.Helper()
+	got := make(chan int, 1)
+	go func() { got <- r.acquire(ctx, n) }()
+	waitWaiters(t, r, waiters)
+	return got
+}
+
+// wantGot checks what an acquire running in a goroutine returned.
+func wantGot(t *testing.T, got <-chan int, want int, what string) {
+	t.Helper()
+	if n := <-got; n != want {
+		t.Fatalf("%s: %d places, want %d", what, n, want)
+	}
+}
+
+// wantIdle checks that every place is back and nobody waits.
+func wantIdle(t *testing.T, r *room) {
+	t.Helper()
+	if r.free != r.size || len(r.waiters) != 0 {
+		t.Fatalf("after every release: %d of %d free, %d waiters; want all free, none waiting", r.free, r.size, len(r.waiters))
 	}
 }
 
