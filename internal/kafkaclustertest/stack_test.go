@@ -173,9 +173,19 @@ func (st *stack) records(t *testing.T) map[string]int {
 	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: 10 * time.Second}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	lo, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{k.Topic: {kafka.LastOffsetOf(0)}}})
-	if err != nil || len(lo.Topics[k.Topic]) != 1 {
-		t.Fatalf("end offset of %s: %+v, %v", k.Topic, lo, err)
+	// A node restarted a moment ago may still be taking its partitions
+	// back: its connection can end mid-answer (EOF). Ask again until ctx.
+	var lo *kafka.ListOffsetsResponse
+	var err error
+	for {
+		lo, err = client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{k.Topic: {kafka.LastOffsetOf(0)}}})
+		if err == nil && len(lo.Topics[k.Topic]) == 1 && lo.Topics[k.Topic][0].Error == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("end offset of %s: %+v, %v", k.Topic, lo, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	end := lo.Topics[k.Topic][0].LastOffset
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: k.Brokers, Topic: k.Topic, Partition: 0, MaxWait: 100 * time.Millisecond})
