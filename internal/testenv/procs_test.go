@@ -62,7 +62,11 @@ func TestStartKafka(t *testing.T) {
 	topic := CreateTopic(t, k.Brokers(), 1)
 	write := func(from, to int) {
 		t.Helper()
-		w := &kafka.Writer{Addr: kafka.TCP(k.Brokers()...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+		// Its own Transport: kafka.DefaultTransport caches metadata across
+		// writers, and one read while the broker restarted ("no leader")
+		// failed the next write although waitLeader had seen the leader.
+		w := &kafka.Writer{Addr: kafka.TCP(k.Brokers()...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
+			Transport: &kafka.Transport{}}
 		defer w.Close()
 		var msgs []kafka.Message
 		for i := from; i < to; i++ {
