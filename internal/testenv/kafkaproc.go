@@ -120,7 +120,7 @@ func (k *KafkaProc) signal(sig syscall.Signal) {
 	if err != nil {
 		k.t.Fatalf("testenv: kafka on %s: pid file: %v", k.Addr(), err)
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
+	if err := signalPid(pid, sig); err != nil {
 		k.t.Fatalf("testenv: kafka on %s: %v: %v", k.Addr(), sig, err)
 	}
 }

@@ -123,7 +123,7 @@ func (r *RedisProc) signal(sig syscall.Signal) {
 	if r.cmd == nil {
 		r.t.Fatalf("testenv: redis on %s is not running", r.Addr())
 	}
-	if err := r.cmd.Process.Signal(sig); err != nil {
+	if err := signalPid(r.cmd.Process.Pid, sig); err != nil {
 		r.t.Fatalf("testenv: redis on %s: %v: %v", r.Addr(), sig, err)
 	}
 }

@@ -269,5 +269,5 @@ func (r *RedisProc) pidSignal(sig syscall.Signal) error {
 	if err != nil {
 		return err
 	}
-	return syscall.Kill(pid, sig)
+	return signalPid(pid, sig)
 }
