@@ -13,8 +13,9 @@
 --                  sets m (the decisions), da (each decision's first ARGV
 --                  index), admit_k and admit_a (the first KEYS and ARGV index
 --                  after the admission part). It writes nothing.
---   admit_run(after)  decides the m decisions in order and returns the flat
---                  reply of admit.lua. after, when not nil, is called as
+--   admit_run(after)  decides the m decisions in order, writes the deferred
+--                  keys (deferred_flush) and returns the flat reply of
+--                  admit.lua. after, when not nil, is called as
 --                  after(j, p0, p) once decision j was decided without an
 --                  error (res[p0] is its admitted flag, its 3 + 5n integers
 --                  are res[p0 .. p-1]); it may write more elements from
@@ -122,7 +123,7 @@ local function decide(j)
   end
   local admitted, violated, backlog = 1, 0, 0
   if max_backlog > 0 then
-    backlog = tonumber(call('GET', KEYS[k0])) or 0
+    backlog = (tonumber(call('GET', KEYS[k0])) or 0) + (bl_pending[KEYS[k0]] or 0)
     k0 = k0 + 1
     if backlog + cost > max_backlog then
       admitted, violated = 0, -1
@@ -230,5 +231,6 @@ local function admit_run(after)
     res[pos] = err
     pos, j = pos + 1, j + 1
   end
+  deferred_flush()
   return res
 end

@@ -12,6 +12,15 @@
 --
 --   enqueue_check(a, n)  returns nil when the 4 + 5n arguments from ARGV[a]
 --     are valid (ttls and cost integers >= 1), else a message. Reads nothing.
+--   enqueue_group(g, ks, as, ns)  the enqueues of several decisions on one
+--     tenant, none seen, as one: g lists the decisions j in order, whose
+--     keys start at KEYS[ks[j]], arguments at ARGV[as[j]] (enqueue_jobs'
+--     layout, all with the same queue key), with ns[j] jobs. The jobs are pushed
+--     in that order in one RPUSH, the backlog rises by their costs in one
+--     INCRBY, the TTLs, the sequence and the queued index are written once;
+--     every job gets its state as enqueue_jobs would write it. The state
+--     left is what enqueue_jobs on each decision in turn would leave.
+--     Returns queue_length, backlog after the last decision's jobs.
 --   enqueue_jobs(k, a, n, seen)  writes as enqueue.lua's header says and
 --     returns queue_length, backlog. seen false says no job's id can have
 --     been recorded before (ids the caller just made): the resent-job HGET,
@@ -113,6 +122,68 @@ local function enqueue_jobs(k, a, n, seen)
       redis.call('ZADD', qk, unpack(idx, first, math.min(first + 2 * chunk - 1, #idx)))
     end
     redis.call('PEXPIRE', qk, state_ttl)
+  end
+  return len, backlog
+end
+
+local function enqueue_group(g, ks, as, ns)
+  local k1 = ks[g[1]]
+  local qk, bk = KEYS[k1], KEYS[k1 + 1]
+  local buf, nb, len, cost, qttl, bttl, sttl = {}, 0, 0, 0, 0, 0, 0
+  for x = 1, #g do
+    local a, n = as[g[x]], ns[g[x]]
+    for i = a + 4, a + 3 + n do
+      nb = nb + 1
+      buf[nb] = ARGV[i]
+      if nb == 1000 then -- unpack() is bounded by the Lua C stack
+        len = redis.call('RPUSH', qk, unpack(buf, 1, nb))
+        nb = 0
+      end
+    end
+    cost = cost + tonumber(ARGV[a + 2])
+    qttl = math.max(qttl, tonumber(ARGV[a]))
+    bttl = math.max(bttl, tonumber(ARGV[a + 1]))
+    sttl = math.max(sttl, tonumber(ARGV[a + 3]))
+  end
+  if nb > 0 then
+    len = redis.call('RPUSH', qk, unpack(buf, 1, nb))
+  end
+  local backlog = redis.call('INCRBY', bk, cost)
+  redis.call('PEXPIRE', qk, qttl)
+  redis.call('PEXPIRE', bk, bttl)
+
+  local base = tonumber(redis.call('GET', KEYS[k1 + 2])) or 0
+  local gone = tonumber(redis.call('GET', KEYS[k1 + 3])) or 0
+  if base < gone then base = gone end
+  local idx, c = {}, 0
+  for x = 1, #g do
+    local j = g[x]
+    local k, a, n = ks[j], as[j], ns[j]
+    local last = a + 3 + n
+    for i = 1, n do
+      c = c + 1
+      local sk = KEYS[k + 3 + i]
+      local at = ARGV[last + 4 * i - 2]
+      local id = job_id(sk)
+      if id then
+        idx[#idx + 1] = base + c
+        idx[#idx + 1] = id
+      end
+      redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 4 * i - 3], 'attempt', 0,
+        'enqueued_at', at, 'updated_at', at, 'seq', base + c, 'cost', ARGV[last + 4 * i - 1])
+      if (tonumber(ARGV[last + 4 * i]) or 0) > 0 then
+        redis.call('HSET', sk, 'heartbeat_ms', ARGV[last + 4 * i])
+      end
+      redis.call('PEXPIRE', sk, sttl)
+    end
+  end
+  redis.call('SET', KEYS[k1 + 2], base + c, 'PX', sttl)
+  if #idx > 0 then
+    local qi = job_index(KEYS[k1 + 4], 'queued')
+    for first = 1, #idx, 2000 do
+      redis.call('ZADD', qi, unpack(idx, first, math.min(first + 1999, #idx)))
+    end
+    redis.call('PEXPIRE', qi, sttl)
   end
   return len, backlog
 end

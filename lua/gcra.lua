@@ -31,7 +31,7 @@
 local function gcra_check(key, now, limit, period, burst, cost)
   local t = ceil(period / limit)
   local tau = burst * t
-  local base = tonumber(call('GET', key)) or now
+  local base = deferred_val[key] or tonumber(call('GET', key)) or now
   if base < now then
     base = now
   elseif base - now > tau then
@@ -53,9 +53,12 @@ local function gcra_check(key, now, limit, period, burst, cost)
     floor((tau - (new - now)) / t), new - now, retry, new
 end
 
--- Both numbers are whole, and redis.call passes a number as "%.17g", which
--- writes any whole number below 2^53 exactly ("1700000000000000"), so they
--- go as numbers: a string.format each cost more than the SET.
+-- The SET is deferred to the end of the call (defer_set, admit_prelude.lua):
+-- a later decision of the call on the same key reads the new TAT from there,
+-- and the key is written once. Both numbers are whole, and redis.call passes
+-- a number as "%.17g", which writes any whole number below 2^53 exactly
+-- ("1700000000000000"), so they go as numbers: a string.format each cost
+-- more than the SET.
 local function gcra_commit(key, now, cost, period, reset_after, new)
-  call('SET', key, new, 'PX', max(1, ceil(reset_after / 1000)))
+  defer_set(key, new, max(1, ceil(reset_after / 1000)))
 end

@@ -53,11 +53,84 @@ if k ~= #KEYS + 1 or a ~= #ARGV + 1 then
     ' args for ' .. m .. ' decisions, got ' .. #KEYS .. ' and ' .. #ARGV)
 end
 
-return admit_run(function(j, p0, p)
+-- The enqueues of the admitted decisions without seen ids are deferred and
+-- grouped by queue (groups[queue key], in decision order; gorder holds the
+-- queues in the order they first appear), then each group is written as one
+-- (enqueue_group): m requests on one tenant cost one RPUSH, one INCRBY and
+-- one sequence write, not m. The backlog gate of a later decision counts a
+-- group's cost before it is written (bl_pending). A decision with seen ids
+-- writes its tenant's group first and then enqueues on its own, so the
+-- queue keeps the decisions' order; a call of one decision enqueues
+-- straight away (no group to build). A Redis error in a group's write makes
+-- each of its decisions one error element, as an error in a decision does.
+local groups, gorder, failed, ep, ep0 = {}, {}, {}, {}, {}
+
+local function flush(q)
+  local g = groups[q]
+  if not g then
+    return
+  end
+  groups[q] = nil
+  bl_pending[KEYS[ek[g[1]] + 1]] = nil
+  local ok, len, backlog = pcall(enqueue_group, g, ek, ea, en)
+  if not ok then
+    local e = len
+    if not (type(e) == 'table' and e.err) then
+      e = redis.error_reply('ERR submit: ' .. tostring(e))
+    end
+    for x = 1, #g do
+      failed[#failed + 1] = {ep0[g[x]], ep[g[x]] + 2, e}
+    end
+    return
+  end
+  for x = #g, 1, -1 do
+    local j = g[x]
+    res[ep[j]], res[ep[j] + 1] = len, backlog
+    len, backlog = len - en[j], backlog - tonumber(ARGV[ea[j] + 2])
+  end
+end
+
+admit_run(function(j, p0, p)
+  res[p], res[p + 1] = 0, 0
   if res[p0] == 1 then
-    res[p], res[p + 1] = enqueue_jobs(ek[j], ea[j], en[j], es[j])
-  else
-    res[p], res[p + 1] = 0, 0
+    local q = KEYS[ek[j]]
+    if m == 1 then
+      res[p], res[p + 1] = enqueue_jobs(ek[j], ea[j], en[j], es[j])
+    elseif es[j] then
+      flush(q)
+      res[p], res[p + 1] = enqueue_jobs(ek[j], ea[j], en[j], true)
+    else
+      local g = groups[q]
+      if not g then
+        g = {}
+        groups[q] = g
+        gorder[#gorder + 1] = q
+      end
+      g[#g + 1] = j
+      ep[j], ep0[j] = p, p0
+      local bk = KEYS[ek[j] + 1]
+      bl_pending[bk] = (bl_pending[bk] or 0) + tonumber(ARGV[ea[j] + 2])
+    end
   end
   return p + 2
 end)
+for i = 1, #gorder do
+  flush(gorder[i])
+end
+if #failed == 0 then
+  return res
+end
+-- A failed group's decisions become one error element each.
+table.sort(failed, function(x, y) return x[1] < y[1] end)
+local out, f, i = {}, 1, 1
+while i <= #res do
+  local r = failed[f]
+  if r and i == r[1] then
+    out[#out + 1] = r[3]
+    i, f = r[2], f + 1
+  else
+    out[#out + 1] = res[i]
+    i = i + 1
+  end
+end
+return out
