@@ -121,6 +121,11 @@ func checkGroupedState(t *testing.T, rdb redis.UniversalClient, tenant string, a
 	if b, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int(); b != len(q) {
 		t.Errorf("%s: backlog %d, want %d", tenant, b, len(q))
 	}
+	for _, k := range []string{keys.Queue(tenant), keys.Backlog(tenant), keys.JobIndex(tenant, "queued"), keys.JobSeq(tenant)} {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("%s: TTL %v, want one", k, ttl)
+		}
+	}
 }
 
 // TestSubmitGroupedCallError: a tenant whose queue key holds the wrong type

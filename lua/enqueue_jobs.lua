@@ -27,6 +27,20 @@
 --     the old state's index_leave and the DEL are then skipped, which is
 --     what they would find. seen true runs them all (enqueue.lua always).
 
+-- refresh_ttl sets key's TTL to ttl ms unless it is already within 1 % of
+-- ttl (at most a minute short): a PTTL is a read, which Redis neither
+-- propagates nor logs, and a PEXPIRE on every enqueue of a busy tenant was a
+-- write to the AOF and the replicas each time. So a queue, its backlog and
+-- its queued index expire between ttl - ttl/100 (ttl - 60 s at most) and
+-- ttl after the last enqueue. fresh says the key was just made (the push
+-- made the list, the counter was 0): it gets its TTL without the PTTL.
+local function refresh_ttl(key, ttl, fresh)
+  local left = fresh and -1 or redis.call('PTTL', key)
+  if left < 0 or left < ttl - math.min(60000, math.floor(ttl / 100)) then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
 local function enqueue_posint(v)
   local n = tonumber(v)
   if n == nil or n < 1 or n ~= math.floor(n) then
@@ -87,8 +101,8 @@ local function enqueue_jobs(k, a, n, seen)
     return len, tonumber(redis.call('GET', KEYS[k + 1])) or 0
   end
   local backlog = redis.call('INCRBY', KEYS[k + 1], math.max(cost - skipped_cost, 1))
-  redis.call('PEXPIRE', KEYS[k], ARGV[a])
-  redis.call('PEXPIRE', KEYS[k + 1], ARGV[a + 1])
+  refresh_ttl(KEYS[k], tonumber(ARGV[a]), len == n - skipped)
+  refresh_ttl(KEYS[k + 1], tonumber(ARGV[a + 1]), backlog == math.max(cost - skipped_cost, 1))
 
   local base = tonumber(redis.call('GET', KEYS[k + 2])) or 0
   local gone = tonumber(redis.call('GET', KEYS[k + 3])) or 0
@@ -121,7 +135,7 @@ local function enqueue_jobs(k, a, n, seen)
     for first = 1, #idx, 2 * chunk do
       redis.call('ZADD', qk, unpack(idx, first, math.min(first + 2 * chunk - 1, #idx)))
     end
-    redis.call('PEXPIRE', qk, state_ttl)
+    refresh_ttl(qk, state_ttl)
   end
   return len, backlog
 end
@@ -129,9 +143,10 @@ end
 local function enqueue_group(g, ks, as, ns)
   local k1 = ks[g[1]]
   local qk, bk = KEYS[k1], KEYS[k1 + 1]
-  local buf, nb, len, cost, qttl, bttl, sttl = {}, 0, 0, 0, 0, 0, 0
+  local buf, nb, len, cost, qttl, bttl, sttl, pushed = {}, 0, 0, 0, 0, 0, 0, 0
   for x = 1, #g do
     local a, n = as[g[x]], ns[g[x]]
+    pushed = pushed + n
     for i = a + 4, a + 3 + n do
       nb = nb + 1
       buf[nb] = ARGV[i]
@@ -149,8 +164,8 @@ local function enqueue_group(g, ks, as, ns)
     len = redis.call('RPUSH', qk, unpack(buf, 1, nb))
   end
   local backlog = redis.call('INCRBY', bk, cost)
-  redis.call('PEXPIRE', qk, qttl)
-  redis.call('PEXPIRE', bk, bttl)
+  refresh_ttl(qk, qttl, len == pushed)
+  refresh_ttl(bk, bttl, backlog == cost)
 
   local base = tonumber(redis.call('GET', KEYS[k1 + 2])) or 0
   local gone = tonumber(redis.call('GET', KEYS[k1 + 3])) or 0
@@ -183,7 +198,7 @@ local function enqueue_group(g, ks, as, ns)
     for first = 1, #idx, 2000 do
       redis.call('ZADD', qi, unpack(idx, first, math.min(first + 1999, #idx)))
     end
-    redis.call('PEXPIRE', qi, sttl)
+    refresh_ttl(qi, sttl)
   end
   return len, backlog
 end
