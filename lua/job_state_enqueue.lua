@@ -15,7 +15,9 @@
 -- hash (an older job under a reused id) is replaced, and the job's id joins
 -- the tenant's queued index (keys.JobIndex(tenant, "queued"), score its seq)
 -- and leaves the index of the older job's state (index_move of
--- job_state_final.lua, which lua.Include puts first).
+-- job_state_final.lua, which lua.Include puts first). A job without a hash
+-- (new: the common case) has no index to leave; the new ones join the
+-- queued index in one ZADD at the end, its TTL refreshed by refresh_ttl.
 --
 -- KEYS[1]   the tenant's enqueue sequence (keys.JobSeq)
 -- KEYS[2]   the tenant's dispatched sequence (keys.JobsDispatched)
@@ -34,6 +36,7 @@ local ttl = ARGV[1]
 local base = tonumber(redis.call('GET', KEYS[1])) or 0
 local gone = tonumber(redis.call('GET', KEYS[2])) or 0
 if base < gone then base = gone end
+local idx = {}
 for i = 1, n do
   local sk = KEYS[2 + i]
   local typ, at, cost, hb = ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1]
@@ -53,12 +56,26 @@ for i = 1, n do
     redis.call('PEXPIRE', sk, ttl)
   elseif kind == 'hash' or kind == 'none' then
     local id = job_id(sk)
-    if id then index_move(sk, id, 'queued', base + i) end
-    redis.call('DEL', sk)
+    if kind == 'hash' then
+      if id then index_move(sk, id, 'queued', base + i) end
+      redis.call('DEL', sk)
+    elseif id then
+      -- A new job (the common case) joins the queued index in one ZADD
+      -- for the call: nothing to leave, nothing to delete.
+      idx[#idx + 1] = base + i
+      idx[#idx + 1] = id
+    end
     redis.call('HSET', sk, 'state', 'queued', 'type', typ, 'attempt', 0, 'enqueued_at', at, 'updated_at', at, 'seq', base + i, 'cost', cost)
     if (tonumber(hb) or 0) > 0 then redis.call('HSET', sk, 'heartbeat_ms', hb) end
     redis.call('PEXPIRE', sk, ttl)
   end
+end
+if #idx > 0 then
+  local qi = job_index(KEYS[3], 'queued')
+  for first = 1, #idx, 2000 do
+    redis.call('ZADD', qi, unpack(idx, first, math.min(first + 1999, #idx)))
+  end
+  refresh_ttl(qi, JOB_INDEX_TTL)
 end
 redis.call('SET', KEYS[1], base + n, 'PX', ttl)
 return base + n

@@ -82,6 +82,20 @@ local function index_leave(sk, id, new_state, pre)
   return old, seq
 end
 
+-- refresh_ttl sets key's TTL to ttl ms unless it is already within 1 % of
+-- ttl (at most a minute short): a PTTL is a read, which Redis neither
+-- propagates nor logs, and a PEXPIRE on every enqueue of a busy tenant was a
+-- write to the AOF and the replicas each time. So a queue, its backlog and
+-- its queued index (enqueue_jobs.lua, job_state_enqueue.lua) expire between ttl - ttl/100 (ttl - 60 s at most) and
+-- ttl after the last enqueue. fresh says the key was just made (the push
+-- made the list, the counter was 0): it gets its TTL without the PTTL.
+local function refresh_ttl(key, ttl, fresh)
+  local left = fresh and -1 or redis.call('PTTL', key)
+  if left < 0 or left < ttl - math.min(60000, math.floor(ttl / 100)) then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
 local function index_add(sk, id, state, score, no_trim)
   if not JOB_ADDED[state] then return end
   local ik = job_index(sk, state)

@@ -1,14 +1,9 @@
 package kafkaq
 
 import (
-	"context"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/keys"
-	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/queuetest"
 )
 
@@ -23,8 +18,7 @@ func BenchmarkEnqueue(b *testing.B) {
 		rdb := testenv.Redis(b)
 		p := newTestKafkaProducer(b, cfg, rdb)
 		calls, size := queuetest.BenchJobs(b, queuetest.BenchEnv("SLUICE_BENCH_TENANTS", 64))
-		b.Cleanup(func() { cleanupBenchKeys(rdb, calls) })
-		queuetest.BenchEnqueue(b, p, calls, size)
+		queuetest.BenchEnqueue(b, p, rdb, calls, size)
 		if n := p.sender.requests.Load(); n > 0 {
 			b.ReportMetric(float64(p.sender.messages.Load())/float64(n), "jobs/request")
 		}
@@ -40,16 +34,7 @@ func BenchmarkEnqueueLatency(b *testing.B) {
 		rdb := testenv.Redis(b)
 		p := newTestKafkaProducer(b, cfg, rdb)
 		calls, _ := queuetest.BenchJobs(b, 1)
-		b.Cleanup(func() { cleanupBenchKeys(rdb, calls) })
+		b.Cleanup(func() { queuetest.CleanupBench(rdb, calls, 0) })
 		queuetest.BenchSerial(b, p, calls[0])
 	})
-}
-
-// cleanupBenchKeys deletes the benchmark tenants' counters and sequences
-// from the shared Redis.
-func cleanupBenchKeys(rdb redis.UniversalClient, calls [][]queue.Envelope) {
-	for _, c := range calls {
-		t := c[0].Tenant
-		rdb.Del(context.Background(), keys.Queue(t), keys.Backlog(t), keys.JobSeq(t), keys.JobsDispatched(t))
-	}
 }

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -50,13 +53,15 @@ func BenchDuration(b *testing.B, name string) time.Duration {
 }
 
 // BenchJobs returns one single-job call per tenant with a 1 KiB payload,
-// and the size of one encoded envelope (the Kafka message value).
+// and the size of one encoded envelope (the Kafka message value). The ids
+// are 32 hex digits, as ingest makes them; BenchEnqueue gives every call a
+// new one.
 func BenchJobs(b *testing.B, tenants int) ([][]queue.Envelope, int) {
 	payload, _ := json.Marshal(strings.Repeat("x", 1024-2)) // 1024 bytes of JSON
 	calls := make([][]queue.Envelope, tenants)
 	prefix := testenv.Name(b, "bench")
 	for i := range calls {
-		calls[i] = []queue.Envelope{{ID: "job-0001", Tenant: fmt.Sprintf("%s-%d", prefix, i), Type: "email", Cost: 1, Payload: payload}}
+		calls[i] = []queue.Envelope{{ID: benchID(0), Tenant: fmt.Sprintf("%s-%d", prefix, i), Type: "email", Cost: 1, Payload: payload}}
 	}
 	e := calls[0][0]
 	e.Version = queue.EnvelopeVersion
@@ -70,7 +75,7 @@ func BenchJobs(b *testing.B, tenants int) ([][]queue.Envelope, int) {
 // BenchEnqueue runs p.Enqueue of one job per op from parallel goroutines and
 // reports jobs/s, the envelope's size and p99_ms, the 99th percentile of
 // one call's latency (a job waiting for its ack).
-func BenchEnqueue(b *testing.B, p queue.Producer, calls [][]queue.Envelope, valueBytes int) {
+func BenchEnqueue(b *testing.B, p queue.Producer, rdb redis.UniversalClient, calls [][]queue.Envelope, valueBytes int) {
 	b.ReportAllocs()
 	b.SetParallelism(BenchEnv("SLUICE_BENCH_PARALLELISM", 64))
 	var (
@@ -79,12 +84,17 @@ func BenchEnqueue(b *testing.B, p queue.Producer, calls [][]queue.Envelope, valu
 		lat  []time.Duration
 	)
 	ctx := context.Background()
+	b.Cleanup(func() { CleanupBench(rdb, calls, next.Load()) })
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		var mine []time.Duration
 		defer func() { mu.Lock(); lat = append(lat, mine...); mu.Unlock() }()
 		for pb.Next() {
-			jobs := calls[int(next.Add(1))%len(calls)]
+			n := next.Add(1)
+			// A new job each call, as each request makes (the same id again
+			// would take the enqueue's rare path for a reused id).
+			jobs := []queue.Envelope{calls[int(n)%len(calls)][0]}
+			jobs[0].ID = benchID(n)
 			t := time.Now()
 			if err := p.Enqueue(ctx, jobs); err != nil {
 				b.Error(err)
@@ -99,6 +109,33 @@ func BenchEnqueue(b *testing.B, p queue.Producer, calls [][]queue.Envelope, valu
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)*99/100])/float64(time.Millisecond), "p99_ms")
+	}
+}
+
+// benchID is the n-th benchmark job id: 32 hex digits, as ingest's.
+func benchID(n int64) string { return fmt.Sprintf("%032x", n) }
+
+// CleanupBench deletes what BenchEnqueue wrote for calls' tenants, the
+// first jobs ids (1 .. jobs) included, from the shared Redis.
+func CleanupBench(rdb redis.UniversalClient, calls [][]queue.Envelope, jobs int64) {
+	ctx := context.Background()
+	var ks []string
+	for _, c := range calls {
+		t := c[0].Tenant
+		ks = append(ks, keys.Queue(t), keys.Backlog(t), keys.JobSeq(t), keys.JobsDispatched(t), keys.JobIndex(t, "queued"))
+	}
+	for n := int64(0); n <= jobs; n++ {
+		ks = append(ks, keys.JobState(calls[int(n)%len(calls)][0].Tenant, benchID(n)))
+	}
+	for len(ks) > 0 { // one key per command: tenants hash to different Cluster slots
+		chunk := ks[:min(len(ks), 10_000)]
+		ks = ks[len(chunk):]
+		_, _ = rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, k := range chunk {
+				pipe.Unlink(ctx, k)
+			}
+			return nil
+		})
 	}
 }
 

@@ -336,8 +336,7 @@ func BenchmarkEnqueue(b *testing.B) {
 		rdb := testenv.Redis(b)
 		p := newBenchProducer(b, rdb)
 		calls, size := queuetest.BenchJobs(b, queuetest.BenchEnv("SLUICE_BENCH_TENANTS", 64))
-		b.Cleanup(func() { cleanupBenchKeys(rdb, calls) })
-		queuetest.BenchEnqueue(b, p, calls, size)
+		queuetest.BenchEnqueue(b, p, rdb, calls, size)
 	})
 }
 
@@ -348,7 +347,7 @@ func BenchmarkEnqueueLatency(b *testing.B) {
 		rdb := testenv.Redis(b)
 		p := newBenchProducer(b, rdb)
 		calls, _ := queuetest.BenchJobs(b, 1)
-		b.Cleanup(func() { cleanupBenchKeys(rdb, calls) })
+		b.Cleanup(func() { queuetest.CleanupBench(rdb, calls, 0) })
 		queuetest.BenchSerial(b, p, calls[0])
 	})
 }
@@ -359,12 +358,4 @@ func newBenchProducer(b *testing.B, rdb redis.UniversalClient) *Producer {
 		b.Fatal(err)
 	}
 	return p
-}
-
-// cleanupBenchKeys deletes the benchmark tenants' queues and counters from
-// the shared Redis.
-func cleanupBenchKeys(rdb redis.UniversalClient, calls [][]queue.Envelope) {
-	for _, c := range calls {
-		rdb.Del(context.Background(), enqueueCall(&batch.Tenant{Tenant: c[0].Tenant}).Keys...)
-	}
 }
