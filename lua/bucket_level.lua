@@ -6,7 +6,8 @@
 --   bucket_num(v, scale, lo, open, int)  v as a number in (lo, 2^53 / scale)
 --     (lo excluded when open, else included), an integer when int; nil when
 --     it is not one.
---   bucket_open(kw, ko, rate, capacity, now, margin)  reads the override
+--   bucket_open(kw, ko, rate, capacity, now, margin, script, clock)  reads
+--     the override
 --     hash ko (a positive outflow_rate / outflow_capacity replaces rate /
 --     capacity; one the scripts cannot represent is refused: nil and an
 --     error reply naming it), Redis TIME when now is 0 (µs), and the water
@@ -16,7 +17,15 @@
 --     (micro-units after the leak), b.heal (the stored state was healed and
 --     must be written back), b.margin; writes nothing.
 --   bucket_store(b, level)  writes level at b.now with its TTL: the time the
---     bucket takes to empty plus b.margin ms, an integer in [1, 30 d].
+--     bucket takes to empty plus b.margin ms, an integer in [1, 30 d]. With
+--     b.now from Redis TIME (now 0, or clock true) the TTL is set with
+--     BUCKET_TTL_SLACK_MS more and the absolute expiry kept in the hash
+--     ("exp", unix ms); a later store whose own TTL ends before that expiry
+--     writes no PEXPIRE (one command fewer per turn of a busy tenant; the key
+--     never expires earlier than one PEXPIRE per store would make it, and
+--     lives at most the slack longer). A store at a caller's explicit clock
+--     sets its TTL and "exp" 0, so no later store trusts an expiry it did not
+--     set on Redis' clock (drain_adapt.lua only ever lengthens the TTL).
 --   bucket_wait(b, cost_micro)  the wait in µs before cost_micro fits, in
 --     [1, one hour].
 --   bucket_pass(b, cost, ahead)  a job's passage (the take scripts' turn),
@@ -31,6 +40,7 @@
 local BUCKET_SAFE = 9007199254740992 -- 2^53
 local BUCKET_MAX_WAIT_US = 3600000000 -- one hour; the caller asks again after it
 local BUCKET_MAX_TTL_MS = 2592000000 -- 30 days
+local BUCKET_TTL_SLACK_MS = 10000 -- see bucket_store
 
 local function bucket_num(v, scale, lo, open, int)
   local x = tonumber(v)
@@ -48,7 +58,7 @@ local function bucket_refuse(script, what, v)
   return redis.error_reply(script .. ': ' .. what .. ' ' .. string.sub(tostring(v), 1, 40) .. ' is out of range')
 end
 
-local function bucket_open(kw, ko, rate, capacity, now, margin, script)
+local function bucket_open(kw, ko, rate, capacity, now, margin, script, clock)
   -- An override that is not a positive number (absent, "0", negative, NaN,
   -- not a number) is no override: the configured value applies, so a zero
   -- never lifts the limit. A positive one must be representable.
@@ -65,6 +75,7 @@ local function bucket_open(kw, ko, rate, capacity, now, margin, script)
   if now == 0 then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    clock = true
   end
   local cap_micro = math.floor(capacity * 1000000)
   -- A stored level this script cannot have written (left by an older
@@ -72,7 +83,7 @@ local function bucket_open(kw, ko, rate, capacity, now, margin, script)
   -- reason to fail every later call: a corrupt water reads as a full bucket
   -- and a corrupt ts as now (no leak is invented, so no burst), and the
   -- healed state is written back with a TTL whatever the answer.
-  local st = redis.call('HMGET', kw, 'water', 'ts', 'eff', 'eff_ts', 'eff_inc')
+  local st = redis.call('HMGET', kw, 'water', 'ts', 'eff', 'eff_ts', 'eff_inc', 'exp')
   local water, ts, heal = 0, now, false
   if st[1] then
     water = bucket_num(st[1], 1, 0, false, true)
@@ -101,14 +112,27 @@ local function bucket_open(kw, ko, rate, capacity, now, margin, script)
   water = water - math.floor(elapsed * rate)
   if not (water > 0) then water = 0 end
   return {now = now, rate = rate, capacity = capacity, cap_micro = cap_micro, water = water, heal = heal,
-    margin = margin, kw = kw}
+    margin = margin, kw = kw, clock = clock and not heal, exp = tonumber(st[6]) or 0}
 end
 
 local function bucket_store(b, level)
-  redis.call('HSET', b.kw, 'water', string.format('%d', level), 'ts', string.format('%d', b.now))
   local ttl = math.ceil(level / b.rate / 1000) + b.margin
   if not (ttl <= BUCKET_MAX_TTL_MS) then ttl = BUCKET_MAX_TTL_MS end
   if not (ttl >= 1) then ttl = 1 end
+  local water, ts = string.format('%d', level), string.format('%d', b.now)
+  if not b.clock then
+    redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'exp', '0')
+    redis.call('PEXPIRE', b.kw, string.format('%d', ttl))
+    return
+  end
+  local now_ms = math.floor(b.now / 1000)
+  if now_ms + ttl <= b.exp then
+    redis.call('HSET', b.kw, 'water', water, 'ts', ts)
+    return
+  end
+  ttl = math.min(ttl + BUCKET_TTL_SLACK_MS, BUCKET_MAX_TTL_MS)
+  b.exp = now_ms + ttl
+  redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'exp', string.format('%d', b.exp))
   redis.call('PEXPIRE', b.kw, string.format('%d', ttl))
 end
 

@@ -96,6 +96,16 @@ local function refresh_ttl(key, ttl, fresh)
   end
 end
 
+-- raise_seq sets the sequence key to seq (PX ttl) unless it holds a higher
+-- one: one SET ... GET, which answers the old value, and a second SET only
+-- when that was higher (a retry started after newer jobs).
+local function raise_seq(key, seq, ttl)
+  local old = tonumber(redis.call('SET', key, seq, 'PX', ttl, 'GET'))
+  if old and old > seq then
+    redis.call('SET', key, old, 'PX', ttl)
+  end
+end
+
 local function index_add(sk, id, state, score, no_trim)
   if not JOB_ADDED[state] then return end
   local ik = job_index(sk, state)

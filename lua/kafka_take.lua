@@ -97,11 +97,12 @@ if gated then
     return bucket_refuse('kafka_take', 'cost (ARGV[9])', ARGV[9])
   end
 end
-local now, now_us = tonumber(ARGV[1]), 0
+local now, now_us, now_clock = tonumber(ARGV[1]), 0, false
 if now == nil or now <= 0 then
   local t = redis.call('TIME')
   now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   now = math.floor(now_us / 1000)
+  now_clock = true
 else
   now_us = now * 1000
 end
@@ -124,7 +125,7 @@ end
 -- bucket_level.lua, for a cost known before the call); spend adds the cost.
 local function turn()
   local err
-  b, err = bucket_open(KEYS[3], KEYS[4], rate, capacity, now_us, margin, 'kafka_take')
+  b, err = bucket_open(KEYS[3], KEYS[4], rate, capacity, now_us, margin, 'kafka_take', now_clock)
   if not b then return 'error', err end
   return bucket_pass(b, cost, ahead)
 end
@@ -205,9 +206,7 @@ if #starts > 0 then
   redis.call('ZADD', in_flight_index, unpack(starts))
   redis.call('PEXPIRE', in_flight_index, JOB_INDEX_TTL)
 end
-if top_seq and top_seq > (tonumber(redis.call('GET', KEYS[1])) or 0) then
-  redis.call('SET', KEYS[1], top_seq, 'PX', ttl)
-end
+if top_seq then raise_seq(KEYS[1], top_seq, ttl) end
 if #delivering > 0 then
   redis.call('ZADD', KEYS[2], unpack(delivering))
   redis.call('PEXPIRE', KEYS[2], ARGV[4])

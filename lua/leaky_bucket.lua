@@ -23,13 +23,17 @@
 -- cost whose micro-units reach 2^53 is above every capacity and gets the
 -- "never" answer. A stored water not an integer in [0, 2^53) or a stored ts
 -- not one in (0, 2^53) (only an older version wrote such) is healed: a full
--- bucket at now, written back. Every write of the water hash is followed by
--- a PEXPIRE of an integer TTL in [1, MAX_TTL_MS] ms, so the key never lacks
--- a TTL.
+-- bucket at now, written back. Every write of the water hash leaves it with
+-- a TTL in [1, MAX_TTL_MS] ms that lasts at least until the bucket is empty
+-- plus the margin, so the key never lacks one: a PEXPIRE follows the write
+-- unless the expiry recorded in "exp" (set on Redis' clock by an earlier
+-- write, with 10 s to spare) already covers it (bucket_store of
+-- bucket_level.lua).
 --
--- KEYS[1]  water hash {water, ts, eff, eff_ts, eff_inc} (keys.Water): water
---          in micro-units, ts in unix µs; eff (units/s) set at eff_ts (µs),
---          recovering by eff_inc units/s every second
+-- KEYS[1]  water hash {water, ts, eff, eff_ts, eff_inc, exp} (keys.Water):
+--          water in micro-units, ts in unix µs; eff (units/s) set at eff_ts
+--          (µs), recovering by eff_inc units/s every second; exp the unix ms
+--          the last PEXPIRE on Redis' clock set (0: none trusted)
 -- KEYS[2]  override hash (keys.Override): optional fields outflow_rate and
 --          outflow_capacity (units/s, units) replace ARGV[1] and ARGV[2]
 --          when they are positive numbers (then they must pass the same

@@ -100,7 +100,7 @@ if tonumber(ARGV[9]) ~= 0 then
   if not ahead or ahead > 10000000 then return bucket_refuse('take', 'ahead (ARGV[12])', ARGV[12]) end
   local t = redis.call('TIME')
   local err
-  b, err = bucket_open(KEYS[6], KEYS[7], rate, capacity, tonumber(t[1]) * 1000000 + tonumber(t[2]), margin, 'take')
+  b, err = bucket_open(KEYS[6], KEYS[7], rate, capacity, tonumber(t[1]) * 1000000 + tonumber(t[2]), margin, 'take', true)
   if not b then return err end
   k = 1
 end
@@ -225,8 +225,6 @@ redis.call('PEXPIRE', KEYS[3], ttl)
 if #starts > 0 then
   redis.call('ZADD', in_flight_index, unpack(starts))
   redis.call('PEXPIRE', in_flight_index, JOB_INDEX_TTL)
-  if top_seq and top_seq > (tonumber(redis.call('GET', KEYS[5])) or 0) then
-    redis.call('SET', KEYS[5], top_seq, 'PX', state_ttl)
-  end
+  if top_seq then raise_seq(KEYS[5], top_seq, state_ttl) end
 end
 return out
