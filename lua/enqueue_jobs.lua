@@ -45,6 +45,19 @@ local function enqueue_check(a, n)
   return nil
 end
 
+-- write_queued records job i's state "queued" in its hash sk with seq, its
+-- arguments after ARGV[last] (type, enqueued_at, cost, heartbeat_ms), and
+-- the state TTL ttl.
+local function write_queued(sk, last, i, seq, ttl)
+  local at = ARGV[last + 4 * i - 2]
+  redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 4 * i - 3], 'attempt', 0,
+    'enqueued_at', at, 'updated_at', at, 'seq', seq, 'cost', ARGV[last + 4 * i - 1])
+  if (tonumber(ARGV[last + 4 * i]) or 0) > 0 then
+    redis.call('HSET', sk, 'heartbeat_ms', ARGV[last + 4 * i])
+  end
+  redis.call('PEXPIRE', sk, ttl)
+end
+
 local function enqueue_jobs(k, a, n, seen)
   local cost, state_ttl = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local first_env, last = a + 4, a + 3 + n
@@ -99,7 +112,6 @@ local function enqueue_jobs(k, a, n, seen)
     if not skip[i] then
       c = c + 1
       local sk = KEYS[k + 3 + i]
-      local at = ARGV[last + 4 * i - 2]
       local id = job_id(sk)
       if id then
         if seen then index_leave(sk, id, 'queued') end
@@ -107,12 +119,7 @@ local function enqueue_jobs(k, a, n, seen)
         idx[#idx + 1] = id
       end
       if seen then redis.call('DEL', sk) end
-      redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 4 * i - 3], 'attempt', 0,
-        'enqueued_at', at, 'updated_at', at, 'seq', base + c, 'cost', ARGV[last + 4 * i - 1])
-      if (tonumber(ARGV[last + 4 * i]) or 0) > 0 then
-        redis.call('HSET', sk, 'heartbeat_ms', ARGV[last + 4 * i])
-      end
-      redis.call('PEXPIRE', sk, state_ttl)
+      write_queued(sk, last, i, base + c, state_ttl)
     end
   end
   redis.call('SET', KEYS[k + 2], base + c, 'PX', state_ttl)
@@ -164,18 +171,12 @@ local function enqueue_group(g, ks, as, ns)
     for i = 1, n do
       c = c + 1
       local sk = KEYS[k + 3 + i]
-      local at = ARGV[last + 4 * i - 2]
       local id = job_id(sk)
       if id then
         idx[#idx + 1] = base + c
         idx[#idx + 1] = id
       end
-      redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 4 * i - 3], 'attempt', 0,
-        'enqueued_at', at, 'updated_at', at, 'seq', base + c, 'cost', ARGV[last + 4 * i - 1])
-      if (tonumber(ARGV[last + 4 * i]) or 0) > 0 then
-        redis.call('HSET', sk, 'heartbeat_ms', ARGV[last + 4 * i])
-      end
-      redis.call('PEXPIRE', sk, sttl)
+      write_queued(sk, last, i, base + c, sttl)
     end
   end
   redis.call('SET', KEYS[k1 + 2], base + c, 'PX', sttl)
