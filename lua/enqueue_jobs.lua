@@ -103,9 +103,7 @@ local function enqueue_jobs(k, a, n, seen)
   refresh_ttl(KEYS[k], tonumber(ARGV[a]), len == n - skipped)
   refresh_ttl(KEYS[k + 1], tonumber(ARGV[a + 1]), backlog == math.max(cost - skipped_cost, 1))
 
-  local base = tonumber(redis.call('GET', KEYS[k + 2])) or 0
-  local gone = tonumber(redis.call('GET', KEYS[k + 3])) or 0
-  if base < gone then base = gone end
+  local base = seq_base(KEYS[k + 2], KEYS[k + 3])
   local idx = {}
   local c = 0
   for i = 1, n do
@@ -123,13 +121,7 @@ local function enqueue_jobs(k, a, n, seen)
     end
   end
   redis.call('SET', KEYS[k + 2], base + c, 'PX', state_ttl)
-  if #idx > 0 then
-    local qk = job_index(KEYS[k + 4], 'queued')
-    for first = 1, #idx, 2 * chunk do
-      redis.call('ZADD', qk, unpack(idx, first, math.min(first + 2 * chunk - 1, #idx)))
-    end
-    refresh_ttl(qk, state_ttl)
-  end
+  index_add_all(job_index(KEYS[k + 4], 'queued'), idx, state_ttl)
   return len, backlog
 end
 
@@ -160,9 +152,7 @@ local function enqueue_group(g, ks, as, ns)
   refresh_ttl(qk, qttl, len == pushed)
   refresh_ttl(bk, bttl, backlog == cost)
 
-  local base = tonumber(redis.call('GET', KEYS[k1 + 2])) or 0
-  local gone = tonumber(redis.call('GET', KEYS[k1 + 3])) or 0
-  if base < gone then base = gone end
+  local base = seq_base(KEYS[k1 + 2], KEYS[k1 + 3])
   local idx, c = {}, 0
   for x = 1, #g do
     local j = g[x]
@@ -180,12 +170,6 @@ local function enqueue_group(g, ks, as, ns)
     end
   end
   redis.call('SET', KEYS[k1 + 2], base + c, 'PX', sttl)
-  if #idx > 0 then
-    local qi = job_index(KEYS[k1 + 4], 'queued')
-    for first = 1, #idx, 2000 do
-      redis.call('ZADD', qi, unpack(idx, first, math.min(first + 1999, #idx)))
-    end
-    refresh_ttl(qi, sttl)
-  end
+  index_add_all(job_index(KEYS[k1 + 4], 'queued'), idx, sttl)
   return len, backlog
 end

@@ -33,9 +33,7 @@ if n < 1 or #ARGV ~= 1 + 4 * n then
   return redis.error_reply('ERR job_state_enqueue: ' .. n .. ' job keys need ' .. (1 + 4 * n) .. ' arguments, got ' .. #ARGV)
 end
 local ttl = ARGV[1]
-local base = tonumber(redis.call('GET', KEYS[1])) or 0
-local gone = tonumber(redis.call('GET', KEYS[2])) or 0
-if base < gone then base = gone end
+local base = seq_base(KEYS[1], KEYS[2])
 local idx = {}
 for i = 1, n do
   local sk = KEYS[2 + i]
@@ -70,12 +68,6 @@ for i = 1, n do
     redis.call('PEXPIRE', sk, ttl)
   end
 end
-if #idx > 0 then
-  local qi = job_index(KEYS[3], 'queued')
-  for first = 1, #idx, 2000 do
-    redis.call('ZADD', qi, unpack(idx, first, math.min(first + 1999, #idx)))
-  end
-  refresh_ttl(qi, JOB_INDEX_TTL)
-end
+index_add_all(job_index(KEYS[3], 'queued'), idx, JOB_INDEX_TTL)
 redis.call('SET', KEYS[1], base + n, 'PX', ttl)
 return base + n

@@ -86,14 +86,35 @@ end
 -- ttl (at most a minute short): a PTTL is a read, which Redis neither
 -- propagates nor logs, and a PEXPIRE on every enqueue of a busy tenant was a
 -- write to the AOF and the replicas each time. So a queue, its backlog and
--- its queued index (enqueue_jobs.lua, job_state_enqueue.lua) expire between ttl - ttl/100 (ttl - 60 s at most) and
--- ttl after the last enqueue. fresh says the key was just made (the push
+-- its queued index (enqueue_jobs.lua, job_state_enqueue.lua) expire between
+-- ttl - ttl/100 (ttl - 60 s at most) and ttl after the last enqueue. fresh says the key was just made (the push
 -- made the list, the counter was 0): it gets its TTL without the PTTL.
 local function refresh_ttl(key, ttl, fresh)
   local left = fresh and -1 or redis.call('PTTL', key)
   if left < 0 or left < ttl - math.min(60000, math.floor(ttl / 100)) then
     redis.call('PEXPIRE', key, ttl)
   end
+end
+
+-- seq_base is the last number of a tenant's enqueue sequence (seqk), at
+-- least its dispatched sequence (gonek): a sequence that expired never
+-- starts behind the jobs already gone.
+local function seq_base(seqk, gonek)
+  local base = tonumber(redis.call('GET', seqk)) or 0
+  local gone = tonumber(redis.call('GET', gonek)) or 0
+  if base < gone then base = gone end
+  return base
+end
+
+-- index_add_all adds idx (score, id pairs) to the index qi in ZADDs of at
+-- most 1000 members (unpack() is bounded by the Lua C stack) and refreshes
+-- its TTL (refresh_ttl); nothing when idx is empty.
+local function index_add_all(qi, idx, ttl)
+  if #idx == 0 then return end
+  for first = 1, #idx, 2000 do
+    redis.call('ZADD', qi, unpack(idx, first, math.min(first + 1999, #idx)))
+  end
+  refresh_ttl(qi, ttl)
 end
 
 -- raise_seq sets the sequence key to seq (PX ttl) unless it holds a higher
