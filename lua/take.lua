@@ -98,9 +98,8 @@ if tonumber(ARGV[9]) ~= 0 then
   if not margin or margin >= 2147483648 then return bucket_refuse('take', 'margin (ARGV[11])', ARGV[11]) end
   ahead = bucket_num(ARGV[12], 1, 0, false, true)
   if not ahead or ahead > 10000000 then return bucket_refuse('take', 'ahead (ARGV[12])', ARGV[12]) end
-  local t = redis.call('TIME')
   local err
-  b, err = bucket_open(KEYS[6], KEYS[7], rate, capacity, tonumber(t[1]) * 1000000 + tonumber(t[2]), margin, 'take', true)
+  b, err = bucket_open(KEYS[6], KEYS[7], rate, capacity, 0, margin, 'take') -- 0: Redis TIME
   if not b then return err end
   k = 1
 end
