@@ -126,7 +126,9 @@ local function bucket_store(b, level)
     return
   end
   local now_ms = math.floor(b.now / 1000)
-  if now_ms + ttl <= b.exp then
+  -- An exp past the longest TTL a store sets is not one this script wrote
+  -- (hand-edited, corrupt): it is not trusted, and the TTL is set again.
+  if now_ms + ttl <= b.exp and b.exp <= now_ms + BUCKET_MAX_TTL_MS then
     redis.call('HSET', b.kw, 'water', water, 'ts', ts)
     return
   end

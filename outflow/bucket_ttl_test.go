@@ -56,6 +56,18 @@ func TestBucketTTLOnRedisClock(t *testing.T) {
 			t.Fatalf("slow take %d: TTL %v, shorter than the %v the bucket takes to empty plus the margin", i, ttl, empty)
 		}
 	}
+	// An exp this script cannot have written (beyond its longest TTL) is
+	// not trusted: the next take sets the TTL again.
+	if err := rdb.HSet(ctx, keys.Water(tenant), "exp", "99999999999999").Err(); err != nil {
+		t.Fatal(err)
+	}
+	before = pexpires()
+	if _, err := l.Take(ctx, tenant, lim, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := pexpires() - before; n != 1 {
+		t.Errorf("a take after a corrupt exp wrote %d PEXPIREs, want 1", n)
+	}
 	if _, err := l.TakeAt(ctx, tenant, lim, 1, time.Now()); err != nil {
 		t.Fatal(err)
 	}
