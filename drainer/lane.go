@@ -96,7 +96,7 @@ func (d *Drainer) claimAndLaunch(ctx, workCtx context.Context, tenant string, di
 		return d.take(ctx, workCtx, tenant, t, dispatches, w, b)
 	}
 	if t, o, ok := d.turnTaker(tenant); ok {
-		return d.takeTurn(ctx, workCtx, tenant, t, o, dispatches, w)
+		return d.takeTurn(ctx, workCtx, tenant, t, o, dispatches, w, b)
 	}
 	job, wait, err := d.cfg.Consumer.Claim(ctx, tenant)
 	if err != nil || job == nil {

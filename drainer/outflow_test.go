@@ -99,3 +99,35 @@ func TestDrainerAdaptiveRateBacksOff(t *testing.T) {
 		t.Errorf("effective rate after 429s = %v, want 50 plus at most 2 s of recovery at 10/s", eff)
 	}
 }
+
+// TestDrainerTurnsGrantedAheadKeepTheirSpacing: one take grants every turn
+// due within the drainer's look-ahead (Redis backend, lever L14), and each
+// job of that batch is sent at its own turn, not with the batch: after the
+// capacity's burst, consecutive deliveries of a 20/s tenant are about 50 ms
+// apart (never under 25 ms, the scheduling slack) and the count over the
+// window stays at the rate.
+func TestDrainerTurnsGrantedAheadKeepTheirSpacing(t *testing.T) {
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "ahead")
+	s := newSink(t, nil)
+	const rate, capacity = 20.0, 1.0
+	push(t, rdb, jobs(tenant, 30)...)
+	run(t, drainer.Config{Redis: rdb, Settings: settings(), Tenants: map[string]config.Tenant{
+		tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: rate, Capacity: capacity})}})
+	testenv.WaitFor(t, 5*time.Second, "21 deliveries", func() bool { return s.count(tenant) >= 21 })
+	var at []time.Time
+	for _, d := range s.deliveries() {
+		if d.tenant == tenant {
+			at = append(at, d.at)
+		}
+	}
+	// The first delivery is the capacity's burst; every later one waits its turn.
+	for i := 2; i < 21; i++ {
+		if gap := at[i].Sub(at[i-1]); gap < 25*time.Millisecond || gap > 200*time.Millisecond {
+			t.Errorf("gap before delivery %d: %v, want about 50 ms (sent at its turn, not with its batch)", i, gap)
+		}
+	}
+	if span, want := at[20].Sub(at[1]), 19*50*time.Millisecond; span < want-60*time.Millisecond || span > want+200*time.Millisecond {
+		t.Errorf("deliveries 1..20 took %v, want about %v (rate %v/s)", span, want, rate)
+	}
+}

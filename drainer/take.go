@@ -136,31 +136,34 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 }
 
 // takeTurn is claimAndLaunch through a queue.TurnTaker for a shaped tenant:
-// it reserves room for one dispatch, asks the backend for the head job with
-// its outflow turn, and launches the job it gets (started: its turn taken in
-// that call) as take does. When the bucket has no turn free it sleeps the
-// wait (clamped to [outflowWaitMin, outflowWaitMax], cut short by a
-// configuration change, as waitTurn's) and reports got, so the pull loop
-// asks again at once; a turn granted ahead (turn.Delay, at most
-// turnAhead) is slept before the job's launch. A consumer whose take waits
-// for jobs (queue.JobWaiter) is waited on first, holding no room. The
-// bucket gauges are set from every answer, and sluice_outflow_wait_seconds
-// observes the time from the first refused ask to the turn (the job waits
-// at the head of the queue meanwhile).
-func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.TurnTaker, o outflow.Limit, dispatches *sync.WaitGroup, w *laneWake) (got bool, wait time.Duration, live bool, err error) {
+// it reserves room for up to takeMax dispatches (takeBatch's size, as take
+// does), asks the backend for that many head jobs with their outflow turns
+// (one call grants every turn due within turnAhead; Kafka's grants one),
+// gives the unused room back and launches the jobs (launchTurns). When the
+// bucket has no turn free it sleeps the wait (clamped to [outflowWaitMin,
+// outflowWaitMax], cut short by a configuration change, as waitTurn's) and
+// reports got, so the pull loop asks again at once. A consumer whose take
+// waits for jobs (queue.JobWaiter) is waited on first, holding no room.
+// The bucket gauges are set from every answer, and
+// sluice_outflow_wait_seconds observes, per job, the time from the first
+// refused ask to its send (the job waits at the head of the queue
+// meanwhile, then for its turn granted ahead).
+func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.TurnTaker, o outflow.Limit, dispatches *sync.WaitGroup, w *laneWake, b *takeBatch) (got bool, wait time.Duration, live bool, err error) {
 	changed := d.tenantsChanged()
 	if jw, ok := t.(queue.JobWaiter); ok && !jw.WaitJobs(ctx, tenant) {
 		return false, 0, ctx.Err() == nil, nil
 	}
-	if d.reserve(ctx, 1) == 0 {
+	room := d.reserve(ctx, b.size())
+	if room == 0 {
 		return false, 0, false, nil
 	}
 	if d.paused(tenant) {
-		d.unreserve(1)
+		d.unreserve(room)
 		return false, 0, true, nil
 	}
-	jobs, turn, wait, err := t.TakeTurn(ctx, tenant, o.Rate, o.Capacity, turnAhead)
-	d.unreserve(1 - len(jobs))
+	jobs, turn, wait, err := t.TakeTurn(ctx, tenant, room, o.Rate, o.Capacity, turnAhead)
+	answered := time.Now()
+	d.unreserve(room - len(jobs))
 	if err != nil {
 		var re redis.Error
 		if errors.As(err, &re) && strings.Contains(re.Error(), "take: ") {
@@ -179,32 +182,45 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 		d.refused.LoadOrStore(tenant, d.clock.Now())
 		return true, 0, sleepOrChange(ctx, min(max(turn.Wait, outflowWaitMin), outflowWaitMax), changed), nil
 	case len(jobs) == 0:
+		b.took(room, 0)
 		return false, wait, true, nil
 	}
+	b.took(room, len(jobs))
 	var waited time.Duration
 	if since, ok := d.refused.LoadAndDelete(tenant); ok {
 		waited = d.clock.Now().Sub(since.(time.Time))
 	}
-	d.m.outflowWaits.Observe((waited + turn.Delay).Seconds())
 	w.wake()
-	job := jobs[0]
-	d.held.add(tenant, job)
-	if turn.Delay > 0 && !sleep(ctx, turn.Delay) {
-		// Its turn is spent; the job goes back and is taken again.
-		d.unreserve(1)
-		d.giveBack(job)
-		return true, 0, false, nil
+	for _, job := range jobs {
+		d.held.add(tenant, job)
+		d.m.outflowWaits.Observe((waited + job.SendDelay).Seconds())
 	}
-	if d.dropUnsent(job, true) {
-		return true, 0, true, nil
+	return true, 0, d.launchTurns(ctx, workCtx, jobs, answered, dispatches), nil
+}
+
+// launchTurns launches the jobs of one takeTurn in their order, each when
+// its SendDelay after the answer (at) has passed, each holding one reserved
+// place. A job the take did not start (a deadline or heartbeat to check, no
+// recorded cost) asks the bucket itself, holding no room meanwhile. When ctx
+// ends while a job waits, it and the rest go back (their turns are spent;
+// they are taken again) and launchTurns reports false.
+func (d *Drainer) launchTurns(ctx, workCtx context.Context, jobs []*queue.Claimed, at time.Time, dispatches *sync.WaitGroup) bool {
+	live := true
+	for _, job := range jobs {
+		switch {
+		case !live || (job.SendDelay > 0 && !sleep(ctx, time.Until(at.Add(job.SendDelay)))):
+			live = false
+			d.unreserve(1)
+			d.giveBack(job)
+		case d.dropUnsent(job, true):
+		case job.Started == 0:
+			d.unreserve(1)
+			live = d.launch(ctx, workCtx, job, dispatches, false)
+		default:
+			live = d.launch(ctx, workCtx, job, dispatches, true)
+		}
 	}
-	if job.Started == 0 {
-		// Not started (a deadline or heartbeat to check, no recorded cost):
-		// it asks the bucket itself, holding no room meanwhile.
-		d.unreserve(1)
-		return true, 0, d.launch(ctx, workCtx, job, dispatches, false), nil
-	}
-	return true, 0, d.launch(ctx, workCtx, job, dispatches, true), nil
+	return live
 }
 
 // gateError is a take the backend's script refused for the outflow bucket's

@@ -28,21 +28,26 @@
 -- the drainer drops it or records its start as before, so no drop spends a
 -- start.
 --
--- With a rate (ARGV[9] > 0) the call passes the job through the tenant's
+-- With a rate (ARGV[9] > 0) the call passes the jobs through the tenant's
 -- shared outflow bucket as leaky_bucket.lua does (KEYS[6], KEYS[7]; the
--- same rules, override and adaptive rate; bucket_level.lua) and takes at
--- most one job: when not even a job of cost 1 fits now it pops nothing and
--- returns the wait; else it pops the head job, and a plain job whose
--- recorded cost fits takes its turn (the water rises by its cost) and
--- starts; one whose cost does not fit yet goes back to the head and the
--- call returns its wait, unless that wait is at most ARGV[12] µs: then the
--- job takes the turn now (the water rises by its cost, above the capacity
--- by what leaks in that wait, so every other ask sees the turn spent), and
--- the reply's wait_us tells the drainer to send it that much later, so no
--- send is early and a refused ask is saved. A job that is not plain, or has no recorded cost,
--- or whose cost exceeds the capacity (it can never pass), is leased
--- unstarted and takes no turn: the drainer passes it through the bucket
--- itself (and dead-letters the last kind).
+-- same rules, override and adaptive rate; bucket_level.lua): when not even
+-- a job of cost 1 fits within ARGV[12] µs it pops nothing and returns the
+-- wait; else it pops at most as many head jobs as turns of cost 1 fall due
+-- within ARGV[12] µs (and at most k), and gives them their turns in queue
+-- order. A plain job whose recorded cost fits now, or within ARGV[12] µs,
+-- takes its turn (the water rises by its cost, above the capacity by what
+-- leaks in that wait, so every other ask sees the turn spent) and starts,
+-- and its delay_us tells the drainer to send it that much after the answer,
+-- so no send is early and a refused ask is saved. The first job whose turn
+-- falls later goes back to the head with the jobs popped after it (one
+-- LPUSH); when that is the first job the call returns its wait with nothing
+-- leased. A job that is not plain, or has no recorded cost, or whose cost
+-- exceeds the capacity (it can never pass), takes no turn: as the first job
+-- it is leased unstarted, alone (the rest go back), and the drainer passes
+-- it through the bucket itself (and dead-letters the last kind); after a
+-- granted one it goes back to the head with the rest, so turns are granted
+-- in queue order. The
+-- water is written once per call.
 --
 -- The state, index and sequence keys are built from ARGV[6] (keys.JobState
 -- of the tenant, same hash tag as KEYS), as claim.lua builds the state key.
@@ -66,21 +71,21 @@
 -- ARGV[10] outflow capacity, units (> 0 with a rate)
 -- ARGV[11] TTL margin of the water hash, ms (keys.WaterMargin)
 -- ARGV[12] with a rate: a turn due within this many µs is granted now, for
---          a send that much later (lever L10; 0: only a turn free now)
+--          a send that much later (levers L10, L14; 0: only turns free now)
 -- KEYS[6]  with a rate: the water hash (keys.Water)
 -- KEYS[7]  with a rate: the override hash (keys.Override)
 --
 -- Returns {now_ms, next_due_ms, n, wait_us, water_micro, rate_milli, then
--- per job member, envelope, cancelled
--- (0|1), beat_ms, done_ms, attempt, enqueued_ms}: next_due_ms is the due
--- time of the earliest delayed job, or -1 when there is none (read only
--- when n is 0); attempt is the delivery's number when it was started here,
--- 0 when not; enqueued_ms the recorded enqueued_at of a started job (0
--- otherwise); cancelled, beat_ms and done_ms as claim.lua's. With a rate,
--- wait_us (>= 1 when no turn was free: n is 0 then; with the job, n = 1,
--- the delay before its send, 0: at once) and the bucket's level
--- after the call and rate used as leaky_bucket.lua returns them; all 0
--- without one.
+-- per job member, envelope, cancelled (0|1), beat_ms, done_ms, attempt,
+-- enqueued_ms, delay_us}: next_due_ms is the due time of the earliest
+-- delayed job, or -1 when there is none (read only when n is 0); attempt is
+-- the delivery's number when it was started here, 0 when not; enqueued_ms
+-- the recorded enqueued_at of a started job (0 otherwise); cancelled,
+-- beat_ms and done_ms as claim.lua's; delay_us the wait before a started
+-- job's send (a turn granted ahead; 0 without a rate, or for a turn free
+-- now). With a rate, wait_us (>= 1 when no turn was free: n is 0 then,
+-- else 0) and the bucket's level after the call and rate used as
+-- leaky_bucket.lua returns them; all 0 without one.
 -- Errors: "take: <argument> <value> is out of range", as leaky_bucket.lua
 -- names a refused rate, capacity, margin or override.
 
@@ -101,7 +106,9 @@ if tonumber(ARGV[9]) ~= 0 then
   local err
   b, err = bucket_open(KEYS[6], KEYS[7], rate, capacity, 0, margin, 'take') -- 0: Redis TIME
   if not b then return err end
-  k = 1
+  -- At most as many jobs as turns of cost 1 fall due within ahead.
+  local fits = math.floor((b.cap_micro + ahead * b.rate - b.water) / 1000000)
+  if fits < k then k = math.max(fits, 1) end
 end
 local now
 if b then
@@ -151,8 +158,17 @@ local function turn(cost)
   cost = tonumber(cost)
   if cost == nil or cost < 1 or cost ~= math.floor(cost) then return 'unstarted', 0 end
   local pass, us = bucket_pass(b, cost, ahead)
-  if pass == 'go' then bucket_spend(b, cost) end
+  if pass == 'go' then b.water = b.water + cost * 1000000 end
   return pass, us
+end
+
+-- put_back returns envs[i..] to the head of the queue in their order (the
+-- LPOP of the last job deleted the list: the LPUSH makes it anew).
+local function put_back(i)
+  local back = {}
+  for j = #envs, i, -1 do back[#back + 1] = envs[j] end
+  redis.call('LPUSH', KEYS[1], unpack(back))
+  redis.call('PEXPIRE', KEYS[1], ttl)
 end
 
 local out = gate_reply(#envs, 0)
@@ -160,49 +176,58 @@ local leases, leased, starts = {}, {}, {}
 local top_seq = nil
 local prefix = ARGV[6]
 local in_flight_index = nil
+local spent = false
 for i, env in ipairs(envs) do
   local id = envelope_id(env)
   local member = id .. '|' .. ARGV[3] .. '.' .. i
   local cancelled, beat, done, attempt, enq = 0, 0, 0, 0, 0
+  local pass, wait = 'unstarted', 0
+  local sk, f, state
   if id ~= '?' then
-    local sk = prefix .. id
+    sk = prefix .. id
     -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
-    local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'attempt', 'seq', 'heartbeat_ms', 'cost')
+    f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'attempt', 'seq', 'heartbeat_ms', 'cost')
     if f['err'] then
+      f = nil
       if redis.call('GET', sk) == 'cancelled' then cancelled = 1 end
     else
-      local state = f[1]
+      state = f[1]
       beat = tonumber(f[2]) or tonumber(f[3]) or 0
       if state == 'cancelled' then cancelled = 1 end
       if state == 'done' then done = tonumber(f[3]) or 0 end
       local plain = (state == 'queued' or state == 'retrying' or state == 'in_flight')
         and f[3] and not f[6] and not string.find(env, '"deadline":', 1, true)
-      local pass, wait = 'unstarted', 0
       if plain then pass, wait = turn(f[7]) end
-      if pass == 'go' then out[4] = wait end
-      if pass == 'wait' then
-        -- Its turn is not free yet: back to the head, nothing leased (the
-        -- LPOP of the last job deleted the list: the LPUSH makes it anew).
-        redis.call('LPUSH', KEYS[1], env)
-        redis.call('PEXPIRE', KEYS[1], ttl)
-        if b.heal then bucket_store(b, b.water) end
-        return gate_reply(0, wait)
-      end
-      if pass == 'go' then
-        enq = tonumber(f[3]) or 0
-        attempt = (tonumber(f[4]) or 0) + 1
-        if state ~= 'in_flight' and JOB_LISTED[state] then
-          redis.call('ZREM', job_index(sk, state), id)
-        end
-        redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
-        redis.call('PEXPIRE', sk, state_ttl)
-        in_flight_index = in_flight_index or job_index(sk, 'in_flight')
-        starts[#starts + 1] = now
-        starts[#starts + 1] = id
-        local seq = tonumber(f[5])
-        if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end
-      end
     end
+  end
+  if b and i > 1 and pass ~= 'go' then
+    -- Turns go in queue order: this job and those after it wait for the
+    -- next call.
+    put_back(i)
+    break
+  end
+  if pass == 'wait' then
+    -- The first job's turn is not free yet: back to the head, nothing leased.
+    put_back(1)
+    if b.heal then bucket_store(b, b.water) end
+    return gate_reply(0, wait)
+  end
+  local delay = 0
+  if pass == 'go' then
+    delay = wait
+    spent = spent or b ~= nil
+    enq = tonumber(f[3]) or 0
+    attempt = (tonumber(f[4]) or 0) + 1
+    if state ~= 'in_flight' and JOB_LISTED[state] then
+      redis.call('ZREM', job_index(sk, state), id)
+    end
+    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
+    redis.call('PEXPIRE', sk, state_ttl)
+    in_flight_index = in_flight_index or job_index(sk, 'in_flight')
+    starts[#starts + 1] = now
+    starts[#starts + 1] = id
+    local seq = tonumber(f[5])
+    if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end
   end
   leases[#leases + 1] = deadline
   leases[#leases + 1] = member
@@ -210,11 +235,17 @@ for i, env in ipairs(envs) do
   leased[#leased + 1] = env
   local o = #out
   out[o + 1], out[o + 2], out[o + 3], out[o + 4] = member, env, cancelled, beat
-  out[o + 5], out[o + 6], out[o + 7] = done, attempt, enq
+  out[o + 5], out[o + 6], out[o + 7], out[o + 8] = done, attempt, enq, delay
+  if b and pass ~= 'go' then
+    -- A first job leased unstarted asks the bucket itself: it comes alone.
+    if i < #envs then put_back(i + 1) end
+    break
+  end
 end
+out[3] = #leased / 2
 if b then
-  if b.heal and #starts == 0 then bucket_store(b, b.water) end
-  out[5] = b.water -- the level after the call (the turn taken included)
+  if spent or b.heal then bucket_store(b, b.water) end
+  out[5] = b.water -- the level after the call (the turns taken included)
 end
 
 redis.call('ZADD', KEYS[2], unpack(leases))

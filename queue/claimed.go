@@ -42,6 +42,10 @@ type Claimed struct {
 	// the job's lease (the Redis backend's take: keys.Processing), not in
 	// keys.Delivering, so nothing extends or removes it there.
 	InLease bool
+	// SendDelay is how long after the take's answer a job whose outflow
+	// turn was granted ahead (queue.TurnTaker) is sent, so no send is early;
+	// 0 for a turn free at once, or none taken.
+	SendDelay time.Duration
 
 	token string
 }

@@ -138,17 +138,19 @@ type JobWaiter interface {
 	WaitJobs(ctx context.Context, tenant string) bool
 }
 
-// TurnTaker is a Taker that also takes a shaped tenant's outflow turn in
-// the same call: TakeTurn claims at most one job and starts it only when the
-// tenant's shared bucket (rate units/s, capacity units) gives it its turn;
-// when none is free it claims nothing and answers Turn.Wait > 0. A job it
-// did not start has taken no turn.
+// TurnTaker is a Taker that also takes a shaped tenant's outflow turns in
+// the same call: TakeTurn claims up to k jobs (a backend may take fewer:
+// Kafka's takes one) and starts each only when the tenant's shared bucket
+// (rate units/s, capacity units) gives it its turn, in queue order; when
+// none is free it claims nothing and answers Turn.Wait > 0. A job it did
+// not start has taken no turn.
 //
 // A turn due within ahead (at most TurnAheadMax) is granted at once with
-// Turn.Delay: the job's cost is in the bucket now and the caller sends it
-// Delay after the answer, so no send is early and no second ask is made.
+// the job's Claimed.SendDelay: its cost is in the bucket now and the caller
+// sends it SendDelay after the answer, so no send is early and no second
+// ask is made.
 type TurnTaker interface {
-	TakeTurn(ctx context.Context, tenant string, rate, capacity float64, ahead time.Duration) ([]*Claimed, Turn, time.Duration, error)
+	TakeTurn(ctx context.Context, tenant string, k int, rate, capacity float64, ahead time.Duration) ([]*Claimed, Turn, time.Duration, error)
 }
 
 // TurnAheadMax bounds a TurnTaker's ahead: a job granted ahead waits that
@@ -169,11 +171,10 @@ func CheckTurn(tenant string, rate, capacity float64, ahead time.Duration) error
 }
 
 // Turn is a TurnTaker's answer about the bucket: Wait > 0 when no turn was
-// free (nothing claimed: ask again after it), Delay the wait before sending
-// the job claimed with a turn granted ahead, the level after the call
+// free (nothing claimed: ask again after it), the level after the call
 // (units) and the rate it used (units/s).
 type Turn struct {
-	Wait, Delay time.Duration
+	Wait        time.Duration
 	Water, Rate float64
 }
 

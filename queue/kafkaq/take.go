@@ -64,7 +64,7 @@ func (c *Consumer) popTaken(ctx context.Context, tenant string, k int) []*queue.
 
 // startTaken runs kafka_take.lua for jobs (all registered, none handed out
 // yet), through the bucket when g has a rate (then jobs is one job), and
-// sets each one's Started, Cancelled, Duplicate and, for a heartbeat job,
+// sets each one's Started (and SendDelay: a turn granted ahead), Cancelled, Duplicate and, for a heartbeat job,
 // BeatAt and Now from its reply; it returns the bucket's answer. Poison
 // jobs are left out of the call. When Redis fails, or answers something
 // else, the jobs stay unstarted and not cancelled (counted in
@@ -107,6 +107,10 @@ func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.
 		j.Cancelled = f.Cancelled
 		if start[i] {
 			j.Started = int(f.Attempt)
+			if f.Attempt > 0 {
+				// A gated call has one job: the bucket's delay is its own.
+				j.SendDelay = time.Duration(r.DelayUS) * time.Microsecond
+			}
 		}
 		j.Duplicate = j.Duplicate || queue.SameJob(j.Envelope, f.DoneMS)
 		if j.Envelope.HeartbeatMS > 0 {
@@ -183,7 +187,7 @@ type takeReply struct {
 // turn is r's bucket answer as a queue.Turn.
 func (r takeReply) turn() queue.Turn {
 	return queue.Turn{
-		Wait: time.Duration(r.WaitUS) * time.Microsecond, Delay: time.Duration(r.DelayUS) * time.Microsecond,
+		Wait:  time.Duration(r.WaitUS) * time.Microsecond,
 		Water: float64(r.WaterMicro) / 1e6, Rate: float64(r.RateMilli) / 1e3,
 	}
 }

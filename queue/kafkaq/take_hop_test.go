@@ -173,7 +173,7 @@ func TestKafkaTakeTurnHopCommands(t *testing.T) {
 		}
 		put(tenant, raw)
 		before := testenv.CommandTotal(t, rdb)
-		jobs, turn, _, err := c.TakeTurn(ctx, tenant, 0.001, 2, 0)
+		jobs, turn, _, err := c.TakeTurn(ctx, tenant, 1, 0.001, 2, 0)
 		got[name] = testenv.CommandTotal(t, rdb) - before
 		if granted := i < 2; err != nil || (len(jobs) == 1) != granted || (turn.Wait > 0) == granted {
 			t.Fatalf("%s: %d jobs, %+v, %v", name, len(jobs), turn, err)

@@ -17,7 +17,9 @@ import (
 // not free the job goes back to the head of its FIFO, as Release puts it
 // (no Redis), and the next take finds it first: TakeTurn returns no job
 // and turn.Wait > 0. A turn due within ahead (at most queue.TurnAheadMax)
-// is granted now with turn.Delay, the time to wait before the send. A job
+// is granted now with the job's SendDelay, the time to wait before its
+// send. It takes one job whatever k asks (each Kafka take is its own
+// bucket call). A job
 // Take would not start (poison, cancelled, a done copy, with a deadline or
 // a heartbeat, a second copy held now), or whose cost exceeds the capacity,
 // comes unstarted and has taken no turn. When Redis fails, or answers
@@ -25,7 +27,7 @@ import (
 // the script refuses a number (a rate or capacity it cannot represent, the
 // tenant's override) the job goes back and the error is returned. It
 // implements queue.TurnTaker.
-func (c *Consumer) TakeTurn(ctx context.Context, tenant string, rate, capacity float64, ahead time.Duration) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
+func (c *Consumer) TakeTurn(ctx context.Context, tenant string, _ int, rate, capacity float64, ahead time.Duration) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
 	if err := queue.CheckTurn(tenant, rate, capacity, ahead); err != nil {
 		return nil, queue.Turn{}, 0, err
 	}

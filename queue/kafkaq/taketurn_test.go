@@ -52,7 +52,7 @@ func newTurnEnv(t *testing.T, envs ...queue.Envelope) *turnEnv {
 func (te *turnEnv) take(rate, capacity float64, ahead time.Duration) ([]*queue.Claimed, queue.Turn) {
 	te.t.Helper()
 	for end := time.Now().Add(20 * time.Second); ; {
-		jobs, turn, wait, err := te.c.TakeTurn(context.Background(), te.tenant, rate, capacity, ahead)
+		jobs, turn, wait, err := te.c.TakeTurn(context.Background(), te.tenant, 1, rate, capacity, ahead)
 		if err != nil || wait != 0 {
 			te.t.Fatalf("TakeTurn: wait %v, %v; want 0, nil", wait, err)
 		}
@@ -89,7 +89,7 @@ func TestKafkaTakeTurnPassesTheBucket(t *testing.T) {
 	leaked := func() float64 { return 0.5*time.Since(first).Seconds() + 0.001 }
 	for i, id := range []string{"a", "b"} {
 		jobs, turn := te.take(0.5, 2, 0)
-		if len(jobs) != 1 || jobs[0].Envelope.ID != id || jobs[0].Started != 1 || turn.Wait != 0 || turn.Delay != 0 {
+		if len(jobs) != 1 || jobs[0].Envelope.ID != id || jobs[0].Started != 1 || turn.Wait != 0 || jobs[0].SendDelay != 0 {
 			t.Fatalf("take %s: %v, turn %+v; want %s started at once", id, turnIDs(jobs), turn, id)
 		}
 		if w := float64(i + 1); turn.Water > w || turn.Water < w-leaked() || turn.Rate != 0.5 {
@@ -139,11 +139,11 @@ func TestKafkaTakeTurnPassesTheBucket(t *testing.T) {
 func TestKafkaTakeTurnGrantsAhead(t *testing.T) {
 	t.Parallel()
 	te := newTurnEnv(t, queue.Envelope{ID: "a"}, queue.Envelope{ID: "b"}, queue.Envelope{ID: "c"})
-	if jobs, turn := te.take(10, 1, 200*time.Millisecond); len(jobs) != 1 || jobs[0].Envelope.ID != "a" || turn.Delay != 0 {
+	if jobs, turn := te.take(10, 1, 200*time.Millisecond); len(jobs) != 1 || jobs[0].Envelope.ID != "a" || jobs[0].SendDelay != 0 {
 		t.Fatalf("first: %v, %+v; want a at once", turnIDs(jobs), turn)
 	}
 	jobs, turn := te.take(10, 1, 200*time.Millisecond)
-	if len(jobs) != 1 || jobs[0].Envelope.ID != "b" || jobs[0].Started != 1 || turn.Delay < 80*time.Millisecond || turn.Delay > 100*time.Millisecond {
+	if len(jobs) != 1 || jobs[0].Envelope.ID != "b" || jobs[0].Started != 1 || jobs[0].SendDelay < 80*time.Millisecond || jobs[0].SendDelay > 100*time.Millisecond {
 		t.Fatalf("second: %v, %+v; want b granted about 100 ms ahead", turnIDs(jobs), turn)
 	}
 	if turn.Water < 1.8 {
@@ -172,7 +172,7 @@ func TestKafkaTakeTurnLeavesChecksToTheDrainer(t *testing.T) {
 	te.e.rdb.HSet(ctx, keys.JobState(te.tenant, "done"), "state", jobstate.Done)
 	for _, id := range []string{"cancelled", "done", "deadline", "beat"} {
 		jobs, turn := te.take(1, 1, 0)
-		if len(jobs) != 1 || jobs[0].Envelope.ID != id || jobs[0].Started != 0 || turn.Wait != 0 || turn.Delay != 0 || turn.Water != 0 {
+		if len(jobs) != 1 || jobs[0].Envelope.ID != id || jobs[0].Started != 0 || turn.Wait != 0 || jobs[0].SendDelay != 0 || turn.Water != 0 {
 			t.Fatalf("%s: %v, %+v; want it unstarted with no turn", id, turnIDs(jobs), turn)
 		}
 		if read := id == "cancelled" || id == "done"; read != (turn.Rate > 0) {
@@ -200,13 +200,13 @@ func TestKafkaTakeTurnRefusesBadNumbers(t *testing.T) {
 		rate, capacity float64
 		ahead          time.Duration
 	}{{0, 2, 0}, {1, 0, 0}, {math.NaN(), 2, 0}, {math.Inf(1), 2, 0}, {1, 2, -time.Millisecond}, {1, 2, 2 * time.Second}} {
-		if _, _, _, err := te.c.TakeTurn(ctx, te.tenant, bad.rate, bad.capacity, bad.ahead); err == nil || !strings.Contains(err.Error(), "must be") {
+		if _, _, _, err := te.c.TakeTurn(ctx, te.tenant, 1, bad.rate, bad.capacity, bad.ahead); err == nil || !strings.Contains(err.Error(), "must be") {
 			t.Errorf("TakeTurn(%v, %v, %v) = %v, want an argument error", bad.rate, bad.capacity, bad.ahead, err)
 		}
 	}
 	takeErr := func(rate, capacity float64) error {
 		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
-			jobs, turn, _, err := te.c.TakeTurn(ctx, te.tenant, rate, capacity, 0)
+			jobs, turn, _, err := te.c.TakeTurn(ctx, te.tenant, 1, rate, capacity, 0)
 			if len(jobs) > 0 || turn.Wait > 0 {
 				t.Fatalf("TakeTurn(%v, %v): %v, %+v; want an error", rate, capacity, turnIDs(jobs), turn)
 			}

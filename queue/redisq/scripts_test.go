@@ -28,7 +28,7 @@ func TestScriptRepliesChecked(t *testing.T) {
 				[]any{"a", "{}", int64(0), int64(-1), "0", int64(1), int64(0)}, []any{"a", "{}", int64(0), int64(-1), int64(0), "1", int64(0)},
 				[]any{"a", "{}", int64(0), int64(-1), int64(0), int64(1)}, []any{"a", "{}", int64(0), int64(-1), int64(0), int64(1), "0"}}},
 		{"take.lua", func(v any) error { _, err := parseTake(v, 2); return err },
-			[]any{int64(1), int64(-1), int64(1), int64(0), int64(0), int64(0), "a|t.1", "{}", int64(0), int64(0), int64(0), int64(1), int64(5)},
+			[]any{int64(1), int64(-1), int64(1), int64(0), int64(0), int64(0), "a|t.1", "{}", int64(0), int64(0), int64(0), int64(1), int64(5), int64(900)},
 			takeBadReplies()},
 		{"ack.lua", func(v any) error { _, err := parseHeld(lua.Ack, v); return err },
 			int64(1), []any{int64(2), "1", nil}},
@@ -60,7 +60,12 @@ func takeBadReplies() []any {
 		return []any{int64(1), int64(-1), n, wait, int64(0), int64(0)}
 	}
 	job := func(member string, cancelled, attempt int64) []any {
-		return []any{member, "{}", cancelled, int64(0), int64(0), attempt, int64(5)}
+		return []any{member, "{}", cancelled, int64(0), int64(0), attempt, int64(5), int64(0)}
+	}
+	delayed := func(attempt, delay int64) []any {
+		j := job("a|t.1", 0, attempt)
+		j[7] = delay
+		return j
 	}
 	cat := func(parts ...[]any) []any {
 		var out []any
@@ -75,6 +80,10 @@ func takeBadReplies() []any {
 		cat(head(1, 0), job("a|t.1", 2, 1)),
 		cat(head(1, 0), job("a|t.1", 0, -1)),
 		cat(head(2, 5), job("a|t.1", 0, 1), job("b|t.2", 0, 1)),
+		cat(head(1, 5), job("a|t.1", 0, 1)), // a wait with a job
 		head(0, -1),
-		cat(head(1, 0), []any{"a|t.1", int64(3), int64(0), int64(0), int64(0), int64(1), int64(5)})}
+		cat(head(1, 0), delayed(1, -1)),
+		cat(head(1, 0), delayed(1, 1000001)), // over queue.TurnAheadMax
+		cat(head(1, 0), delayed(0, 100)),     // a delay of an unstarted job
+		cat(head(1, 0), []any{"a|t.1", int64(3), int64(0), int64(0), int64(0), int64(1), int64(5), int64(0)})}
 }

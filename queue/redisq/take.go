@@ -29,19 +29,21 @@ func (c *Consumer) Take(ctx context.Context, tenant string, k int) ([]*queue.Cla
 }
 
 // TakeTurn is Take for a tenant whose outflow is shaped (rate units/s,
-// capacity units; both > 0): at most one job, started only when the
-// tenant's shared bucket (keys.Water, with the override and the adaptive
-// rate as outflow.Bucket reads them) gives it its turn in the same call.
-// When no turn is free it pops nothing and returns turn.Wait > 0; a turn
-// due within ahead is granted now with turn.Delay, the time to wait before
-// the send (so no send is early and no second ask is made). A job
-// that is not plain, or whose cost exceeds the capacity, comes unstarted
-// and has taken no turn. It implements queue.TurnTaker.
-func (c *Consumer) TakeTurn(ctx context.Context, tenant string, rate, capacity float64, ahead time.Duration) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
+// capacity units; both > 0): up to k head jobs (clamped to [1, TakeMax]),
+// each started only when the tenant's shared bucket (keys.Water, with the
+// override and the adaptive rate as outflow.Bucket reads them) gives it its
+// turn in the same call, in queue order. When no turn is free it pops
+// nothing and returns turn.Wait > 0; a turn due within ahead is granted now
+// with the job's SendDelay, the time to wait before its send (so no send is
+// early and no second ask is made): one call takes as many turns as fall
+// due within ahead. A first job that is not plain, or whose cost exceeds
+// the capacity, comes alone, unstarted, and has taken no turn. It
+// implements queue.TurnTaker.
+func (c *Consumer) TakeTurn(ctx context.Context, tenant string, k int, rate, capacity float64, ahead time.Duration) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
 	if err := queue.CheckTurn(tenant, rate, capacity, ahead); err != nil {
 		return nil, queue.Turn{}, 0, err
 	}
-	return c.take(ctx, tenant, takeArgs{K: 1, Rate: rate, Capacity: capacity, Ahead: ahead})
+	return c.take(ctx, tenant, takeArgs{K: min(max(k, 1), TakeMax), Rate: rate, Capacity: capacity, Ahead: ahead})
 }
 
 func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
@@ -64,11 +66,11 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 		}
 		return nil, turn, wait, nil
 	}
-	turn.Delay = time.Duration(r.WaitUS) * time.Microsecond
 	jobs := make([]*queue.Claimed, len(r.Jobs))
 	for i, jr := range r.Jobs {
 		jr.NowMS = r.NowMS
 		job := c.claimed(tenant, jr.claimReply)
+		job.SendDelay = time.Duration(jr.DelayUS) * time.Microsecond
 		if jr.Attempt > 0 {
 			job.Started = int(jr.Attempt)
 			// The recorded attempt counts only for this life of the job
@@ -114,19 +116,21 @@ func (a takeArgs) Call() lua.Call {
 }
 
 // takeReply is one job of take.lua's reply: claim.lua's fields, the
-// attempt number of a start recorded by the take (0: not started) and the
-// recorded enqueued_at of a started job.
+// attempt number of a start recorded by the take (0: not started), the
+// recorded enqueued_at of a started job and the delay before its send (a
+// turn granted ahead).
 type takeReply struct {
 	claimReply
 	Attempt    int64
 	EnqueuedMS int64
+	DelayUS    int64
 }
 
 // takeHead and takeFields are how many reply elements take.lua gives
 // before the jobs and per job.
 const (
 	takeHead   = 6
-	takeFields = 7
+	takeFields = 8
 )
 
 // takeResult is take.lua's whole reply.
@@ -138,10 +142,10 @@ type takeResult struct {
 
 // parseTake checks take.lua's reply {now_ms, next_due_ms, n, wait_us,
 // water_micro, rate_milli, n × {member, envelope, cancelled, beat_ms,
-// done_ms, attempt, enqueued_ms}} for a take of at most k jobs: a job count
-// outside [0, k] or not matching the length, a wait with more than one job
-// (with one it is the delay before its send), a negative wait, level or
-// rate are refused.
+// done_ms, attempt, enqueued_ms, delay_us}} for a take of at most k jobs: a
+// job count outside [0, k] or not matching the length, a wait with a job, a
+// negative wait, level, rate or delay, and a delay of an unstarted job are
+// refused.
 func parseTake(v any, k int) (takeResult, error) {
 	s := lua.Take
 	var r takeResult
@@ -160,7 +164,7 @@ func parseTake(v any, k int) (takeResult, error) {
 		return r, s.ReplyError("%d jobs in a reply of %d elements (k %d)", n, len(arr), k)
 	case r.WaitUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
 		return r, s.ReplyError("wait %d µs, water %d, rate %d: want none negative", r.WaitUS, r.WaterMicro, r.RateMilli)
-	case r.WaitUS > 0 && n > 1:
+	case r.WaitUS > 0 && n > 0:
 		return r, s.ReplyError("a wait of %d µs with %d jobs", r.WaitUS, n)
 	}
 	r.Jobs = make([]takeReply, n)
@@ -196,6 +200,9 @@ func parseTakeJob(f []any) (takeReply, error) {
 	if n[3] < 0 {
 		return r, s.ReplyError("attempt is %d, want >= 0", n[3])
 	}
-	r.Cancelled, r.BeatMS, r.DoneMS, r.Attempt, r.EnqueuedMS = n[0] == 1, n[1], n[2], n[3], n[4]
+	if n[5] < 0 || n[5] > queue.TurnAheadMax.Microseconds() || (n[5] > 0 && n[3] == 0) {
+		return r, s.ReplyError("delay %d µs for attempt %d, want 0, or in (0, %d] for a started job", n[5], n[3], queue.TurnAheadMax.Microseconds())
+	}
+	r.Cancelled, r.BeatMS, r.DoneMS, r.Attempt, r.EnqueuedMS, r.DelayUS = n[0] == 1, n[1], n[2], n[3], n[4], n[5]
 	return r, nil
 }

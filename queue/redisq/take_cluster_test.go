@@ -36,7 +36,7 @@ func TestTakeOnCluster(t *testing.T) {
 	if err := cons.Untake(ctx, jobs[1]); err != nil {
 		t.Fatalf("untake on a cluster: %v", err)
 	}
-	turned, turn, _, err := cons.TakeTurn(ctx, tenant, 100, 10, 0)
+	turned, turn, _, err := cons.TakeTurn(ctx, tenant, 1, 100, 10, 0)
 	if err != nil || len(turned) != 1 || turned[0].Started != 1 || turn.Rate != 100 {
 		t.Fatalf("take with the turn on a cluster: %v %+v, %v", ids(turned), turn, err)
 	}

@@ -2,6 +2,7 @@ package redisq_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 func (e *takeEnv) takeTurn(rate, capacity float64) ([]*queue.Claimed, queue.Turn) {
 	e.t.Helper()
-	jobs, turn, _, err := e.cons.TakeTurn(context.Background(), e.tenant, rate, capacity, 0)
+	jobs, turn, _, err := e.cons.TakeTurn(context.Background(), e.tenant, 1, rate, capacity, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestTakeTurnPassesTheBucket(t *testing.T) {
 	if n := e.rdb.ZCard(ctx, keys.Processing(e.tenant)).Val(); n != 5 {
 		t.Errorf("leases %d, want 5 (a, b, c, big, one)", n)
 	}
-	if _, _, _, err := e.cons.TakeTurn(ctx, e.tenant, 0, 2, 0); err == nil {
+	if _, _, _, err := e.cons.TakeTurn(ctx, e.tenant, 1, 0, 2, 0); err == nil {
 		t.Error("TakeTurn with rate 0: nil error, want one")
 	}
 }
@@ -93,27 +94,27 @@ func TestTakeTurnGrantsAhead(t *testing.T) {
 	ctx := context.Background()
 	e.enqueue(queue.Envelope{ID: "a"}, queue.Envelope{ID: "b"}, queue.Envelope{ID: "c"})
 	take := func(ahead time.Duration) ([]*queue.Claimed, queue.Turn) {
-		jobs, turn, _, err := e.cons.TakeTurn(ctx, e.tenant, 10, 1, ahead)
+		jobs, turn, _, err := e.cons.TakeTurn(ctx, e.tenant, 1, 10, 1, ahead)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return jobs, turn
 	}
-	if jobs, turn := take(200 * time.Millisecond); len(jobs) != 1 || turn.Delay != 0 {
+	if jobs, turn := take(200 * time.Millisecond); len(jobs) != 1 || jobs[0].SendDelay != 0 {
 		t.Fatalf("first: %v, %+v; want a at once", ids(jobs), turn)
 	}
 	jobs, turn := take(200 * time.Millisecond)
 	// Its turn comes 100 ms after the first, less the time between the
 	// two calls; its cost is in the bucket now, above the capacity.
-	if len(jobs) != 1 || jobs[0].Envelope.ID != "b" || jobs[0].Started != 1 || turn.Delay <= 0 || turn.Delay > 100*time.Millisecond || turn.Water <= 1 {
+	if len(jobs) != 1 || jobs[0].Envelope.ID != "b" || jobs[0].Started != 1 || jobs[0].SendDelay <= 0 || jobs[0].SendDelay > 100*time.Millisecond || turn.Water <= 1 {
 		t.Fatalf("second: %v, %+v; want b granted up to 100 ms ahead, water above 1", ids(jobs), turn)
 	}
-	second := turn
+	second := jobs[0].SendDelay
 	jobs, turn = take(0)
-	if len(jobs) != 0 || turn.Wait <= second.Delay || turn.Wait > second.Delay+100*time.Millisecond {
+	if len(jobs) != 0 || turn.Wait <= second || turn.Wait > second+100*time.Millisecond {
 		t.Fatalf("third without ahead: %v, %+v; want none and a wait of about 100 ms past the second's turn", ids(jobs), turn)
 	}
-	if _, _, _, err := e.cons.TakeTurn(ctx, e.tenant, 10, 1, 2*time.Second); err == nil {
+	if _, _, _, err := e.cons.TakeTurn(ctx, e.tenant, 1, 10, 1, 2*time.Second); err == nil {
 		t.Error("ahead 2 s: nil error, want one (over queue.TurnAheadMax)")
 	}
 }
@@ -128,8 +129,8 @@ func consID(t *testing.T, raw string) string {
 }
 
 // TestRedisTakeTurnHopCommands counts a shaped tenant's take: granted (the
-// claim, the turn and the start in one call; 11 + 6 + 13 in three before)
-// and refused (nothing popped).
+// claim, the turn and the start in one call; 11 + 6 + 13 in three before),
+// refused (nothing popped), and four turns granted in one call (lever L14).
 func TestRedisTakeTurnHopCommands(t *testing.T) {
 	h := newHopCounter(t)
 	ctx := context.Background()
@@ -148,13 +149,34 @@ func TestRedisTakeTurnHopCommands(t *testing.T) {
 		}
 		name := []string{"warm", "take turn granted", "take turn refused"}[i]
 		h.hop(name, func() {
-			jobs, turn, _, err := cons.TakeTurn(ctx, tenant, 0.001, 2, 0)
+			jobs, turn, _, err := cons.TakeTurn(ctx, tenant, 1, 0.001, 2, 0)
 			if err != nil || (len(jobs) == 1) != (i < 2) {
 				t.Fatalf("%s: %v %+v %v", name, started(jobs), turn, err)
 			}
 		})
 	}
-	want := map[string]int64{"take turn granted": 19, "take turn refused": 4}
+	// A batch: four turns in one call (the tenant's keys made by the first).
+	batch := "taketurnhops4"
+	envs := make([]queue.Envelope, 8)
+	for i := range envs {
+		envs[i] = queue.Envelope{ID: fmt.Sprintf("b%d", i), Tenant: batch, Type: "t", Cost: 1, EnqueuedAt: time.Now().UTC()}
+	}
+	if err := prod.Enqueue(ctx, envs); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"warm 4", "take 4 turns granted"} {
+		h.hop(name, func() {
+			jobs, turn, _, err := cons.TakeTurn(ctx, batch, 4, 1000, 100, 0)
+			if err != nil || len(jobs) != 4 {
+				t.Fatalf("%s: %v %+v %v", name, started(jobs), turn, err)
+			}
+		})
+	}
+	// 4 turns in one call, 7.5 commands a job: the call's own 14 and 4 per
+	// job (its state read, index move, state write and its TTL); the single
+	// turn above is 15 + 4, its water's PEXPIRE included (at 0.001/s the
+	// recorded expiry never covers the next store).
+	want := map[string]int64{"take turn granted": 19, "take turn refused": 4, "take 4 turns granted": 30}
 	for k, w := range want {
 		if h.got[k] != w {
 			t.Errorf("%s: %d commands, want %d", k, h.got[k], w)
