@@ -101,7 +101,7 @@ func TestDrainerAdaptiveRateBacksOff(t *testing.T) {
 }
 
 // TestDrainerTurnsGrantedAheadKeepTheirSpacing: one take grants every turn
-// due within the drainer's look-ahead (Redis backend, lever L14), and each
+// due within the drainer's look-ahead (Redis backend, lever L15), and each
 // job of that batch is sent at its own turn, not with the batch: after the
 // capacity's burst, consecutive deliveries of a 20/s tenant are about 50 ms
 // apart (never under 25 ms, the scheduling slack) and the count over the

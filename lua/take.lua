@@ -71,7 +71,7 @@
 -- ARGV[10] outflow capacity, units (> 0 with a rate)
 -- ARGV[11] TTL margin of the water hash, ms (keys.WaterMargin)
 -- ARGV[12] with a rate: a turn due within this many µs is granted now, for
---          a send that much later (levers L10, L14; 0: only turns free now)
+--          a send that much later (levers L10, L15; 0: only turns free now)
 -- KEYS[6]  with a rate: the water hash (keys.Water)
 -- KEYS[7]  with a rate: the override hash (keys.Override)
 --

@@ -130,7 +130,7 @@ func consID(t *testing.T, raw string) string {
 
 // TestRedisTakeTurnHopCommands counts a shaped tenant's take: granted (the
 // claim, the turn and the start in one call; 11 + 6 + 13 in three before),
-// refused (nothing popped), and four turns granted in one call (lever L14).
+// refused (nothing popped), and four turns granted in one call (lever L15).
 func TestRedisTakeTurnHopCommands(t *testing.T) {
 	h := newHopCounter(t)
 	ctx := context.Background()
