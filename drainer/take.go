@@ -177,15 +177,14 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 		d.m.effective.WithLabelValues(lbl).Set(turn.Rate)
 		d.m.configured.WithLabelValues(lbl).Set(o.Rate)
 	}
-	switch {
-	case turn.Wait > 0:
+	if turn.Wait > 0 {
 		d.refused.LoadOrStore(tenant, d.clock.Now())
 		return true, 0, sleepOrChange(ctx, min(max(turn.Wait, outflowWaitMin), outflowWaitMax), changed), nil
-	case len(jobs) == 0:
-		b.took(room, 0)
-		return false, wait, true, nil
 	}
 	b.took(room, len(jobs))
+	if len(jobs) == 0 {
+		return false, wait, true, nil
+	}
 	var waited time.Duration
 	if since, ok := d.refused.LoadAndDelete(tenant); ok {
 		waited = d.clock.Now().Sub(since.(time.Time))

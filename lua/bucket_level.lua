@@ -32,7 +32,9 @@
 --     writing nothing: 'unstarted' when cost exceeds the capacity, 'wait'
 --     and the wait in µs when it fits only later than ahead µs, else 'go'
 --     and the delay before its send in µs (0: it fits now).
---   bucket_spend(b, cost)  adds cost to the level and stores it.
+--   bucket_add(b, cost)  adds cost to the level b holds, writing nothing
+--     (take.lua adds a call's turns and stores the level once).
+--   bucket_spend(b, cost)  bucket_add, then stores the level.
 --
 -- KEYS  none of its own: the including script passes its keys.
 -- ARGV  none of its own.
@@ -154,7 +156,11 @@ local function bucket_pass(b, cost, ahead)
   return 'go', wait
 end
 
-local function bucket_spend(b, cost)
+local function bucket_add(b, cost)
   b.water = b.water + cost * 1000000
+end
+
+local function bucket_spend(b, cost)
+  bucket_add(b, cost)
   bucket_store(b, b.water)
 end

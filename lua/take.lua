@@ -46,8 +46,7 @@
 -- it is leased unstarted, alone (the rest go back), and the drainer passes
 -- it through the bucket itself (and dead-letters the last kind); after a
 -- granted one it goes back to the head with the rest, so turns are granted
--- in queue order. The
--- water is written once per call.
+-- in queue order. The water is written once per call.
 --
 -- The state, index and sequence keys are built from ARGV[6] (keys.JobState
 -- of the tenant, same hash tag as KEYS), as claim.lua builds the state key.
@@ -158,7 +157,7 @@ local function turn(cost)
   cost = tonumber(cost)
   if cost == nil or cost < 1 or cost ~= math.floor(cost) then return 'unstarted', 0 end
   local pass, us = bucket_pass(b, cost, ahead)
-  if pass == 'go' then b.water = b.water + cost * 1000000 end
+  if pass == 'go' then bucket_add(b, cost) end
   return pass, us
 end
 
@@ -176,7 +175,6 @@ local leases, leased, starts = {}, {}, {}
 local top_seq = nil
 local prefix = ARGV[6]
 local in_flight_index = nil
-local spent = false
 for i, env in ipairs(envs) do
   local id = envelope_id(env)
   local member = id .. '|' .. ARGV[3] .. '.' .. i
@@ -215,7 +213,6 @@ for i, env in ipairs(envs) do
   local delay = 0
   if pass == 'go' then
     delay = wait
-    spent = spent or b ~= nil
     enq = tonumber(f[3]) or 0
     attempt = (tonumber(f[4]) or 0) + 1
     if state ~= 'in_flight' and JOB_LISTED[state] then
@@ -244,7 +241,7 @@ for i, env in ipairs(envs) do
 end
 out[3] = #leased / 2
 if b then
-  if spent or b.heal then bucket_store(b, b.water) end
+  if #starts > 0 or b.heal then bucket_store(b, b.water) end
   out[5] = b.water -- the level after the call (the turns taken included)
 end
 

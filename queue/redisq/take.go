@@ -24,7 +24,7 @@ const TakeMax = 64
 // out. k is clamped to [1, TakeMax]. With no job it returns nil and Claim's
 // wait. It implements queue.Taker.
 func (c *Consumer) Take(ctx context.Context, tenant string, k int) ([]*queue.Claimed, time.Duration, error) {
-	jobs, _, wait, err := c.take(ctx, tenant, takeArgs{K: min(max(k, 1), TakeMax)})
+	jobs, _, wait, err := c.take(ctx, tenant, takeArgs{K: k})
 	return jobs, wait, err
 }
 
@@ -43,11 +43,11 @@ func (c *Consumer) TakeTurn(ctx context.Context, tenant string, k int, rate, cap
 	if err := queue.CheckTurn(tenant, rate, capacity, ahead); err != nil {
 		return nil, queue.Turn{}, 0, err
 	}
-	return c.take(ctx, tenant, takeArgs{K: min(max(k, 1), TakeMax), Rate: rate, Capacity: capacity, Ahead: ahead})
+	return c.take(ctx, tenant, takeArgs{K: k, Rate: rate, Capacity: capacity, Ahead: ahead})
 }
 
 func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queue.Claimed, queue.Turn, time.Duration, error) {
-	a.Tenant, a.Lease = tenant, c.cfg.Lease
+	a.Tenant, a.Lease, a.K = tenant, c.cfg.Lease, min(max(a.K, 1), TakeMax)
 	a.Token = c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36)
 	v, err := c.takes.Do(ctx, a.Call())
 	if err != nil {
