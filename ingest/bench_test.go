@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue/kafkaq"
+	"github.com/sluicehq/sluice/queue/queuetest"
 )
 
 // benchConcurrency is the number of clients, each with its own keep-alive
@@ -35,7 +37,8 @@ var benchBody = []byte(`{"type":"email","payload":{"to":"ada@example.com","templ
 // as the floor measured in the same run, a bare net/http handler that
 // decodes the same JSON and answers 202 without Redis or a queue. The
 // tenant's limit is high enough never to refuse. Allocations include the
-// client's.
+// client's. The Kafka producer's batch timeout is SLUICE_BENCH_BATCH_TIMEOUT
+// (default 2ms, the product's default).
 //
 //	go test ./ingest -run '^$' -bench BenchmarkIngest -benchtime 20000x
 func BenchmarkIngest(b *testing.B) {
@@ -57,9 +60,10 @@ func BenchmarkIngest(b *testing.B) {
 		brokers := testenv.KafkaBrokers(b)
 		rdb := testenv.Redis(b)
 		topic := testenv.CreateTopic(b, brokers, 4)
-		producer, err := kafkaq.NewProducer(b.Context(), kafkaq.ProducerConfig{Kafka: kafkaq.Settings{
+		reg := prometheus.NewRegistry()
+		producer, err := kafkaq.NewProducer(b.Context(), kafkaq.ProducerConfig{Registerer: reg, Kafka: kafkaq.Settings{
 			Brokers: brokers, Topic: topic, Partitions: 4, ReplicationFactor: 1,
-			BatchTimeout: 2 * time.Millisecond, ProduceTimeout: 5 * time.Second,
+			BatchTimeout: queuetest.BenchDuration(b, "SLUICE_BENCH_BATCH_TIMEOUT"), ProduceTimeout: 5 * time.Second,
 		}, Redis: rdb})
 		if err != nil {
 			b.Fatal(err)
@@ -71,6 +75,10 @@ func BenchmarkIngest(b *testing.B) {
 		h := startIngest(b, cfg, deps{rdb: rdb, producer: producer})
 		b.Cleanup(func() { rdb.Del(b.Context(), keys.Backlog(tenant)) })
 		runIngestBench(b, h.url, apiKey(tenant), nil)
+		reportJobsPerRequest(b, reg)
+		reportMeanMS(b, h.reg, "sluice_admission_duration_seconds", "admit_ms")
+		reportMeanMS(b, reg, "sluice_enqueue_duration_seconds", "enqueue_ms")
+		reportMeanMS(b, h.reg, "sluice_http_request_duration_seconds", "http_ms")
 	})
 	b.Run("bare_nethttp", func(b *testing.B) {
 		hs := httptest.NewServer(http.HandlerFunc(bareHandler))
@@ -184,5 +192,45 @@ func runIngestBench(b *testing.B, url, key string, rdb *redis.Client) {
 	if rdb != nil {
 		cpu := testenv.RedisCPU(b, rdb) - cpu0
 		b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(b.N), "redis_cpu_us")
+	}
+}
+
+// reportJobsPerRequest reports jobs_per_req: the mean jobs of one Kafka
+// produce request (sluice_kafka_produce_batch_jobs in reg, warm-up included).
+func reportJobsPerRequest(b *testing.B, reg *prometheus.Registry) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_kafka_produce_batch_jobs" && len(mf.GetMetric()) == 1 {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() > 0 {
+				b.ReportMetric(h.GetSampleSum()/float64(h.GetSampleCount()), "jobs_per_req")
+			}
+		}
+	}
+}
+
+// reportMeanMS reports the mean of histogram name in reg, in milliseconds,
+// as unit (where a Kafka-backed 202 spends its time: admission, enqueue).
+func reportMeanMS(b *testing.B, reg *prometheus.Registry, name, unit string) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		var sum float64
+		var n uint64
+		for _, m := range mf.GetMetric() {
+			sum += m.GetHistogram().GetSampleSum()
+			n += m.GetHistogram().GetSampleCount()
+		}
+		if n > 0 {
+			b.ReportMetric(sum/float64(n)*1000, unit)
+		}
 	}
 }
