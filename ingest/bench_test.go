@@ -75,10 +75,11 @@ func BenchmarkIngest(b *testing.B) {
 		h := startIngest(b, cfg, deps{rdb: rdb, producer: producer})
 		b.Cleanup(func() { rdb.Del(b.Context(), keys.Backlog(tenant)) })
 		runIngestBench(b, h.url, apiKey(tenant), nil)
-		reportJobsPerRequest(b, reg)
-		reportMeanMS(b, h.reg, "sluice_admission_duration_seconds", "admit_ms")
-		reportMeanMS(b, reg, "sluice_enqueue_duration_seconds", "enqueue_ms")
-		reportMeanMS(b, h.reg, "sluice_http_request_duration_seconds", "http_ms")
+		// Warm-up included.
+		reportMean(b, reg, "sluice_kafka_produce_batch_jobs", 1, "jobs_per_req")
+		reportMean(b, h.reg, "sluice_admission_duration_seconds", 1000, "admit_ms")
+		reportMean(b, reg, "sluice_enqueue_duration_seconds", 1000, "enqueue_ms")
+		reportMean(b, h.reg, "sluice_http_request_duration_seconds", 1000, "http_ms")
 	})
 	b.Run("bare_nethttp", func(b *testing.B) {
 		hs := httptest.NewServer(http.HandlerFunc(bareHandler))
@@ -195,42 +196,11 @@ func runIngestBench(b *testing.B, url, key string, rdb *redis.Client) {
 	}
 }
 
-// reportJobsPerRequest reports jobs_per_req: the mean jobs of one Kafka
-// produce request (sluice_kafka_produce_batch_jobs in reg, warm-up included).
-func reportJobsPerRequest(b *testing.B, reg *prometheus.Registry) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "sluice_kafka_produce_batch_jobs" && len(mf.GetMetric()) == 1 {
-			h := mf.GetMetric()[0].GetHistogram()
-			if h.GetSampleCount() > 0 {
-				b.ReportMetric(h.GetSampleSum()/float64(h.GetSampleCount()), "jobs_per_req")
-			}
-		}
-	}
-}
-
-// reportMeanMS reports the mean of histogram name in reg, in milliseconds,
-// as unit (where a Kafka-backed 202 spends its time: admission, enqueue).
-func reportMeanMS(b *testing.B, reg *prometheus.Registry, name, unit string) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		var sum float64
-		var n uint64
-		for _, m := range mf.GetMetric() {
-			sum += m.GetHistogram().GetSampleSum()
-			n += m.GetHistogram().GetSampleCount()
-		}
-		if n > 0 {
-			b.ReportMetric(sum/float64(n)*1000, unit)
-		}
+// reportMean reports the mean of histogram name in g, times scale, as unit
+// (where a Kafka-backed 202 spends its time: jobs per produce request,
+// admission, enqueue, the whole request).
+func reportMean(b *testing.B, g prometheus.Gatherer, name string, scale float64, unit string) {
+	if v, ok := testenv.HistogramMean(b, g, name); ok {
+		b.ReportMetric(v*scale, unit)
 	}
 }

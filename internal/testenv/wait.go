@@ -63,3 +63,29 @@ func MetricValue(t testing.TB, g prometheus.Gatherer, name string, labels map[st
 	v, _ := Metric(t, g, name, labels)
 	return v
 }
+
+// HistogramMean returns the mean observation of the histogram name in g,
+// over all its series (sum of sums ÷ sum of counts), and whether it has
+// observations.
+func HistogramMean(t testing.TB, g prometheus.Gatherer, name string) (float64, bool) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetHistogram().GetSampleSum()
+			n += m.GetHistogram().GetSampleCount()
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
+}
