@@ -166,8 +166,8 @@ func ping(addr string) bool {
 }
 
 // StartReplica starts a private Redis replicating primary (REPLICAOF at
-// start) and returns once its link to the primary is up, so a WAIT on the
-// primary counts it. Pause it (SIGSTOP) to make a replica that lags with
+// start) and returns once its link to the primary is up and the primary
+// counts it online, so a WAIT on the primary counts it. Pause it (SIGSTOP) to make a replica that lags with
 // its link still up.
 func StartReplica(t testing.TB, primary *RedisProc) *RedisProc {
 	t.Helper()
@@ -175,9 +175,19 @@ func StartReplica(t testing.TB, primary *RedisProc) *RedisProc {
 	replica := StartRedis(t, "--replicaof", "127.0.0.1", port)
 	c := redis.NewClient(&redis.Options{Addr: replica.Addr()})
 	defer c.Close()
+	pc := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	defer pc.Close()
+	_, rport, _ := net.SplitHostPort(replica.Addr())
+	// In sync on both sides: the replica's link is up, and the primary
+	// counts it online (only an online replica acknowledges a WAIT; the
+	// primary may mark it so a moment after the replica's link is up).
 	WaitFor(t, 10*time.Second, "the replica "+replica.Addr()+" in sync", func() bool {
 		info, err := c.Info(context.Background(), "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
+		if err != nil || !strings.Contains(info, "master_link_status:up") {
+			return false
+		}
+		pinfo, err := pc.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(pinfo, ",port="+rport+",state=online,")
 	})
 	return replica
 }
