@@ -29,7 +29,8 @@ const startTimeout = time.Second
 // holds a job back, and an unexpected reply never drops one (at least
 // once). Concurrent starts share round trips (startGroup). A delivery that
 // goes on adds its cost to the drainer's outflow counts of this second
-// (outflowCounts, flushed to keys.Outflow once a second). A job whose
+// (outflowCounts, flushed to keys.Outflow once a second), unless the
+// consumer counted it with its start (queue.Claimed.Counted). A job whose
 // start the consumer recorded with its claim (queue.Claimed.Started, a
 // queue.Taker's take) is not recorded again.
 func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) jobstate.Start {
@@ -37,7 +38,7 @@ func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) jobstat
 	if job.Started == 0 {
 		st = d.recordStart(ctx, job)
 	}
-	if st.Deliver {
+	if st.Deliver && !job.Counted {
 		d.units.add(job.Envelope.Tenant, d.clock.Now().Unix(), job.Envelope.Cost)
 	}
 	return st

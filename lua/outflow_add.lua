@@ -9,7 +9,9 @@
 -- than ARGV[1] ms before now are trimmed and the hash's TTL refreshed to
 -- ARGV[1]; deliveries of KEYS[2] whose deadline passed before now (a
 -- drainer that died) leave the set. The housekeeping the first start of a
--- second did in job_state_dispatch.lua before.
+-- second did in job_state_dispatch.lua before. lua.Include puts
+-- outflow_count.lua first (the write take.lua shares for the starts it
+-- records and counts itself).
 --
 -- KEYS[1]  the tenant's outflow per second (keys.Outflow), field = unix second
 -- KEYS[2]  the tenant's deliveries in progress (keys.Delivering)
@@ -24,22 +26,10 @@ if now == nil or now <= 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local n = 0
+local counts = {}
 for i = 3, #ARGV - 1, 2 do
-  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
-  n = n + 1
+  counts[#counts + 1] = ARGV[i]
+  counts[#counts + 1] = ARGV[i + 1]
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
-if n == 0 then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-local keep = math.ceil(tonumber(ARGV[1]) / 1000)
-local sec = math.floor(now / 1000)
-if redis.call('HLEN', KEYS[1]) > keep then
-  local old = {}
-  for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
-    local s = tonumber(f)
-    if s == nil or s <= sec - keep then old[#old + 1] = f end
-  end
-  if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
-end
-return n
+return outflow_count(KEYS[1], counts, ARGV[1], now)

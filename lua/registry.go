@@ -16,7 +16,7 @@ var (
 	// Queue, Redis backend (queue/redisq).
 	Enqueue     = register(include("enqueue.lua", "job_state_final.lua", "enqueue_jobs.lua"))
 	Claim       = register(include("claim.lua", "job_state_final.lua"))
-	Take        = register(include("take.lua", "job_state_final.lua", "bucket_level.lua"))
+	Take        = register(include("take.lua", "job_state_final.lua", "bucket_level.lua", "outflow_count.lua"))
 	KafkaUntake = register(include("kafka_untake.lua", "job_state_final.lua"))
 	Ack         = register(include("ack.lua", "job_state_final.lua", "dead_letter.lua"))
 	Release     = register(include("release.lua", "job_state_final.lua"))
@@ -36,7 +36,7 @@ var (
 	// Job state records (jobstate).
 	JobStateEnqueue  = register(include("job_state_enqueue.lua", "job_state_final.lua"))
 	JobStateDispatch = register(include("job_state_dispatch.lua", "job_state_final.lua"))
-	OutflowAdd       = register(mustLoad("outflow_add.lua"))
+	OutflowAdd       = register(include("outflow_add.lua", "outflow_count.lua"))
 	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua", "dead_letter.lua", "job_settle.lua"))
 	JobStateCancel   = register(include("job_state_cancel.lua", "job_state_final.lua"))
 	JobList          = register(mustLoad("job_list.lua"))
@@ -77,7 +77,7 @@ var (
 
 // Modules are the embedded files that are not scripts of their own: each
 // only defines local functions for the scripts that include it.
-var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua", "bucket_level.lua", "backlog_lower.lua", "job_settle.lua"}, AdmitModules...)
+var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua", "bucket_level.lua", "backlog_lower.lua", "job_settle.lua", "outflow_count.lua"}, AdmitModules...)
 
 var (
 	regMu    sync.Mutex

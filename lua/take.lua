@@ -2,8 +2,8 @@
 -- each that needs no check of the drainer's, in one call (Redis queue
 -- backend; docs/perf.md 2.2, levers L1 + L3, for a tenant without a
 -- concurrency cap, with or without an outflow rate). lua.Include puts
--- job_state_final.lua (job_id, job_index, JOB_LISTED) and bucket_level.lua
--- first.
+-- job_state_final.lua (job_id, job_index, JOB_LISTED), bucket_level.lua and
+-- outflow_count.lua first.
 --
 -- First moves up to ARGV[5] due retries from the delayed set to the head of
 -- the queue, as claim.lua does, then LPOPs up to k jobs and leases each as
@@ -28,8 +28,15 @@
 -- the drainer drops it or records its start as before, so no drop spends a
 -- start.
 --
+-- The units of the jobs it starts (their recorded cost, at least 1) join
+-- the tenant's outflow (KEYS[6], keys.Outflow) in the unix second of their
+-- send (now plus the job's delay), as outflow_add.lua writes the drainer's
+-- counts (outflow_count), when ARGV[13] > 0; the drainer then leaves them
+-- out of its own counts (queue.Claimed.Counted), so a start costs no
+-- flush call.
+--
 -- With a rate (ARGV[9] > 0) the call passes the jobs through the tenant's
--- shared outflow bucket as leaky_bucket.lua does (KEYS[6], KEYS[7]; the
+-- shared outflow bucket as leaky_bucket.lua does (KEYS[7], KEYS[8]; the
 -- same rules, override and adaptive rate; bucket_level.lua): when not even
 -- a job of cost 1 fits within ARGV[12] µs it pops nothing and returns the
 -- wait; else it pops at most as many head jobs as turns of cost 1 fall due
@@ -56,6 +63,7 @@
 -- KEYS[3]  leased hash (keys.Leased)
 -- KEYS[4]  delayed zset (keys.Delayed)
 -- KEYS[5]  dispatched sequence (keys.JobsDispatched)
+-- KEYS[6]  outflow per second (keys.Outflow), field = unix second
 -- ARGV[1]  now, unix ms; "0" reads Redis TIME
 -- ARGV[2]  lease length, ms
 -- ARGV[3]  lease token base, unique per call; job i gets "<base>.<i>"
@@ -65,14 +73,16 @@
 -- ARGV[7]  k: at most this many jobs, an integer in [1, 64]
 -- ARGV[8]  PEXPIRE of a job's state and the dispatched sequence, ms
 --          (keys.JobStateTTL)
--- ARGV[9]  outflow rate, units/s; 0: no bucket (KEYS[6..7] and ARGV[10..12]
+-- ARGV[9]  outflow rate, units/s; 0: no bucket (KEYS[7..8] and ARGV[10..12]
 --          unused)
 -- ARGV[10] outflow capacity, units (> 0 with a rate)
 -- ARGV[11] TTL margin of the water hash, ms (keys.WaterMargin)
 -- ARGV[12] with a rate: a turn due within this many µs is granted now, for
 --          a send that much later (levers L10, L15; 0: only turns free now)
--- KEYS[6]  with a rate: the water hash (keys.Water)
--- KEYS[7]  with a rate: the override hash (keys.Override)
+-- ARGV[13] PEXPIRE of KEYS[6], ms (keys.OutflowTTL); 0: the starts are not
+--          counted here
+-- KEYS[7]  with a rate: the water hash (keys.Water)
+-- KEYS[8]  with a rate: the override hash (keys.Override)
 --
 -- Returns {now_ms, next_due_ms, n, wait_us, water_micro, rate_milli, then
 -- per job member, envelope, cancelled (0|1), beat_ms, done_ms, attempt,
@@ -82,15 +92,22 @@
 -- the recorded enqueued_at of a started job (0 otherwise); cancelled,
 -- beat_ms and done_ms as claim.lua's; delay_us the wait before a started
 -- job's send (a turn granted ahead; 0 without a rate, or for a turn free
--- now). With a rate, wait_us (>= 1 when no turn was free: n is 0 then,
--- else 0) and the bucket's level after the call and rate used as
--- leaky_bucket.lua returns them; all 0 without one.
+-- now). With a rate, wait_us (>= 1 when no turn was free: n is 0 then;
+-- when jobs were started, the wait until a further turn of cost 1 is free
+-- after theirs, 0 when it is free now, so the drainer makes no ask that is
+-- bound to be refused) and the bucket's level after the call and rate used
+-- as leaky_bucket.lua returns them; all 0 without one.
 -- Errors: "take: <argument> <value> is out of range", as leaky_bucket.lua
--- names a refused rate, capacity, margin or override.
+-- names a refused rate, capacity, margin or override (and k, and the outflow
+-- TTL).
 
 local k = tonumber(ARGV[7])
 if k == nil or k < 1 or k > 64 or k ~= math.floor(k) then
   return bucket_refuse('take', 'k', ARGV[7])
+end
+local outflow_ttl = tonumber(ARGV[13])
+if outflow_ttl == nil or outflow_ttl < 0 or outflow_ttl > 2147483647 or outflow_ttl ~= math.floor(outflow_ttl) then
+  return bucket_refuse('take', 'outflow ttl (ARGV[13])', ARGV[13])
 end
 local b, ahead = nil, 0
 if tonumber(ARGV[9]) ~= 0 then
@@ -103,7 +120,7 @@ if tonumber(ARGV[9]) ~= 0 then
   ahead = bucket_num(ARGV[12], 1, 0, false, true)
   if not ahead or ahead > 10000000 then return bucket_refuse('take', 'ahead (ARGV[12])', ARGV[12]) end
   local err
-  b, err = bucket_open(KEYS[6], KEYS[7], rate, capacity, 0, margin, 'take') -- 0: Redis TIME
+  b, err = bucket_open(KEYS[7], KEYS[8], rate, capacity, 0, margin, 'take') -- 0: Redis TIME
   if not b then return err end
   -- At most as many jobs as turns of cost 1 fall due within ahead.
   local fits = math.floor((b.cap_micro + ahead * b.rate - b.water) / 1000000)
@@ -171,7 +188,7 @@ local function put_back(i)
 end
 
 local out = gate_reply(#envs, 0)
-local leases, leased, starts = {}, {}, {}
+local leases, leased, starts, counts = {}, {}, {}, {}
 local top_seq = nil
 local prefix = ARGV[6]
 local in_flight_index = nil
@@ -223,6 +240,17 @@ for i, env in ipairs(envs) do
     in_flight_index = in_flight_index or job_index(sk, 'in_flight')
     starts[#starts + 1] = now
     starts[#starts + 1] = id
+    -- Its units, in the second of its send (jobs come in send order).
+    -- A cost that is no whole number in [1, 10^12] counts 1: display only,
+    -- and never a reason for HINCRBY to fail the take.
+    local sec, units = math.floor((now + math.floor(delay / 1000)) / 1000), tonumber(f[7]) or 1
+    if not (units >= 1 and units <= 1e12) then units = 1 end
+    units = math.floor(units)
+    if counts[#counts - 1] == sec then
+      counts[#counts] = counts[#counts] + units
+    else
+      counts[#counts + 1], counts[#counts + 2] = sec, units
+    end
     local seq = tonumber(f[5])
     if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end
   end
@@ -243,6 +271,9 @@ out[3] = #leased / 2
 if b then
   if #starts > 0 or b.heal then bucket_store(b, b.water) end
   out[5] = b.water -- the level after the call (the turns taken included)
+  if #starts > 0 and b.water + 1000000 > b.cap_micro then
+    out[4] = bucket_wait(b, 1000000) -- the next turn, after the ones taken
+  end
 end
 
 redis.call('ZADD', KEYS[2], unpack(leases))
@@ -253,5 +284,6 @@ if #starts > 0 then
   redis.call('ZADD', in_flight_index, unpack(starts))
   redis.call('PEXPIRE', in_flight_index, JOB_INDEX_TTL)
   if top_seq then raise_seq(KEYS[5], top_seq, state_ttl) end
+  if outflow_ttl > 0 then outflow_count(KEYS[6], counts, outflow_ttl, now) end
 end
 return out

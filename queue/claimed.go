@@ -42,6 +42,13 @@ type Claimed struct {
 	// the job's lease (the Redis backend's take: keys.Processing), not in
 	// keys.Delivering, so nothing extends or removes it there.
 	InLease bool
+	// Counted reports that the backend added this started delivery's cost
+	// to the tenant's outflow (keys.Outflow, in the second of its send)
+	// with its start (the Redis backend's take), so the drainer leaves it
+	// out of its own counts. A job given back unsent after such a take (its
+	// lane stopping, its tenant paused within its SendDelay) stays counted,
+	// as its outflow turn stays spent.
+	Counted bool
 	// SendDelay is how long after the take's answer a job whose outflow
 	// turn was granted ahead (queue.TurnTaker) is sent, so no send is early;
 	// 0 for a turn free at once, or none taken.

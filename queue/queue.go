@@ -171,10 +171,14 @@ func CheckTurn(tenant string, rate, capacity float64, ahead time.Duration) error
 }
 
 // Turn is a TurnTaker's answer about the bucket: Wait > 0 when no turn was
-// free (nothing claimed: ask again after it), the level after the call
-// (units) and the rate it used (units/s).
+// free (nothing claimed: ask again after it); Next, when jobs were claimed
+// with their turns, the time until the bucket frees a further turn of cost
+// 1 (0: free now, or the backend does not tell), so the caller need not ask
+// before it (other drainers' turns only fill the bucket, so no ask before
+// Next can be granted unless the rate or capacity is raised meanwhile); the
+// level after the call (units) and the rate it used (units/s).
 type Turn struct {
-	Wait        time.Duration
+	Wait, Next  time.Duration
 	Water, Rate float64
 }
 

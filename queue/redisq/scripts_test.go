@@ -79,8 +79,6 @@ func takeBadReplies() []any {
 		cat(head(1, 0), job("", 0, 1)),
 		cat(head(1, 0), job("a|t.1", 2, 1)),
 		cat(head(1, 0), job("a|t.1", 0, -1)),
-		cat(head(2, 5), job("a|t.1", 0, 1), job("b|t.2", 0, 1)),
-		cat(head(1, 5), job("a|t.1", 0, 1)), // a wait with a job
 		head(0, -1),
 		cat(head(1, 0), delayed(1, -1)),
 		cat(head(1, 0), delayed(1, 1000001)), // over queue.TurnAheadMax

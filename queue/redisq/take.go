@@ -66,6 +66,7 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 		}
 		return nil, turn, wait, nil
 	}
+	turn.Next = time.Duration(r.WaitUS) * time.Microsecond // the turn after the ones granted
 	jobs := make([]*queue.Claimed, len(r.Jobs))
 	for i, jr := range r.Jobs {
 		jr.NowMS = r.NowMS
@@ -80,7 +81,7 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 				job.Started = job.Envelope.Attempt + 1
 			}
 			job.Started = max(job.Started, job.Envelope.Attempt+1)
-			job.InLease = true
+			job.InLease, job.Counted = true, true
 		}
 		jobs[i] = job
 	}
@@ -104,9 +105,9 @@ type takeArgs struct {
 func (a takeArgs) Call() lua.Call {
 	t := a.Tenant
 	c := lua.Call{Script: lua.Take,
-		Keys: []string{keys.Queue(t), keys.Processing(t), keys.Leased(t), keys.Delayed(t), keys.JobsDispatched(t)},
+		Keys: []string{keys.Queue(t), keys.Processing(t), keys.Leased(t), keys.Delayed(t), keys.JobsDispatched(t), keys.Outflow(t)},
 		Args: []any{0, a.Lease.Milliseconds(), a.Token, keys.QueueTTL.Milliseconds(), promoteMax, keys.JobState(t, ""),
-			a.K, keys.JobStateTTL.Milliseconds(), 0, 0, 0, 0}}
+			a.K, keys.JobStateTTL.Milliseconds(), 0, 0, 0, 0, keys.OutflowTTL.Milliseconds()}}
 	if a.Rate > 0 {
 		c.Keys = append(c.Keys, keys.Water(t), keys.Override(t))
 		c.Args[8], c.Args[9] = strconv.FormatFloat(a.Rate, 'f', -1, 64), strconv.FormatFloat(a.Capacity, 'f', -1, 64)
@@ -142,9 +143,10 @@ type takeResult struct {
 
 // parseTake checks take.lua's reply {now_ms, next_due_ms, n, wait_us,
 // water_micro, rate_milli, n × {member, envelope, cancelled, beat_ms,
-// done_ms, attempt, enqueued_ms, delay_us}} for a take of at most k jobs: a
-// job count outside [0, k] or not matching the length, a wait with a job, a
-// negative wait, level, rate or delay, and a delay of an unstarted job are
+// done_ms, attempt, enqueued_ms, delay_us}} for a take of at most k jobs
+// (wait_us is the refused turn's wait when n is 0, the next turn's after the
+// granted ones else): a job count outside [0, k] or not matching the length,
+// a negative wait, level, rate or delay, and a delay of an unstarted job are
 // refused.
 func parseTake(v any, k int) (takeResult, error) {
 	s := lua.Take
@@ -164,8 +166,6 @@ func parseTake(v any, k int) (takeResult, error) {
 		return r, s.ReplyError("%d jobs in a reply of %d elements (k %d)", n, len(arr), k)
 	case r.WaitUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
 		return r, s.ReplyError("wait %d µs, water %d, rate %d: want none negative", r.WaitUS, r.WaterMicro, r.RateMilli)
-	case r.WaitUS > 0 && n > 0:
-		return r, s.ReplyError("a wait of %d µs with %d jobs", r.WaitUS, n)
 	}
 	r.Jobs = make([]takeReply, n)
 	for i := range r.Jobs {

@@ -2,6 +2,7 @@ package redisq_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -84,7 +85,8 @@ func (e *takeEnv) state(id string) jobstate.Record {
 // TestTakeStartsPlainJobs: one Take leases up to k head jobs in order and
 // records each one's delivery start as the separate start does (state
 // in_flight, attempt 1, the in_flight index, the deliveries in progress,
-// the dispatched sequence); the next Take gets the rest; an empty queue
+// the dispatched sequence) and counts their units in the tenant's outflow
+// (queue.Claimed.Counted); the next Take gets the rest; an empty queue
 // answers the poll wait.
 func TestTakeStartsPlainJobs(t *testing.T) {
 	t.Parallel()
@@ -117,6 +119,9 @@ func TestTakeStartsPlainJobs(t *testing.T) {
 	}
 	if n := e.rdb.ZCard(ctx, keys.Processing(e.tenant)).Val(); n != 3 {
 		t.Errorf("leases %d, want 3", n)
+	}
+	if units := outflowUnits(t, e.rdb, e.tenant); units != 3 || !jobs[0].Counted {
+		t.Errorf("outflow %d units, Counted %v; want 3 (the started jobs, counted by the take) and true", units, jobs[0].Counted)
 	}
 	if rest := e.take(10); len(rest) != 2 || rest[0].Envelope.ID != "d" || rest[1].Envelope.ID != "e" {
 		t.Errorf("second take %v, want d, e", ids(rest))
@@ -195,8 +200,12 @@ func started(jobs []*queue.Claimed) []int {
 // for one job and for 4 jobs in one call, second jobs of a tenant whose keys
 // exist (the common case); see wantRedisHops.
 var wantTakeHops = map[string]int64{
-	"take 1": 15, // the dispatched sequence: one SET ... GET (raise_seq), was GET + SET
-	"take 4": 27,
+	// The dispatched sequence: one SET ... GET (raise_seq), was GET + SET.
+	// The outflow of the started jobs' second (HINCRBY, PEXPIRE, HLEN) is 3
+	// more, and saves the drainer's outflow_add.lua call (6 commands) of
+	// each tenant and second.
+	"take 1": 18,
+	"take 4": 30,
 	// ack.lua without the deliveries set (Claimed.InLease): 12 - 1.
 	"finish after a take": 11,
 }
@@ -285,4 +294,18 @@ func TestUntakeUndoesTheStart(t *testing.T) {
 	if err := jobstate.Cancel(ctx, e.rdb, e.tenant, "u"); err != nil {
 		t.Errorf("Cancel after Untake = %v, want nil (the job is queued)", err)
 	}
+}
+
+// outflowUnits sums the tenant's outflow per second (keys.Outflow).
+func outflowUnits(t *testing.T, rdb redis.UniversalClient, tenant string) int64 {
+	t.Helper()
+	var sum int64
+	for _, v := range rdb.HVals(context.Background(), keys.Outflow(tenant)).Val() {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("outflow field %q: %v", v, err)
+		}
+		sum += n
+	}
+	return sum
 }

@@ -13,7 +13,8 @@ import (
 // order, every turn due within ahead, each with its own send delay (so each
 // send is on time) and all their costs in the bucket at once; the first job
 // whose turn falls later goes back to the head with the jobs after it, so
-// the next call starts from it and waits for its turn.
+// the next call starts from it and waits for its turn. The answer tells
+// when that turn falls due (Turn.Next), so the drainer need not ask before.
 func TestTakeTurnBatchesTurnsAhead(t *testing.T) {
 	t.Parallel()
 	e := newTakeEnv(t)
@@ -36,6 +37,9 @@ func TestTakeTurnBatchesTurnsAhead(t *testing.T) {
 	}
 	if turn.Wait != 0 || turn.Water < 2.9 || turn.Water > 3 {
 		t.Errorf("turn %+v, want no wait and water about 3 (all three costs in)", turn)
+	}
+	if turn.Next < 250*time.Millisecond || turn.Next > 300*time.Millisecond {
+		t.Errorf("turn %+v: next turn in %v, want about 300 ms (d's turn, after the three granted)", turn, turn.Next)
 	}
 	if q := e.rdb.LRange(ctx, keys.Queue(e.tenant), 0, -1).Val(); len(q) != 2 || consID(t, q[0]) != "d" || consID(t, q[1]) != "e" {
 		t.Fatalf("queue after the take: %d jobs, want d e in order", len(q))
