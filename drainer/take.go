@@ -34,6 +34,19 @@ func turnSleep(wait time.Duration) time.Duration {
 	return min(max(wait-turnLead, outflowWaitMin), outflowWaitMax)
 }
 
+// turnsAhead bounds the jobs a shaped tenant's take asks for, and so the
+// places it reserves while on the wire: the turns of cost 1 its bucket can
+// grant within turnAhead, capacity + rate × turnAhead (1 for a tenant at 1
+// job/s with capacity 1, where takeBatch would reserve 2), at least 1 and
+// at most takeMax. A capacity raised by an override only takes more calls.
+func turnsAhead(o outflow.Limit) int {
+	n := min(o.Capacity+o.Rate*turnAhead.Seconds(), takeMax)
+	if !(n >= 1) { // below 1, or not a number
+		return 1
+	}
+	return int(n)
+}
+
 // takeMax bounds the jobs one pull loop takes in one call (queue.Taker), so
 // a lane holds at most laneClaimers × takeMax of MaxInFlight's room while
 // its take is on the wire.
@@ -158,7 +171,9 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 // bucket has no turn free it sleeps until turnLead before the turn
 // (turnSleep, cut short by a configuration change, as waitTurn's) and
 // reports got, so the pull loop asks again at once and is granted the turn
-// ahead, for a send at its time. A consumer whose take
+// ahead, for a send at its time. After a grant whose answer tells the next
+// turn (Turn.Next) it sleeps the same way, from the answer, so no ask is
+// made only to be refused. A consumer whose take
 // waits for jobs (queue.JobWaiter) is waited on first, holding no room.
 // The bucket gauges are set from every answer, and
 // sluice_outflow_wait_seconds observes, per job, the time from the first
@@ -169,7 +184,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 	if jw, ok := t.(queue.JobWaiter); ok && !jw.WaitJobs(ctx, tenant) {
 		return false, 0, ctx.Err() == nil, nil
 	}
-	room := d.reserve(ctx, b.size())
+	room := d.reserve(ctx, min(b.size(), turnsAhead(o)))
 	if room == 0 {
 		return false, 0, false, nil
 	}
@@ -209,23 +224,44 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 	for _, job := range jobs {
 		d.held.add(tenant, job)
 		d.m.outflowWaits.Observe((waited + job.SendDelay).Seconds())
+		if job.SendDelay > 0 {
+			d.unreserve(1) // taken again at its send (launchTurns)
+		}
 	}
-	return true, 0, d.launchTurns(ctx, workCtx, jobs, answered, dispatches), nil
+	live = d.launchTurns(ctx, workCtx, jobs, answered, dispatches)
+	if turn.Next > 0 && live {
+		// The next turn is Next away: asked now it would be refused, so the
+		// lane sleeps as after a refusal, and its next job waits from here.
+		d.refused.LoadOrStore(tenant, d.clock.Now())
+		live = sleepOrChange(ctx, time.Until(answered.Add(turnSleep(turn.Next))), changed)
+	}
+	return true, 0, live, nil
 }
 
 // launchTurns launches the jobs of one takeTurn in their order, each when
-// its SendDelay after the answer (at) has passed, each holding one reserved
-// place. A job the take did not start (a deadline or heartbeat to check, no
-// recorded cost) asks the bucket itself, holding no room meanwhile. When ctx
-// ends while a job waits, it and the rest go back (their turns are spent;
-// they are taken again) and launchTurns reports false.
+// its SendDelay after the answer (at) has passed. A job whose turn is free
+// now holds the place the take reserved for it; one granted ahead gave its
+// place back at the answer (takeTurn) and takes one again at its send, so
+// the turns held ahead by many slow tenants (2,000 at 1 job/s: about 100 at
+// a time) do not fill MaxInFlight and keep other lanes' asks waiting for
+// room past their turns. A job the take did not start (a deadline or
+// heartbeat to check, no recorded cost) asks the bucket itself, holding no
+// room meanwhile. When ctx ends while a job waits, it and the rest go back
+// (their turns are spent; they are taken again) and launchTurns reports
+// false.
 func (d *Drainer) launchTurns(ctx, workCtx context.Context, jobs []*queue.Claimed, at time.Time, dispatches *sync.WaitGroup) bool {
 	live := true
 	for _, job := range jobs {
+		placed := job.SendDelay == 0
+		if live && !placed {
+			live = sleep(ctx, time.Until(at.Add(job.SendDelay))) && d.reserve(ctx, 1) == 1
+			placed = live
+		}
 		switch {
-		case !live || (job.SendDelay > 0 && !sleep(ctx, time.Until(at.Add(job.SendDelay)))):
-			live = false
-			d.unreserve(1)
+		case !live:
+			if placed {
+				d.unreserve(1)
+			}
 			d.giveBack(job)
 		case d.dropUnsent(job, true):
 		case job.Started == 0:
