@@ -12,7 +12,10 @@ import (
 )
 
 // heldSet is the jobs this drainer holds (claimed, not yet settled), per
-// tenant, so the lease keeper can extend their leases.
+// tenant, so the lease keeper can extend their leases. A job being settled
+// (its finishing call on the wire) stays in the set, marked false: it is
+// neither extended nor, when its lease is gone by the extension, reported
+// lost (the finish took it).
 type heldSet struct {
 	mu       sync.Mutex
 	byTenant map[string]map[*queue.Claimed]bool
@@ -29,6 +32,29 @@ func (h *heldSet) add(tenant string, j *queue.Claimed) {
 	m[j] = true
 }
 
+// held reports which of jobs tenant still holds (not settled or being
+// settled since).
+func (h *heldSet) held(tenant string, jobs []*queue.Claimed) []*queue.Claimed {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*queue.Claimed
+	for _, j := range jobs {
+		if h.byTenant[tenant][j] {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// settling marks j as being settled: the keeper leaves it alone.
+func (h *heldSet) settling(tenant string, j *queue.Claimed) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m := h.byTenant[tenant]; m[j] {
+		m[j] = false
+	}
+}
+
 func (h *heldSet) remove(tenant string, j *queue.Claimed) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -41,8 +67,10 @@ func (h *heldSet) snapshot() map[string][]*queue.Claimed {
 	defer h.mu.Unlock()
 	out := make(map[string][]*queue.Claimed, len(h.byTenant))
 	for t, m := range h.byTenant {
-		for j := range m {
-			out[t] = append(out[t], j)
+		for j, kept := range m {
+			if kept {
+				out[t] = append(out[t], j)
+			}
 		}
 	}
 	return out
@@ -72,7 +100,9 @@ func (d *Drainer) keepLeases(ctx context.Context) {
 			delete(held, tenant)
 		}
 		for tenant, jobs := range lost {
-			if len(jobs) > 0 {
+			// A job finished between the snapshot and the extension has
+			// no lease to extend, and is not lost.
+			if jobs = d.held.held(tenant, jobs); len(jobs) > 0 {
 				d.log.Info("drainer: leases lost; those jobs will be delivered again", "tenant", tenant, "jobs", len(jobs))
 			}
 		}

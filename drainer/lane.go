@@ -346,6 +346,7 @@ func (d *Drainer) deadLetter(reason string, err error, attempts int) *queue.Dead
 // deadline, so it also runs while the drainer stops, and stops holding the
 // job. A lost lease is counted, not an error: the job comes again.
 func (d *Drainer) settle(job *queue.Claimed, call func(context.Context) error, op string) {
+	d.held.settling(job.Envelope.Tenant, job)
 	defer d.held.remove(job.Envelope.Tenant, job)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
