@@ -44,7 +44,12 @@ func (d *Drainer) currentOutflow(tenant string) (o outflow.Limit, ok bool) {
 
 // waitTurn waits until the tenant's shared bucket gives job its turn,
 // asking again after each returned wait (another drainer may take its turn
-// first). Every ask, the first and each after a wait or an error, uses the
+// first). It asks turnLead before the turn falls due (turnSleep) and the
+// bucket grants a turn due within turnAhead for a send at its time
+// (outflow.Bucket.TakeAhead), which waitTurn then waits: an ask made
+// exactly at the turn is late by its own latency, and a late ask loses that
+// time (a job with a deadline or a heartbeat, which the take leaves to the
+// drainer, drained 6.5 % under a 50/s rate so). Every ask, the first and each after a wait or an error, uses the
 // tenant's current outflow (currentOutflow), and SetTenants cuts its wait or
 // error pause short, so a rate or capacity changed there reaches a job
 // already waiting at once, and a lane stuck on a limit the script refuses
@@ -75,7 +80,7 @@ func (d *Drainer) waitTurn(ctx context.Context, job *queue.Claimed) (flow, float
 		case !o.Shaped():
 			return flowGo, 0, o
 		}
-		res, err := d.bucket.Take(ctx, tenant, o, job.Envelope.Cost)
+		res, err := d.bucket.TakeAhead(ctx, tenant, o, job.Envelope.Cost, turnAhead)
 		if err != nil {
 			if !d.pauseAfter(ctx, &pause, changed, "outflow", "drainer: outflow bucket", tenant, err) {
 				return flowStop, 0, o
@@ -90,10 +95,13 @@ func (d *Drainer) waitTurn(ctx context.Context, job *queue.Claimed) (flow, float
 		d.m.effective.WithLabelValues(lbl).Set(res.Rate)
 		d.m.configured.WithLabelValues(lbl).Set(o.Rate)
 		if res.Allowed {
-			d.m.outflowWaits.Observe(d.clock.Now().Sub(start).Seconds())
+			d.m.outflowWaits.Observe((d.clock.Now().Sub(start) + res.Delay).Seconds())
+			if !sleep(ctx, res.Delay) {
+				return flowStop, 0, o // the turn is spent; the job goes back
+			}
 			return flowGo, 0, o
 		}
-		if !sleepOrChange(ctx, min(max(res.Wait, outflowWaitMin), outflowWaitMax), changed) {
+		if !sleepOrChange(ctx, turnSleep(res.Wait), changed) {
 			return flowStop, 0, o
 		}
 	}

@@ -8,8 +8,10 @@
 --   water  = max(0, water - leaked)
 --   a job whose cost exceeds the capacity can never pass: "never", nothing written
 --   allowed when water + cost <= capacity; then water = water + cost, ts = now
---   else wait = ceil((water + cost - capacity) / rate) µs, at most MAX_WAIT_US,
---   and nothing is written
+--   else wait = ceil((water + cost - capacity) / rate) µs, at most MAX_WAIT_US:
+--   when wait <= ahead (ARGV[6]) the turn is granted now for a send wait
+--   later (water = water + cost, above the capacity by what leaks in that
+--   wait, so every other ask sees the turn spent), else nothing is written
 --
 -- rate is min(override rate or ARGV rate, adaptive rate) where the adaptive
 -- rate, set by drain_adapt.lua after a downstream 429/503, climbs back
@@ -44,15 +46,20 @@
 -- ARGV[3]  cost, integer units (>= 1)
 -- ARGV[4]  now, unix µs; "0" reads Redis TIME
 -- ARGV[5]  TTL margin in ms added to the time the bucket takes to empty
+-- ARGV[6]  optional: a turn due within this many µs is granted now, for a
+--          send that much later (absent or 0: only a turn free now), at most
+--          10 s
 --
 -- The level's reading and writing is bucket_level.lua's (lua.Include puts it
 -- first), shared with take.lua.
 --
--- Returns {allowed, wait_us, water_micro, rate_milli, capacity_micro}:
---   allowed 1 (the job goes; its cost was added), 0 (wait wait_us, >= 1,
---   then ask again) or -1 (never: cost > capacity; wait_us 0, nothing
+-- Returns {allowed, wait_us, water_micro, rate_milli, capacity_micro,
+-- delay_us}: allowed 1 (the job goes; its cost was added), 0 (wait wait_us,
+--   >= 1, then ask again) or -1 (never: cost > capacity; wait_us 0, nothing
 --   written). water_micro is the level after the call, rate_milli the rate
---   used × 1000. Every value is an integer below 2^53.
+--   used × 1000, delay_us the wait before the send of a turn granted ahead
+--   (0 for one free now, and when not allowed). Every value is an integer
+--   below 2^53.
 -- Errors: "leaky_bucket: <argument> <value> is out of range" for a refused
 -- number.
 
@@ -72,6 +79,11 @@ local now = bucket_num(ARGV[4], 1, 0, false, true)
 if not now then return refuse('now (ARGV[4])', ARGV[4]) end
 local margin = bucket_num(ARGV[5], 1, 0, false, true)
 if not margin or margin >= 2147483648 then return refuse('margin (ARGV[5])', ARGV[5]) end
+local ahead = 0
+if ARGV[6] ~= nil then
+  ahead = bucket_num(ARGV[6], 1, 0, false, true)
+  if not ahead or ahead > 10000000 then return refuse('ahead (ARGV[6])', ARGV[6]) end
+end
 
 local b, err = bucket_open(KEYS[1], KEYS[2], rate, capacity, now, margin, 'leaky_bucket')
 if not b then return err end
@@ -79,13 +91,18 @@ if not b then return err end
 local rate_milli = math.floor(b.rate * 1000)
 if cost > b.capacity then
   if b.heal then bucket_store(b, b.water) end
-  return {-1, 0, b.water, rate_milli, b.cap_micro}
+  return {-1, 0, b.water, rate_milli, b.cap_micro, 0}
 end
 local cost_micro = cost * 1000000
 
 if b.water + cost_micro <= b.cap_micro then
   bucket_store(b, b.water + cost_micro)
-  return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro}
+  return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, 0}
+end
+local wait = bucket_wait(b, cost_micro)
+if wait <= ahead then
+  bucket_store(b, b.water + cost_micro)
+  return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, wait}
 end
 if b.heal then bucket_store(b, b.water) end
-return {0, bucket_wait(b, cost_micro), b.water, rate_milli, b.cap_micro}
+return {0, wait, b.water, rate_milli, b.cap_micro, 0}

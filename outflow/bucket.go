@@ -41,7 +41,14 @@ type Result struct {
 	Rate float64
 	// Capacity is the capacity the script used (override or configured).
 	Capacity float64
+	// Delay is, for a turn granted ahead (TakeAhead), how long after the
+	// answer the job is sent: its cost is in the water now, so no send is
+	// early. 0 for a turn free now, and when not Allowed.
+	Delay time.Duration
 }
+
+// MaxAhead bounds TakeAhead's ahead (the script refuses more).
+const MaxAhead = 10 * time.Second
 
 // Bucket is the shared outflow leaky bucket of every tenant, kept as a
 // water-level Hash {water, ts} per tenant in Redis (keys.Water) and updated by
@@ -76,7 +83,19 @@ func NewBucket(rdb redis.Scripter) *Bucket { return &Bucket{rdb: rdb} }
 // Redis TIME, and adds its cost to the water when it may. lim must be
 // Shaped.
 func (b *Bucket) Take(ctx context.Context, tenant string, lim Limit, cost int64) (Result, error) {
-	return b.take(ctx, tenant, lim, cost, 0)
+	return b.take(ctx, tenant, lim, cost, 0, 0)
+}
+
+// TakeAhead is Take that also grants a turn due within ahead (at most
+// MaxAhead): Allowed, with Result.Delay the wait before the send, so an ask
+// made a little before the turn takes it at its own time and the ask's
+// latency is not lost (a late ask finds the bucket only empty, never
+// fuller).
+func (b *Bucket) TakeAhead(ctx context.Context, tenant string, lim Limit, cost int64, ahead time.Duration) (Result, error) {
+	if ahead < 0 || ahead > MaxAhead {
+		return Result{}, fmt.Errorf("outflow: take %s: ahead %v must be in [0, %v]", tenant, ahead, MaxAhead)
+	}
+	return b.take(ctx, tenant, lim, cost, 0, ahead)
 }
 
 // TakeAt is Take at the instant now instead of Redis TIME, for deterministic
@@ -86,17 +105,17 @@ func (b *Bucket) TakeAt(ctx context.Context, tenant string, lim Limit, cost int6
 	if us <= 0 {
 		return Result{}, fmt.Errorf("outflow: take %s: now %v is not after the epoch", tenant, now)
 	}
-	return b.take(ctx, tenant, lim, cost, us)
+	return b.take(ctx, tenant, lim, cost, us, 0)
 }
 
-func (b *Bucket) take(ctx context.Context, tenant string, lim Limit, cost int64, nowUS int64) (Result, error) {
+func (b *Bucket) take(ctx context.Context, tenant string, lim Limit, cost int64, nowUS int64, ahead time.Duration) (Result, error) {
 	if !(lim.Rate > 0) || !(lim.Capacity > 0) || math.IsInf(lim.Rate, 0) || math.IsInf(lim.Capacity, 0) {
 		return Result{}, fmt.Errorf("outflow: take %s: rate %v and capacity %v must be > 0", tenant, lim.Rate, lim.Capacity)
 	}
 	if cost < 1 {
 		return Result{}, fmt.Errorf("outflow: take %s: cost %d must be >= 1", tenant, cost)
 	}
-	v, err := takeCall(tenant, lim, cost, nowUS).Run(ctx, b.rdb).Result()
+	v, err := takeCall(tenant, lim, cost, nowUS, ahead).Run(ctx, b.rdb).Result()
 	if err != nil {
 		return Result{}, fmt.Errorf("outflow: take %s: %w", tenant, err)
 	}
@@ -108,25 +127,27 @@ func (b *Bucket) take(ctx context.Context, tenant string, lim Limit, cost int64,
 }
 
 // takeCall is leaky_bucket.lua's call: KEYS water and override hashes,
-// ARGV rate, capacity, cost, now (µs, 0: Redis TIME), TTL margin (ms).
-func takeCall(tenant string, lim Limit, cost, nowUS int64) lua.Call {
+// ARGV rate, capacity, cost, now (µs, 0: Redis TIME), TTL margin (ms), how
+// far ahead a turn may be granted (µs).
+func takeCall(tenant string, lim Limit, cost, nowUS int64, ahead time.Duration) lua.Call {
 	return lua.Call{
 		Script: lua.LeakyBucket,
 		Keys:   []string{keys.Water(tenant), keys.Override(tenant)},
-		Args:   []any{fmtFloat(lim.Rate), fmtFloat(lim.Capacity), cost, nowUS, Margin.Milliseconds()},
+		Args:   []any{fmtFloat(lim.Rate), fmtFloat(lim.Capacity), cost, nowUS, Margin.Milliseconds(), ahead.Microseconds()},
 	}
 }
 
 // parseTake reads leaky_bucket.lua's reply {allowed, wait_us, water_micro,
-// rate_milli, capacity_micro}, refusing one the script never gives: not
-// five integers, an allowed outside {-1, 0, 1}, a wait that is not ≥ 1µs
-// when the job must wait (or not 0 otherwise) or does not fit a
-// time.Duration, a negative level, rate or capacity. Its error wraps
+// rate_milli, capacity_micro, delay_us}, refusing one the script never
+// gives: not six integers, an allowed outside {-1, 0, 1}, a wait that is not
+// ≥ 1µs when the job must wait (or not 0 otherwise) or does not fit a
+// time.Duration, a negative level, rate or capacity, a delay outside
+// [0, MaxAhead] or with a job not allowed. Its error wraps
 // lua.ErrReply, so the caller backs off as after any error instead of
 // trusting a value such as a wait of 0.
 func parseTake(v any) (Result, error) {
 	s := lua.LeakyBucket
-	res, err := s.Ints(v, 5)
+	res, err := s.Ints(v, 6)
 	if err != nil {
 		return Result{}, err
 	}
@@ -139,7 +160,9 @@ func parseTake(v any) (Result, error) {
 	case allowed != 0 && wait != 0:
 		return Result{}, s.ReplyError("allowed %d with wait %dµs", allowed, wait)
 	case res[2] < 0 || res[3] < 0 || res[4] < 0:
-		return Result{}, s.ReplyError("negative level, rate or capacity %v", res[2:])
+		return Result{}, s.ReplyError("negative level, rate or capacity %v", res[2:5])
+	case res[5] < 0 || res[5] > MaxAhead.Microseconds() || (res[5] > 0 && allowed != 1):
+		return Result{}, s.ReplyError("delay %dµs (allowed %d)", res[5], allowed)
 	}
 	return Result{
 		Allowed:  allowed == 1,
@@ -148,6 +171,7 @@ func parseTake(v any) (Result, error) {
 		Water:    float64(res[2]) / micro,
 		Rate:     float64(res[3]) / 1000,
 		Capacity: float64(res[4]) / micro,
+		Delay:    time.Duration(res[5]) * time.Microsecond,
 	}, nil
 }
 

@@ -33,20 +33,25 @@ func TestParseTake(t *testing.T) {
 		res any
 		ok  bool
 	}{
-		{ints(1, 0, 3e6, 10000, 3e6), true},
-		{ints(0, 100000, 3e6, 10000, 3e6), true},
-		{ints(-1, 0, 0, 10000, 3e6), true},
-		{ints(0, 0, 3e6, 10000, 3e6), false},             // must wait, but 0
-		{ints(0, -5, 3e6, 10000, 3e6), false},            // negative wait
-		{ints(0, math.MaxInt64, 3e6, 10000, 3e6), false}, // overflows a Duration
-		{ints(0, math.MinInt64, 3e6, 10000, 3e6), false}, // a Lua overflow
-		{ints(2, 0, 3e6, 10000, 3e6), false},             // allowed out of range
-		{ints(1, 7, 3e6, 10000, 3e6), false},             // allowed with a wait
-		{ints(-1, 7, 0, 10000, 3e6), false},              // never with a wait
-		{ints(1, 0, math.MinInt64, 10000, 3e6), false},   // negative water
-		{ints(1, 0, 3e6, -1, 3e6), false},                // negative rate
-		{ints(1, 0, 3e6, 10000), false},                  // four values
-		{[]any{int64(1), "0", int64(3e6), int64(1e4), int64(3e6)}, false},
+		{ints(1, 0, 3e6, 10000, 3e6, 0), true},
+		{ints(1, 0, 3e6, 10000, 3e6, 40000), true}, // a turn granted ahead, sent 40 ms later
+		{ints(0, 100000, 3e6, 10000, 3e6, 0), true},
+		{ints(-1, 0, 0, 10000, 3e6, 0), true},
+		{ints(0, 0, 3e6, 10000, 3e6, 0), false},             // must wait, but 0
+		{ints(0, -5, 3e6, 10000, 3e6, 0), false},            // negative wait
+		{ints(0, math.MaxInt64, 3e6, 10000, 3e6, 0), false}, // overflows a Duration
+		{ints(0, math.MinInt64, 3e6, 10000, 3e6, 0), false}, // a Lua overflow
+		{ints(2, 0, 3e6, 10000, 3e6, 0), false},             // allowed out of range
+		{ints(1, 7, 3e6, 10000, 3e6, 0), false},             // allowed with a wait
+		{ints(-1, 7, 0, 10000, 3e6, 0), false},              // never with a wait
+		{ints(1, 0, math.MinInt64, 10000, 3e6, 0), false},   // negative water
+		{ints(1, 0, 3e6, -1, 3e6, 0), false},                // negative rate
+		{ints(0, 100000, 3e6, 10000, 3e6, 5), false},        // a delay with a wait
+		{ints(-1, 0, 0, 10000, 3e6, 5), false},              // a delay with never
+		{ints(1, 0, 3e6, 10000, 3e6, -1), false},            // negative delay
+		{ints(1, 0, 3e6, 10000, 3e6, 10000001), false},      // past MaxAhead
+		{ints(1, 0, 3e6, 10000, 3e6), false},                // five values
+		{[]any{int64(1), "0", int64(3e6), int64(1e4), int64(3e6), int64(0)}, false},
 		{"OK", false},
 		{nil, false},
 	}
