@@ -14,8 +14,9 @@ import (
 // heldSet is the jobs this drainer holds (claimed, not yet settled), per
 // tenant, so the lease keeper can extend their leases. A job being settled
 // (its finishing call on the wire) stays in the set, marked false: it is
-// neither extended nor, when its lease is gone by the extension, reported
-// lost (the finish took it).
+// still extended (an extension never makes a lease anew, and a slow finish
+// with a short lease must not lose it), but when its lease is gone by the
+// extension it is not reported lost (the finish took it).
 type heldSet struct {
 	mu       sync.Mutex
 	byTenant map[string]map[*queue.Claimed]bool
@@ -46,7 +47,7 @@ func (h *heldSet) held(tenant string, jobs []*queue.Claimed) []*queue.Claimed {
 	return out
 }
 
-// settling marks j as being settled: the keeper leaves it alone.
+// settling marks j as being settled: the keeper does not report it lost.
 func (h *heldSet) settling(tenant string, j *queue.Claimed) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -67,10 +68,8 @@ func (h *heldSet) snapshot() map[string][]*queue.Claimed {
 	defer h.mu.Unlock()
 	out := make(map[string][]*queue.Claimed, len(h.byTenant))
 	for t, m := range h.byTenant {
-		for j, kept := range m {
-			if kept {
-				out[t] = append(out[t], j)
-			}
+		for j := range m {
+			out[t] = append(out[t], j)
 		}
 	}
 	return out

@@ -42,21 +42,49 @@ func (r *room) acquire(ctx context.Context, n int) int {
 	w := &roomWaiter{n: n, ready: make(chan struct{})}
 	r.waiters = append(r.waiters, w)
 	r.mu.Unlock()
+	if r.await(ctx, w) {
+		return n
+	}
+	return 0
+}
+
+// await waits until w is granted and reports true; when ctx ends first, w
+// leaves the queue (or gives back a grant made meanwhile) and await
+// reports false.
+func (r *room) await(ctx context.Context, w *roomWaiter) bool {
 	select {
 	case <-w.ready:
-		return n
+		return true
 	case <-ctx.Done():
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	select {
 	case <-w.ready: // granted while ctx ended: give the places back
-		r.free += n
+		r.free += w.n
 	default:
 		r.waiters = slices.DeleteFunc(r.waiters, func(o *roomWaiter) bool { return o == w })
 	}
 	r.grant()
-	return 0
+	return false
+}
+
+// acquireFront takes one place ahead of every waiter: at once when one is
+// free, else as the first waiter. A job whose outflow turn was granted
+// ahead takes its place so at its send (launchTurns): its turn is spent and
+// its start recorded, so it must not wait behind a take reserving a batch.
+// It reports false when ctx ended first (then it holds none).
+func (r *room) acquireFront(ctx context.Context) bool {
+	r.mu.Lock()
+	if r.free >= 1 {
+		r.free--
+		r.mu.Unlock()
+		return true
+	}
+	w := &roomWaiter{n: 1, ready: make(chan struct{})}
+	r.waiters = slices.Insert(r.waiters, 0, w)
+	r.mu.Unlock()
+	return r.await(ctx, w)
 }
 
 // release gives back n places.

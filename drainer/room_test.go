@@ -47,6 +47,44 @@ func TestRoomCancel(t *testing.T) {
 	wantIdle(t, r)
 }
 
+// TestRoomAcquireFront: a place taken at a send granted ahead goes before
+// every waiter: at once while one is free even with a batch waiting, else
+// it is the next place that comes free, and a cancelled one holds none.
+func TestRoomAcquireFront(t *testing.T) {
+	r := newRoom(4)
+	bg := context.Background()
+	r.acquire(bg, 3)
+	batch := acquireAsync(t, r, bg, 4, 1) // waits for all 4
+	if !r.acquireFront(bg) {
+		t.Fatal("acquireFront with a place free and a batch waiting: false, want the place at once")
+	}
+	front := make(chan bool, 1)
+	go func() { front <- r.acquireFront(bg) }()
+	waitWaiters(t, r, 2)
+	r.mu.Lock()
+	first := r.waiters[0].n
+	r.mu.Unlock()
+	if first != 1 {
+		t.Fatalf("the first waiter wants %d places, want acquireFront's 1", first)
+	}
+	r.release(1)
+	if !<-front {
+		t.Fatal("acquireFront waiting: false, want the place that came free")
+	}
+	ctx, cancel := context.WithCancel(bg)
+	gone := make(chan bool, 1)
+	go func() { gone <- r.acquireFront(ctx) }()
+	waitWaiters(t, r, 2)
+	cancel()
+	if <-gone {
+		t.Fatal("cancelled acquireFront: true, want false")
+	}
+	r.release(4)
+	wantGot(t, batch, 4, "the batch behind")
+	r.release(4)
+	wantIdle(t, r)
+}
+
 // acquireAsync starts an acquire of n in a goroutine and waits until it is
 // the waiters-th waiter; its result comes on the channel.
 func acquireAsync(t *testing.T, r *room, ctx context.Context, n, waiters int) <-chan int {

@@ -241,7 +241,8 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 // launchTurns launches the jobs of one takeTurn in their order, each when
 // its SendDelay after the answer (at) has passed. A job whose turn is free
 // now holds the place the take reserved for it; one granted ahead gave its
-// place back at the answer (takeTurn) and takes one again at its send, so
+// place back at the answer (takeTurn) and takes one again at its send,
+// ahead of any take waiting for room (room.acquireFront), so
 // the turns held ahead by many slow tenants (2,000 at 1 job/s: about 100 at
 // a time) do not fill MaxInFlight and keep other lanes' asks waiting for
 // room past their turns. A job the take did not start (a deadline or
@@ -254,7 +255,7 @@ func (d *Drainer) launchTurns(ctx, workCtx context.Context, jobs []*queue.Claime
 	for _, job := range jobs {
 		placed := job.SendDelay == 0
 		if live && !placed {
-			live = sleep(ctx, time.Until(at.Add(job.SendDelay))) && d.reserve(ctx, 1) == 1
+			live = sleep(ctx, time.Until(at.Add(job.SendDelay))) && d.room.acquireFront(ctx)
 			placed = live
 		}
 		switch {

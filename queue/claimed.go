@@ -46,8 +46,10 @@ type Claimed struct {
 	// to the tenant's outflow (keys.Outflow, in the second of its send)
 	// with its start (the Redis backend's take), so the drainer leaves it
 	// out of its own counts. A job given back unsent after such a take (its
-	// lane stopping, its tenant paused within its SendDelay) stays counted,
-	// as its outflow turn stays spent.
+	// lane stopping, its tenant paused or removed before its send) stays
+	// counted, so the measured outflow (stats, the console's history) reads
+	// high by it, and by it again if it is taken again; for a shaped tenant
+	// its outflow turn stays spent as well.
 	Counted bool
 	// SendDelay is how long after the take's answer a job whose outflow
 	// turn was granted ahead (queue.TurnTaker) is sent, so no send is early;
