@@ -24,22 +24,26 @@
 -- ZADD of the in_flight index, one ZADD of the deliveries and at most one
 -- SET of the sequence per call.
 --
--- With a rate (ARGV[5] > 0; then n is 1) a job the caller marks startable
--- first passes through the tenant's shared outflow bucket as leaky_bucket.lua
--- and take.lua pass one (KEYS[3], KEYS[4]: the same rules, override and
--- adaptive rate; bucket_level.lua), for its cost ARGV[9] (the envelope's),
--- before its state is read. When its turn is due later than ARGV[8] µs the
--- call reads nothing more and writes nothing (but a level the bucket heals):
--- the reply's wait_us is the wait, the job's fields are 0 and the consumer
--- puts the job back. Else the job is read as above, and when it starts its
--- cost is added to the water: a turn free now, or one due within ARGV[8]
--- µs (the water then above the capacity by what leaks in that wait, so
--- every other ask sees the turn spent; the reply's delay_us tells the
--- consumer to send it that much later). A job found cancelled or a done
--- copy takes no turn; so does one whose cost exceeds the capacity (it can
--- never pass), which comes unstarted, as does a job the caller does not
--- mark startable (the bucket is then not read): the drainer passes such a
--- job through the bucket itself.
+-- With a rate (ARGV[5] > 0) each job passes through the tenant's shared
+-- outflow bucket as leaky_bucket.lua and take.lua pass one (KEYS[3],
+-- KEYS[4]: the same rules, override and adaptive rate; bucket_level.lua),
+-- for the cost ARGV[9] (the envelopes'; a call of several jobs has them all
+-- startable and of that one cost), before its state is read. When the
+-- first job's turn is due later than ARGV[8] µs the call reads nothing more
+-- and writes nothing (but a level the bucket heals): the reply's wait_us is
+-- the wait, taken is 0, every job's fields are 0 and the consumer puts the
+-- jobs back. Else jobs are read as above, in order, each whose turn is free
+-- now or due within ARGV[8] µs: when it starts, its cost is added to the
+-- water (above the capacity by what leaks in that wait, so every other ask
+-- sees the turn spent) and its delay_us tells the consumer to send it that
+-- much later. The first job whose turn falls later ends the call: taken
+-- counts the jobs before it, whose fields are given; the rest are neither
+-- read nor written (fields 0), and the consumer puts them back. A job
+-- found cancelled or a done copy takes no turn; so does one whose cost
+-- exceeds the capacity (it can never pass), which comes unstarted, as does
+-- a job the caller does not mark startable (alone in its call; the bucket
+-- is then not read): the drainer passes such a job through the bucket
+-- itself. The water is written once per call.
 --
 -- KEYS[1]    the tenant's dispatched sequence (keys.JobsDispatched)
 -- KEYS[2]    the tenant's deliveries in progress (keys.Delivering)
@@ -62,16 +66,18 @@
 --            least attempt (the envelope's attempts + 1); the envelope's
 --            enqueued_at, unix ms ("0": not known, no done check)
 --
--- Returns {now_ms, wait_us, delay_us, water_micro, rate_milli, then per job
--- cancelled (0|1), beat_ms, done_ms, attempt}: wait_us >= 1 when the job's
--- turn was not free (it is not started), else 0; delay_us the wait before
--- the send of a job started with a turn granted ahead, else 0; water_micro
--- and rate_milli the bucket's level after the call and the rate used, as
--- take.lua returns them, 0 when the bucket was not read (no rate, or no job
--- to pass); beat_ms 0 when none is recorded; done_ms the recorded
--- enqueued_at when the state is done, else 0; attempt the delivery's number
--- (>= 1) when it was started here, 0 when not.
--- Errors: "kafka_take: <n> keys and <m> arguments do not match";
+-- Returns {now_ms, wait_us, taken, water_micro, rate_milli, then per job
+-- cancelled (0|1), beat_ms, done_ms, attempt, delay_us}: wait_us >= 1 when
+-- the first job's turn was not free (nothing is started, taken 0), else 0;
+-- taken the jobs read (all n without a rate); water_micro and rate_milli
+-- the bucket's level after the call and the rate used, as take.lua returns
+-- them, 0 when the bucket was not read (no rate, or no job to pass);
+-- beat_ms 0 when none is recorded; done_ms the recorded enqueued_at when
+-- the state is done, else 0; attempt the delivery's number (>= 1) when it
+-- was started here, 0 when not; delay_us the wait before the send of a job
+-- started with a turn granted ahead, else 0.
+-- Errors: "kafka_take: <n> keys and <m> arguments do not match" (also for
+-- a gated call of several jobs not all marked startable);
 -- "kafka_take: <argument> <value> is out of range", as take.lua names a
 -- refused rate, capacity, margin, ahead or override.
 
@@ -79,8 +85,14 @@ local gated = tonumber(ARGV[5]) ~= 0
 local g = 2
 if gated then g = 4 end
 local n = #KEYS - g
-if n < 1 or n > 64 or #ARGV ~= 9 + 4 * n or (gated and n ~= 1) then
+local function mismatch()
   return redis.error_reply('kafka_take: ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments do not match')
+end
+if n < 1 or n > 64 or #ARGV ~= 9 + 4 * n then return mismatch() end
+if gated and n > 1 then
+  for i = 1, n do
+    if ARGV[9 + 4 * (i - 1) + 2] ~= '1' then return mismatch() end
+  end
 end
 local rate, capacity, margin, ahead, cost
 if gated then
@@ -110,9 +122,9 @@ local deadline = now + tonumber(ARGV[2])
 local ttl = ARGV[3]
 
 -- The bucket, read with a rate for a job the caller would start (nil: not
--- read), whether the call wrote it, and the head of the reply.
-local b, stored = nil, false
-local out = {now, 0, 0, 0, 0}
+-- read), whether the call spent turns, and the head of the reply.
+local b, spent = nil, false
+local out = {now, 0, n, 0, 0}
 local function head()
   if b then out[4], out[5] = b.water, math.floor(b.rate * 1000) end
   return out
@@ -122,17 +134,21 @@ end
 -- writing nothing: 'go' with the delay before its send in µs (0: now),
 -- 'wait' with the wait in µs, 'unstarted' (its cost exceeds the capacity),
 -- or 'error' with the error reply of a refused override (bucket_pass of
--- bucket_level.lua, for a cost known before the call); spend adds the cost.
+-- bucket_level.lua, for a cost known before the call; the bucket is opened
+-- at the first job); spend adds the cost to the level (written once, at the
+-- end).
 local function turn()
-  local err
-  b, err = bucket_open(KEYS[3], KEYS[4], rate, capacity, now_us, margin, 'kafka_take', now_clock)
-  if not b then return 'error', err end
+  if not b then
+    local err
+    b, err = bucket_open(KEYS[3], KEYS[4], rate, capacity, now_us, margin, 'kafka_take', now_clock)
+    if not b then return 'error', err end
+  end
   return bucket_pass(b, cost, ahead)
 end
 
 local function spend()
-  bucket_spend(b, cost)
-  stored = true
+  bucket_add(b, cost)
+  spent = true
 end
 
 -- With a rate the bucket is read before the job: when its turn is not free
@@ -144,14 +160,25 @@ if gated and ARGV[11] == '1' then
   if pass == 'wait' then
     if b.heal then bucket_store(b, b.water) end
     local r = head()
-    r[2], r[6], r[7], r[8], r[9] = pass_us, 0, 0, 0, 0
+    r[2], r[3] = pass_us, 0
+    for _ = 1, 5 * n do r[#r + 1] = 0 end
     return r
   end
 end
 
 local starts, delivering = {}, {}
 local top_seq, in_flight_index = nil, nil
+local taken = n
 for i = 1, n do
+  local delay = 0
+  if gated and i > 1 then
+    -- Every job of a gated call of several is startable, of one cost.
+    pass, pass_us = turn()
+    if pass ~= 'go' then
+      taken = i - 1
+      break
+    end
+  end
   local sk, a = KEYS[g + i], 9 + 4 * (i - 1)
   local start, floor, enq = ARGV[a + 2] == '1', tonumber(ARGV[a + 3]) or 1, ARGV[a + 4]
   local cancelled, beat, done, attempt = 0, 0, 0, 0
@@ -172,7 +199,7 @@ for i = 1, n do
     attempt = floor
     if gated then
       spend()
-      out[3] = pass_us
+      delay = pass_us
     end
   end
   if attempt > 0 and not marker then
@@ -198,9 +225,13 @@ for i = 1, n do
     delivering[#delivering + 1] = ARGV[a + 1]
   end
   local o = #out
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = cancelled, beat, done, attempt
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = cancelled, beat, done, attempt, delay
 end
-if b and b.heal and not stored then bucket_store(b, b.water) end
+for _ = taken + 1, n do
+  for _ = 1, 5 do out[#out + 1] = 0 end
+end
+out[3] = taken
+if b and (spent or b.heal) then bucket_store(b, b.water) end
 
 if #starts > 0 then
   redis.call('ZADD', in_flight_index, unpack(starts))

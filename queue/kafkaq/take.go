@@ -37,7 +37,7 @@ func (c *Consumer) Take(ctx context.Context, tenant string, k int) ([]*queue.Cla
 	if len(jobs) == 0 {
 		return nil, 0, nil
 	}
-	_, _ = c.startTaken(ctx, tenant, jobs, turnGate{}) // ungated: never an error
+	_, _, _ = c.startTaken(ctx, tenant, jobs, turnGate{}) // ungated: never an error, every job covered
 	return jobs, 0, nil
 }
 
@@ -63,17 +63,22 @@ func (c *Consumer) popTaken(ctx context.Context, tenant string, k int) []*queue.
 }
 
 // startTaken runs kafka_take.lua for jobs (all registered, none handed out
-// yet), through the bucket when g has a rate (then jobs is one job), and
-// sets each one's Started (and SendDelay: a turn granted ahead), Cancelled, Duplicate and, for a heartbeat job,
-// BeatAt and Now from its reply; it returns the bucket's answer. Poison
-// jobs are left out of the call. When Redis fails, or answers something
-// else, the jobs stay unstarted and not cancelled (counted in
-// sluice_redis_errors_total{op="take"}) and the answer is zero; the error
-// returned is only the script's refusal of g's numbers or of the tenant's
-// override (a gated call's "kafka_take: ... is out of range").
-func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.Claimed, g turnGate) (queue.Turn, error) {
+// yet), through the bucket when g has a rate (then jobs is one job, or
+// several that are all startable and of one cost: gatedBatch), and sets
+// each one's Started (and SendDelay: a turn granted ahead), Cancelled,
+// Duplicate and, for a heartbeat job, BeatAt and Now from its reply; it
+// returns the bucket's answer and how many of jobs, from the first, the
+// call covered (len(jobs) but for a gated call whose bucket refused a
+// later job's turn: the rest are to be put back). Poison jobs are left out
+// of the call. When Redis fails, or answers something else, the jobs stay
+// unstarted and not cancelled (counted in
+// sluice_redis_errors_total{op="take"}), the answer is zero and all are
+// covered; the error returned is only the script's refusal of g's numbers
+// or of the tenant's override (a gated call's "kafka_take: ... is out of
+// range").
+func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.Claimed, g turnGate) (queue.Turn, int, error) {
 	if c.rdb == nil {
-		return queue.Turn{}, nil
+		return queue.Turn{}, len(jobs), nil
 	}
 	read := make([]*queue.Claimed, 0, len(jobs))
 	for _, j := range jobs {
@@ -82,7 +87,7 @@ func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.
 		}
 	}
 	if len(read) == 0 {
-		return queue.Turn{}, nil
+		return queue.Turn{}, len(jobs), nil
 	}
 	start := make([]bool, len(read))
 	for i, j := range read {
@@ -90,7 +95,7 @@ func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.
 	}
 	v, err := kafkaTakeCall(tenant, c.cfg.Lease, read, start, g).Run(ctx, c.rdb).Result()
 	if err != nil && g.Rate > 0 && refused(err) {
-		return queue.Turn{}, err
+		return queue.Turn{}, 0, err
 	}
 	var r takeReply
 	if err == nil {
@@ -100,24 +105,27 @@ func (c *Consumer) startTaken(ctx context.Context, tenant string, jobs []*queue.
 		if ctx.Err() == nil {
 			c.m.redisErrs.WithLabelValues("take").Inc()
 		}
-		return queue.Turn{}, nil
+		return queue.Turn{}, len(jobs), nil
 	}
-	for i, j := range read {
+	covered := len(jobs)
+	if int(r.Taken) < len(read) {
+		// Only a gated call of several stops early, and all of its jobs
+		// decoded (read is jobs).
+		covered = int(r.Taken)
+	}
+	for i, j := range read[:r.Taken] {
 		f := r.Jobs[i]
 		j.Cancelled = f.Cancelled
 		if start[i] {
 			j.Started = int(f.Attempt)
-			if f.Attempt > 0 {
-				// A gated call has one job: the bucket's delay is its own.
-				j.SendDelay = time.Duration(r.DelayUS) * time.Microsecond
-			}
+			j.SendDelay = time.Duration(f.DelayUS) * time.Microsecond
 		}
 		j.Duplicate = j.Duplicate || queue.SameJob(j.Envelope, f.DoneMS)
 		if j.Envelope.HeartbeatMS > 0 {
 			j.BeatAt, j.Now = msTime(f.BeatMS), msTime(r.NowMS)
 		}
 	}
-	return r.turn(), nil
+	return r.turn(), covered, nil
 }
 
 // refused reports whether err is kafka_take.lua's own refusal of a number
@@ -137,7 +145,7 @@ func startable(job *queue.Claimed) bool {
 
 // turnGate is a TakeTurn's bucket for kafka_take.lua: rate units/s and
 // capacity units (Rate 0: no bucket, Take's call), and how far ahead a turn
-// may be granted.
+// may be granted (the cost is the first job's: a gated call's jobs share it).
 type turnGate struct {
 	Rate, Capacity float64
 	Ahead          time.Duration
@@ -146,8 +154,9 @@ type turnGate struct {
 // kafkaTakeCall is lua/kafka_take.lua for jobs of tenant: read each one's
 // cancel marker, beat and done copy, and start job i when start[i] (unless
 // the script finds it cancelled or done) with its delivery lasting lease;
-// with g's rate (then jobs is one job) only when the bucket gives it its
-// turn for its envelope's cost. Every key is declared.
+// with g's rate (then jobs is one job, or startable jobs of one cost) only
+// when the bucket gives it its turn for its envelope's cost. Every key is
+// declared.
 func kafkaTakeCall(tenant string, lease time.Duration, jobs []*queue.Claimed, start []bool, g turnGate) lua.Call {
 	ks := make([]string, 0, 4+len(jobs))
 	ks = append(ks, keys.JobsDispatched(tenant), keys.Delivering(tenant))
@@ -177,11 +186,12 @@ func kafkaTakeCall(tenant string, lease time.Duration, jobs []*queue.Claimed, st
 }
 
 // takeReply is kafka_take.lua's reply: Redis TIME (unix ms), the bucket's
-// answer (all 0 when it was not read) and one takeJob per job of the call.
+// answer (all 0 when it was not read), how many jobs the call read from
+// the first, and one takeJob per job of the call.
 type takeReply struct {
-	NowMS                                  int64
-	WaitUS, DelayUS, WaterMicro, RateMilli int64
-	Jobs                                   []takeJob
+	NowMS                                int64
+	WaitUS, Taken, WaterMicro, RateMilli int64
+	Jobs                                 []takeJob
 }
 
 // turn is r's bucket answer as a queue.Turn.
@@ -192,56 +202,58 @@ func (r takeReply) turn() queue.Turn {
 	}
 }
 
-// takeJob is one job of kafka_take.lua's reply: job_cancelled.lua's fields
-// and the attempt number of a start recorded by the take (0: not started).
+// takeJob is one job of kafka_take.lua's reply: job_cancelled.lua's fields,
+// the attempt number of a start recorded by the take (0: not started) and
+// the delay before the send of a turn granted ahead.
 type takeJob struct {
-	Cancelled               bool
-	BeatMS, DoneMS, Attempt int64
+	Cancelled                        bool
+	BeatMS, DoneMS, Attempt, DelayUS int64
 }
 
 // takeHead and takeFields are how many reply elements kafka_take.lua gives
 // before the jobs and per job.
 const (
 	takeHead   = 5
-	takeFields = 4
+	takeFields = 5
 )
 
-// parseKafkaTake checks kafka_take.lua's reply {now_ms, wait_us, delay_us,
-// water_micro, rate_milli, n × {cancelled (0|1), beat_ms, done_ms,
-// attempt}} for a call of n jobs: now_ms > 0, no negative wait, delay,
-// level or rate, a wait or a delay only for a call of one job (a wait with
-// that job not started, a delay with it started, never both), attempt >= 0,
-// and a cancelled job not started.
+// parseKafkaTake checks kafka_take.lua's reply {now_ms, wait_us, taken,
+// water_micro, rate_milli, n × {cancelled (0|1), beat_ms, done_ms, attempt,
+// delay_us}} for a call of n jobs: now_ms > 0, no negative wait, level or
+// rate, taken in [0, n] (0 with a wait, n without a wait unless the call
+// had several jobs), attempt >= 0, a cancelled job not started, a delay in
+// [0, queue.TurnAheadMax] only for a started job, no job started with a
+// wait, and the jobs past taken all 0.
 func parseKafkaTake(v any, n int) (takeReply, error) {
 	s := lua.KafkaTake
 	f, err := s.Ints(v, takeHead+takeFields*n)
 	if err != nil {
 		return takeReply{}, err
 	}
-	r := takeReply{NowMS: f[0], WaitUS: f[1], DelayUS: f[2], WaterMicro: f[3], RateMilli: f[4], Jobs: make([]takeJob, n)}
+	r := takeReply{NowMS: f[0], WaitUS: f[1], Taken: f[2], WaterMicro: f[3], RateMilli: f[4], Jobs: make([]takeJob, n)}
 	switch {
 	case r.NowMS <= 0:
 		return takeReply{}, s.ReplyError("now %d, want > 0", r.NowMS)
-	case r.WaitUS < 0 || r.DelayUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
-		return takeReply{}, s.ReplyError("wait %d µs, delay %d µs, water %d, rate %d: want none negative", r.WaitUS, r.DelayUS, r.WaterMicro, r.RateMilli)
-	case (r.WaitUS > 0 || r.DelayUS > 0) && n != 1:
-		return takeReply{}, s.ReplyError("a wait of %d µs or a delay of %d µs with %d jobs", r.WaitUS, r.DelayUS, n)
+	case r.WaitUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
+		return takeReply{}, s.ReplyError("wait %d µs, water %d, rate %d: want none negative", r.WaitUS, r.WaterMicro, r.RateMilli)
+	case r.Taken < 0 || r.Taken > int64(n) || (r.WaitUS > 0) != (r.Taken == 0):
+		return takeReply{}, s.ReplyError("%d of %d jobs taken with a wait of %d µs", r.Taken, n, r.WaitUS)
 	}
 	for i := range r.Jobs {
 		j := f[takeHead+takeFields*i : takeHead+takeFields*(i+1)]
 		switch {
+		case int64(i) >= r.Taken && (j[0] != 0 || j[1] != 0 || j[2] != 0 || j[3] != 0 || j[4] != 0):
+			return takeReply{}, s.ReplyError("job %d past the %d taken has fields %v", i, r.Taken, j)
 		case j[0] != 0 && j[0] != 1:
 			return takeReply{}, s.ReplyError("job %d: cancelled is %d, want 1 or 0", i, j[0])
 		case j[3] < 0 || j[3] > 1<<31-1:
 			return takeReply{}, s.ReplyError("job %d: attempt is %d, want >= 0", i, j[3])
 		case j[0] == 1 && j[3] != 0:
 			return takeReply{}, s.ReplyError("job %d: cancelled and started as attempt %d", i, j[3])
-		case r.WaitUS > 0 && j[3] != 0:
-			return takeReply{}, s.ReplyError("a wait of %d µs and the job started as attempt %d", r.WaitUS, j[3])
-		case r.DelayUS > 0 && j[3] == 0:
-			return takeReply{}, s.ReplyError("a delay of %d µs for a job not started", r.DelayUS)
+		case j[4] < 0 || j[4] > queue.TurnAheadMax.Microseconds() || (j[4] > 0 && j[3] == 0):
+			return takeReply{}, s.ReplyError("job %d: a delay of %d µs with attempt %d", i, j[4], j[3])
 		}
-		r.Jobs[i] = takeJob{Cancelled: j[0] == 1, BeatMS: j[1], DoneMS: j[2], Attempt: j[3]}
+		r.Jobs[i] = takeJob{Cancelled: j[0] == 1, BeatMS: j[1], DoneMS: j[2], Attempt: j[3], DelayUS: j[4]}
 	}
 	return r, nil
 }
