@@ -166,7 +166,7 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 // takeTurn is claimAndLaunch through a queue.TurnTaker for a shaped tenant:
 // it reserves room for up to takeMax dispatches (takeBatch's size, as take
 // does), asks the backend for that many head jobs with their outflow turns
-// (one call grants every turn due within turnAhead; Kafka's grants one),
+// (one call grants every turn due within turnAhead, on both backends),
 // gives the unused room back and launches the jobs (launchTurns). When the
 // bucket has no turn free it sleeps until turnLead before the turn
 // (turnSleep, cut short by a configuration change, as waitTurn's) and

@@ -140,7 +140,8 @@ type JobWaiter interface {
 
 // TurnTaker is a Taker that also takes a shaped tenant's outflow turns in
 // the same call: TakeTurn claims up to k jobs (a backend may take fewer:
-// Kafka's takes one) and starts each only when the tenant's shared bucket
+// Kafka's stops at a job of another cost, or one it cannot start) and
+// starts each only when the tenant's shared bucket
 // (rate units/s, capacity units) gives it its turn, in queue order; when
 // none is free it claims nothing and answers Turn.Wait > 0. A job it did
 // not start has taken no turn.
