@@ -33,6 +33,24 @@ func (c *outflowCounts) add(tenant string, sec, units int64) {
 	m[sec] += max(units, 1)
 }
 
+// adjust adds delta (any sign) to tenant's units of second sec: a flush's
+// counts put back, or a take's count taken back (uncount).
+func (c *outflowCounts) adjust(tenant string, sec, delta int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.units == nil {
+		c.units = map[string]map[int64]int64{}
+	}
+	m := c.units[tenant]
+	if m == nil {
+		m = map[int64]int64{}
+		c.units[tenant] = m
+	}
+	if m[sec] += delta; m[sec] == 0 {
+		delete(m, sec)
+	}
+}
+
 // take returns the counts and starts afresh.
 func (c *outflowCounts) take() map[string]map[int64]int64 {
 	c.mu.Lock()
@@ -48,7 +66,7 @@ func (c *outflowCounts) putBack(tenant string, units map[int64]int64, now time.T
 	oldest := now.Add(-keys.OutflowTTL).Unix()
 	for s, n := range units {
 		if s > oldest {
-			c.add(tenant, s, n)
+			c.adjust(tenant, s, n)
 		}
 	}
 }

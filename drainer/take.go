@@ -296,6 +296,11 @@ func errOp(err error) string {
 // was paused or removed before its dispatch): through queue.Untaker when the
 // take started it, so its recorded start is undone, else Release.
 func (d *Drainer) giveBack(job *queue.Claimed) {
+	if job.Counted {
+		// The take counted its units in the outflow of its send's second:
+		// the next flush takes them back.
+		d.units.adjust(job.Envelope.Tenant, job.CountedAt, -max(job.Envelope.Cost, 1))
+	}
 	if u, ok := d.cfg.Consumer.(queue.Untaker); ok && job.Started > 0 {
 		d.settle(job, func(ctx context.Context) error { return u.Untake(ctx, job) }, "release")
 		return

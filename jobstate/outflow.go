@@ -31,7 +31,7 @@ func (a OutflowAdd) Call() lua.Call {
 	}
 	secs := make([]int64, 0, len(a.Units))
 	for s, n := range a.Units {
-		if n > 0 {
+		if n != 0 { // a negative n takes back units counted for a job given back unsent
 			secs = append(secs, s)
 		}
 	}

@@ -17,7 +17,8 @@
 -- KEYS[2]  the tenant's deliveries in progress (keys.Delivering)
 -- ARGV[1]  PEXPIRE of KEYS[1], ms (keys.OutflowTTL); also the age bound
 -- ARGV[2]  now, unix ms; "0" reads Redis TIME
--- ARGV[3..] pairs: unix second, units (integers >= 1)
+-- ARGV[3..] pairs: unix second, units (integers; a negative one takes back
+--           the units take.lua counted for a job the drainer gave back unsent)
 --
 -- Returns the number of pairs added.
 

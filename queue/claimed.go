@@ -45,12 +45,12 @@ type Claimed struct {
 	// Counted reports that the backend added this started delivery's cost
 	// to the tenant's outflow (keys.Outflow, in the second of its send)
 	// with its start (the Redis backend's take), so the drainer leaves it
-	// out of its own counts. A job given back unsent after such a take (its
-	// lane stopping, its tenant paused or removed before its send) stays
-	// counted, so the measured outflow (stats, the console's history) reads
-	// high by it, and by it again if it is taken again; for a shaped tenant
-	// its outflow turn stays spent as well.
-	Counted bool
+	// out of its own counts; CountedAt is the unix second it was counted
+	// in. A job the drainer gives back unsent after such a take (its lane
+	// stopping, its tenant paused or removed before its send) is taken back
+	// out of that second by the drainer's next flush.
+	Counted   bool
+	CountedAt int64
 	// SendDelay is how long after the take's answer a job whose outflow
 	// turn was granted ahead (queue.TurnTaker) is sent, so no send is early;
 	// 0 for a turn free at once, or none taken.

@@ -47,22 +47,10 @@ func newTurnEnv(t *testing.T, envs ...queue.Envelope) *turnEnv {
 	return &turnEnv{t: t, e: e, c: c, tenant: tenant}
 }
 
-// take is one TakeTurn, asked again while it finds no job yet and answers
-// no wait (the consumer still fetching), for up to 20 s.
+// take is one TakeTurn of one job (takeK).
 func (te *turnEnv) take(rate, capacity float64, ahead time.Duration) ([]*queue.Claimed, queue.Turn) {
 	te.t.Helper()
-	for end := time.Now().Add(20 * time.Second); ; {
-		jobs, turn, wait, err := te.c.TakeTurn(context.Background(), te.tenant, 1, rate, capacity, ahead)
-		if err != nil || wait != 0 {
-			te.t.Fatalf("TakeTurn: wait %v, %v; want 0, nil", wait, err)
-		}
-		if len(jobs) > 0 || turn.Wait > 0 {
-			return jobs, turn
-		}
-		if time.Now().After(end) {
-			te.t.Fatal("TakeTurn found no job in 20 s")
-		}
-	}
+	return te.takeK(1, rate, capacity, ahead)
 }
 
 func turnIDs(jobs []*queue.Claimed) []string {

@@ -82,6 +82,7 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 			}
 			job.Started = max(job.Started, job.Envelope.Attempt+1)
 			job.InLease, job.Counted = true, true
+			job.CountedAt = (r.NowMS + jr.DelayUS/1000) / 1000 // take.lua's second of the send
 		}
 		jobs[i] = job
 	}
