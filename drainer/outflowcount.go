@@ -18,23 +18,11 @@ type outflowCounts struct {
 	units map[string]map[int64]int64
 }
 
-// add counts units started in second sec for tenant.
-func (c *outflowCounts) add(tenant string, sec, units int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.units == nil {
-		c.units = map[string]map[int64]int64{}
-	}
-	m := c.units[tenant]
-	if m == nil {
-		m = map[int64]int64{}
-		c.units[tenant] = m
-	}
-	m[sec] += max(units, 1)
-}
+// add counts units started in second sec for tenant (at least 1).
+func (c *outflowCounts) add(tenant string, sec, units int64) { c.adjust(tenant, sec, max(units, 1)) }
 
 // adjust adds delta (any sign) to tenant's units of second sec: a flush's
-// counts put back, or a take's count taken back (uncount).
+// counts put back, or a take's count taken back (giveBack).
 func (c *outflowCounts) adjust(tenant string, sec, delta int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
