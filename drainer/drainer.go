@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +81,7 @@ type Drainer struct {
 	cfg      Config
 	handler  Handler
 	tenants  atomic.Pointer[map[string]config.Tenant]
+	ids      atomic.Pointer[tenantIDList] // tenantIDs' answer for tenants
 	bucket   *outflow.Bucket
 	slots    *outflow.Semaphore
 	m        *metrics
@@ -198,14 +201,26 @@ func (d *Drainer) tenant(id string) (config.Tenant, bool) {
 	return t, ok
 }
 
-// tenantIDs returns the configured tenants' ids.
+// tenantIDs returns the configured tenants' ids, sorted. The slice is
+// built once per configuration (SetTenants) and shared: callers read it
+// and never write to it; its capacity is its length, so an append copies.
+// Sorted and stable, it lets the prober reuse what it built for the same
+// list (redisq's probe keys) instead of building it every second.
 func (d *Drainer) tenantIDs() []string {
-	m := *d.tenants.Load()
-	out := make([]string, 0, len(m))
-	for t := range m {
-		out = append(out, t)
+	p := d.tenants.Load()
+	if c := d.ids.Load(); c != nil && c.from == p {
+		return c.ids
 	}
-	return out
+	ids := slices.Sorted(maps.Keys(*p))
+	ids = slices.Clip(ids)
+	d.ids.Store(&tenantIDList{from: p, ids: ids})
+	return ids
+}
+
+// tenantIDList is the sorted ids of one configuration (Drainer.tenantIDs).
+type tenantIDList struct {
+	from *map[string]config.Tenant
+	ids  []string
 }
 
 // label is the tenant's metric label: its id when configured, else

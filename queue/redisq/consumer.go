@@ -66,6 +66,7 @@ type Consumer struct {
 	takes    *lua.Group   // concurrent takes of all lanes, in shared pipelines
 	refresh  keys.Refresh // once a second per tenant: TTLs and the done trim
 	sweep    probeSweep   // which tenants Probe reads in full (probe.go)
+	backlog  backlogKeys  // the counter keys Probe reads (probe.go)
 }
 
 // finishPipelines is how many pipelines of Finish calls may be in flight

@@ -3,6 +3,7 @@ package redisq
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -84,18 +85,19 @@ func probeSlice(tenant string) int {
 // its lane finds out (a failure of a whole pipeline is returned).
 func (c *Consumer) Probe(ctx context.Context, tenants []string, within time.Duration) (ready, expired []string, err error) {
 	full := c.sweep.due(time.Now())
-	var busy, counted, swept []string
+	all := c.backlog.of(tenants)
+	var busy, counted, swept, ks []string
 	for from := 0; from < len(tenants) && err == nil; from += probeBatch {
-		busy, counted, swept = busy[:0], counted[:0], swept[:0]
-		for _, t := range tenants[from:min(from+probeBatch, len(tenants))] {
-			if full&(1<<probeSlice(t)) != 0 {
+		busy, counted, swept, ks = busy[:0], counted[:0], swept[:0], ks[:0]
+		for i := from; i < min(from+probeBatch, len(tenants)); i++ {
+			if t := tenants[i]; full&(1<<probeSlice(t)) != 0 {
 				swept = append(swept, t)
 			} else {
-				counted = append(counted, t)
+				counted, ks = append(counted, t), append(ks, all[i])
 			}
 		}
 		if len(counted) > 0 {
-			busy, err = c.withBacklog(ctx, counted, busy)
+			busy, err = c.withBacklog(ctx, counted, ks, busy)
 		}
 		if err == nil && len(swept) > 0 {
 			busy, err = c.withKeys(ctx, swept, busy)
@@ -107,13 +109,9 @@ func (c *Consumer) Probe(ctx context.Context, tenants []string, within time.Dura
 	return ready, expired, err
 }
 
-// withBacklog appends to out those of tenants whose backlog counter is
-// above 0 or could not be read as a number.
-func (c *Consumer) withBacklog(ctx context.Context, tenants, out []string) ([]string, error) {
-	ks := make([]string, len(tenants))
-	for i, t := range tenants {
-		ks[i] = keys.Backlog(t)
-	}
+// withBacklog appends to out those of tenants whose backlog counter (ks,
+// in the same order) is above 0 or could not be read as a number.
+func (c *Consumer) withBacklog(ctx context.Context, tenants, ks, out []string) ([]string, error) {
 	vals, failed, err := multiget.Get(ctx, c.rdb, ks)
 	if len(tenants) > 0 && failed == len(tenants) {
 		return nil, queue.Unavailable("redis probe", err)
@@ -207,4 +205,29 @@ func (r probeCmds) ready(nowMS, dueMS int64) (work, lapsed bool) {
 	}
 	z, err = r.delayed.Result()
 	return err != nil || len(z) > 0 && int64(z[0].Score) <= dueMS, lapsed
+}
+
+// backlogKeys remembers the backlog counter keys (keys.Backlog) of the
+// tenants Probe reads every second, so a probe of 10,000 idle tenants
+// builds no key name: it reuses one slice of them while the tenant list is
+// the same (the drainer passes the same tenants in the same order until
+// its configuration changes), and builds them again when the list differs.
+type backlogKeys struct {
+	mu      sync.Mutex
+	tenants []string // the list ks was built for (a copy)
+	ks      []string
+}
+
+// of returns the backlog keys of tenants, in order. The slice is shared:
+// the caller only reads it.
+func (b *backlogKeys) of(tenants []string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !slices.Equal(b.tenants, tenants) {
+		b.tenants, b.ks = slices.Clone(tenants), make([]string, len(tenants))
+		for i, t := range tenants {
+			b.ks[i] = keys.Backlog(t)
+		}
+	}
+	return b.ks
 }
