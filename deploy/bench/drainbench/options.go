@@ -43,7 +43,7 @@ type options struct {
 	root         string // repository root
 	outDir       string // results directory
 	jsonPath     string // BENCH_JSON: a second copy of the JSON results
-	profileDir   string // BENCH_PROFILE: CPU profiles of cmd/drainer throughput rows
+	profileDir   string // BENCH_PROFILE: CPU profiles of cmd/drainer throughput rows and tenants windows
 	env          []string
 }
 

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/sluicehq/sluice/deploy/bench/drainresult"
@@ -72,6 +76,7 @@ func (b *bench) tenantsScenario(ctx context.Context, scenario string, configured
 	start := time.Now()
 	f, err := startDrainers(b.bin, b.dir, base, 1, drainerConf{
 		redisAddr: o.redisAddr, backend: "redis", tenants: names, rate: tenantsRate, sinkURL: b.sink.url,
+		pprof: o.profileDir != "",
 	})
 	if err != nil {
 		row.err = err
@@ -93,11 +98,21 @@ func (b *bench) tenantsScenario(ctx context.Context, scenario string, configured
 		row.err = fmt.Errorf("the drainer died in the warm-up: %w", err)
 		return row
 	}
+	profiled := func() (string, error) { return "", nil }
+	if o.profileDir != "" { // a CPU profile of the window (BENCH_PROFILE)
+		profiled = startProfile(ctx, f[0].addr, o.profileDir, base, int(o.tenWindow.Seconds()))
+	}
 	row.err = b.tenantsWindow(ctx, f[0], from, &row.res)
+	if path, err := profiled(); err != nil {
+		row.note = "profile: " + err.Error()
+	} else if path != "" {
+		row.note = "CPU profile of the window: " + path
+	}
 	if err := f.stop(20 * time.Second); err != nil {
 		row.note = "stop: " + err.Error()
 	}
 	arr := b.rec.take()
+	writeArrivalCounts(filepath.Join(b.dir, base+".counts"), arr, from)
 	measureTenants(&row.res, arr, from, o.tenWindow, active, tenantsRate)
 	row.res.Dups = duplicates(arr)
 	return row
@@ -165,4 +180,26 @@ func (b *bench) cleanTenants(ctx context.Context) {
 	if err != nil {
 		b.logf("tenants: clean up: %v", err)
 	}
+}
+
+// writeArrivalCounts writes the arrivals of a scenario per 100 ms, one line
+// "offset_s count" from the window's start (negative in the warm-up) into
+// path, so a stall of the whole drainer shows as a gap. A diagnostic only:
+// a write error is ignored.
+func writeArrivalCounts(path string, arr []arrival, from time.Time) {
+	counts := map[int64]int{}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, a := range arr {
+		k := a.at.Sub(from).Milliseconds() / 100
+		if a.at.Before(from) {
+			k-- // floor, not truncation toward zero
+		}
+		counts[k]++
+		lo, hi = min(lo, k), max(hi, k)
+	}
+	var buf bytes.Buffer
+	for k := lo; k <= hi && len(arr) > 0; k++ {
+		fmt.Fprintf(&buf, "%.1f %d\n", float64(k)/10, counts[k])
+	}
+	_ = os.WriteFile(path, buf.Bytes(), 0o644)
 }
