@@ -47,6 +47,9 @@ func BenchmarkIngest(b *testing.B) {
 		tenant := testenv.Name(b, "bench")
 		h := startIngest(b, benchConfig(b, tenant), deps{rdb: rdb})
 		runIngestBench(b, h.url, apiKey(tenant), rdb)
+		reportMean(b, h.reg, "sluice_admission_batch_size", 1, "batch")
+		reportMean(b, h.reg, "sluice_admission_duration_seconds", 1000, "admit_ms")
+		reportMean(b, h.reg, "sluice_http_request_duration_seconds", 1000, "http_ms")
 	})
 	b.Run("peer_handwritten", func(b *testing.B) {
 		rdb := privateRedis(b)

@@ -89,11 +89,11 @@ func newServer(t testing.TB, cfg *config.Config, d deps) (*ingest.Server, *prome
 		}
 		d.producer = p
 	}
-	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: d.rdb})
+	reg := prometheus.NewRegistry()
+	adm, err := limits.NewAdmitter(limits.AdmitterConfig{Redis: d.rdb, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
 	srv, err := ingest.New(ingest.Config{
 		Settings: cfg, Redis: d.rdb, Producer: d.producer, Admitter: adm,
 		Registerer: reg, Gatherer: reg, Clock: d.clock,
