@@ -136,7 +136,7 @@ func (d *Drainer) laneTenants(ctx context.Context) []string {
 			d.m.errors.WithLabelValues("tenants").Inc()
 			d.log.Warn("drainer: list tenants", "err", err)
 		}
-		out = append(out, more...)
+		out = append(slices.Clone(out), more...) // out is shared: tenantIDs
 		slices.Sort(out)
 		out = slices.Compact(out)
 	}
