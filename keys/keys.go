@@ -61,6 +61,14 @@ func Admission(tenant, algorithm, policy string) string {
 // jobs finish.
 func Backlog(tenant string) string { return tag(tenant) + ":backlog" }
 
+// BacklogOwed is what finishes of the tenant's jobs could not take from its
+// backlog counter (Kafka backend: a drainer finished a job before the
+// producer's post-ack write counted it), paid out of the next raise
+// (lua/backlog_raise.lua). TTL: BacklogOwedTTL, refreshed on every debt, so
+// a debt the raise never pays (the counter was lost) stops holding the
+// counter low within it.
+func BacklogOwed(tenant string) string { return tag(tenant) + ":backlog_owed" }
+
 // Queue is the tenant's Redis list of job envelopes (Redis queue backend).
 // TTL: QueueTTL, refreshed on every push.
 func Queue(tenant string) string { return tag(tenant) + ":queue" }

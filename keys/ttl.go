@@ -6,6 +6,11 @@ import "time"
 const (
 	// BacklogTTL bounds how long a backlog counter survives without writes.
 	BacklogTTL = 7 * 24 * time.Hour
+	// BacklogOwedTTL bounds how long a finish's debt to the backlog
+	// counter (BacklogOwed) waits for the post-ack write it came before:
+	// that write follows the ack within backlogTimeout, or within a retry
+	// or two of Redis' return.
+	BacklogOwedTTL = time.Minute
 	// WaterMargin is added to the PX TTL of a tenant's water-level hash
 	// (Water) beyond the time the bucket takes to empty (or the adaptive
 	// rate to recover), so an idle tenant's state (and its adaptive rate)

@@ -6,8 +6,9 @@
 -- as one script.
 --
 -- First backlog_lower: the counter KEYS[6] falls by the job's cost, never
--- below 0, unless the job was purged (reason "purged" in its state hash,
--- read before the state is written); its TTL refreshed on ARGV[12] "1" or
+-- below 0 (the rest owed in KEYS[7], paid by backlog_raise.lua), unless
+-- the job was purged (reason "purged" in its state hash, read before the
+-- state is written); its TTL refreshed on ARGV[12] "1" or
 -- when the counter was created or reset. Then, unless ARGV[2] is "" (a
 -- duplicate: a copy of a job delivered already, whose state stays done and
 -- which only lowers the backlog), settle_delivery: the delivery leaves the
@@ -19,15 +20,17 @@
 --              sequence, the deliveries in progress, the dead index, the
 --              dead letters
 -- KEYS[6]      the tenant's backlog counter (keys.Backlog)
+-- KEYS[7]      the tenant's owed count (keys.BacklogOwed)
 -- ARGV[1..12]  job_state_settle.lua's, ARGV[2] "" for a duplicate (nothing
 --              recorded) and ARGV[12] also backlog_decr.lua's refresh flag
 -- ARGV[13]     job cost, integer >= 1
 -- ARGV[14]     PEXPIRE of the backlog counter, ms (keys.BacklogTTL)
+-- ARGV[15]     PEXPIRE of the owed count, ms (keys.BacklogOwedTTL)
 --
 -- Returns the backlog counter after the decrement (>= 0), or as it is for
 -- a purged job.
 
-local left = backlog_lower(KEYS[6], KEYS[1], ARGV[13], ARGV[14], ARGV[12])
+local left = backlog_lower(KEYS[6], KEYS[1], ARGV[13], ARGV[14], ARGV[12], KEYS[7], ARGV[15])
 if ARGV[2] ~= '' then
   settle_delivery(KEYS, ARGV)
 end

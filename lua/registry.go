@@ -26,6 +26,7 @@ var (
 
 	// Queue, Kafka backend (queue/kafkaq).
 	BacklogDecr  = register(include("backlog_decr.lua", "backlog_lower.lua"))
+	BacklogRaise = register(mustLoad("backlog_raise.lua"))
 	JobCancelled = register(mustLoad("job_cancelled.lua"))
 	KafkaTake    = register(include("kafka_take.lua", "job_state_final.lua", "bucket_level.lua"))
 	KafkaFinish  = register(include("kafka_finish.lua", "job_state_final.lua", "dead_letter.lua", "job_settle.lua", "backlog_lower.lua"))

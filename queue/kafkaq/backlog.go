@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/jobstate"
-	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue/internal/metrics"
 )
@@ -132,19 +131,26 @@ func (k *backlog) write(c counts, loud bool) counts {
 			calls = append(calls, jobstate.EnqueueCall(t, part))
 		}
 	}
-	incrs := make([]*redis.IntCmd, 0, len(c.order))
-	stateCmds := lua.Exec(ctx, k.rdb, calls, func(pipe redis.Pipeliner) {
-		for _, t := range c.order {
-			incrs = append(incrs, pipe.IncrBy(ctx, keys.Backlog(t), c.cost[t]))
-			pipe.PExpire(ctx, keys.Backlog(t), keys.BacklogTTL)
+	nStates := len(calls)
+	var raised []string // a retry of states alone has cost 0: no raise
+	for _, t := range c.order {
+		if c.cost[t] > 0 {
+			raised = append(raised, t)
+			calls = append(calls, backlogRaiseCall(t, c.cost[t]))
 		}
-	})
+	}
 	failed := newCounts()
-	for i, cmd := range incrs {
+	if len(calls) == 0 {
+		return failed
+	}
+	cmds := lua.Exec(ctx, k.rdb, calls, nil)
+	stateCmds, raises := cmds[:nStates], cmds[nStates:]
+	for i, cmd := range raises {
 		if err := cmd.Err(); err != nil {
-			k.failed(loud, k.errs, "backlog counter not raised after kafka ack; the jobs are queued", c.order[i], err)
+			t := raised[i]
+			k.failed(loud, k.errs, "backlog counter not raised after kafka ack; the jobs are queued", t, err)
 			if notSent(err) {
-				failed.addJob(c.order[i], c.cost[c.order[i]], nil)
+				failed.addJob(t, c.cost[t], nil)
 			}
 		}
 	}
