@@ -48,15 +48,7 @@ func TestKafkaHopCommands(t *testing.T) {
 	if err := lua.LoadAll(ctx, rdb); err != nil {
 		t.Fatal(err)
 	}
-	m, err := newConsumerMetrics(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Consumer{rdb: rdb, log: slog.Default(), m: m, prefix: "hops", clock: clock.Or(nil), finishes: newFinishGroup(rdb)}
-	k, err := newBacklog(rdb, slog.Default(), nil, "hops")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, k := redisSides(t, rdb, "hops")
 	tenant := testenv.Name(t, "hops")
 	got := map[string]int64{}
 	hop := func(name string, f func()) {
@@ -124,6 +116,23 @@ func TestKafkaHopCommands(t *testing.T) {
 	if n := rdb.ZCard(ctx, keys.JobIndex(tenant, "done")).Val(); n != 2 {
 		t.Errorf("done index holds %d jobs, want 2", n)
 	}
+}
+
+// redisSides returns a consumer and a producer's backlog writer on rdb,
+// without a broker, so a test drives the Kafka backend's own Redis writes
+// (the post-ack backlog.write, newClaimed, lowerBacklog) by hand.
+func redisSides(t *testing.T, rdb redis.UniversalClient, prefix string) (*Consumer, *backlog) {
+	t.Helper()
+	m, err := newConsumerMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Consumer{rdb: rdb, log: slog.Default(), m: m, prefix: prefix, clock: clock.Or(nil), finishes: newFinishGroup(rdb)}
+	k, err := newBacklog(rdb, slog.Default(), nil, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, k
 }
 
 // oneJob is the counts of one acknowledged job, as backlog.add builds them.

@@ -2,11 +2,9 @@ package kafkaq
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
@@ -22,15 +20,7 @@ import (
 func TestFinishBeforePostAckWrite(t *testing.T) {
 	rdb := testenv.Redis(t)
 	ctx := context.Background()
-	m, err := newConsumerMetrics(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Consumer{rdb: rdb, log: slog.Default(), m: m, prefix: "owed", clock: clock.Or(nil), finishes: newFinishGroup(rdb)}
-	k, err := newBacklog(rdb, slog.Default(), nil, "owed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, k := redisSides(t, rdb, "owed")
 	for _, finishFirst := range []bool{true, false} {
 		tenant := testenv.Name(t, "owed")
 		bk := keys.Backlog(tenant)
