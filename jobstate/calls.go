@@ -24,10 +24,21 @@ type QueuedJob struct {
 // (Kafka backend, after the broker's ack; the Redis backend records them in
 // enqueue.lua). EnqueueReply reads its reply.
 func EnqueueCall(tenant string, jobs []QueuedJob) lua.Call {
-	ks := make([]string, 0, 2+len(jobs))
-	ks = append(ks, keys.JobSeq(tenant), keys.JobsDispatched(tenant))
-	args := make([]any, 0, 1+4*len(jobs))
-	args = append(args, keys.JobStateTTL.Milliseconds())
+	return EnqueueRaiseCall(tenant, 0, jobs)
+}
+
+// EnqueueRaiseCall is EnqueueCall that first raises tenant's backlog
+// counter (keys.Backlog) by raise cost units (>= 0; 0 leaves it), less what
+// finishes that came before the raise owe it (keys.BacklogOwed), and
+// refreshes its TTL: the Kafka producer's whole post-ack write for a tenant
+// in one script call. With raise > 0 jobs may be empty (the reply is then
+// 0). An error reply means the counter rose (the script raises it first);
+// only the states are then in doubt.
+func EnqueueRaiseCall(tenant string, raise int64, jobs []QueuedJob) lua.Call {
+	ks := make([]string, 0, 4+len(jobs))
+	ks = append(ks, keys.JobSeq(tenant), keys.JobsDispatched(tenant), keys.Backlog(tenant), keys.BacklogOwed(tenant))
+	args := make([]any, 0, 3+4*len(jobs))
+	args = append(args, keys.JobStateTTL.Milliseconds(), raise, keys.BacklogTTL.Milliseconds())
 	for _, j := range jobs {
 		ks = append(ks, keys.JobState(tenant, j.ID))
 		args = append(args, j.Type, j.EnqueuedAt.UnixMilli(), j.Cost, j.HeartbeatMS)
@@ -175,12 +186,21 @@ func StartReply(v any) (deliver bool, err error) {
 // lua.ErrReply (the jobs are queued either way; only their records are in
 // doubt).
 func EnqueueReply(v any) (lastSeq int64, err error) {
+	return EnqueueRaiseReply(v, 1)
+}
+
+// EnqueueRaiseReply reads the reply of an EnqueueRaiseCall of jobs jobs:
+// the last job's seq (>= 1), or 0 for a call without jobs.
+func EnqueueRaiseReply(v any, jobs int) (lastSeq int64, err error) {
 	s := lua.JobStateEnqueue
 	n, err := s.Int(v, "the reply")
 	if err != nil {
 		return 0, err
 	}
-	if n < 1 {
+	switch {
+	case jobs == 0 && n != 0:
+		return 0, s.ReplyError("seq %d for a call without jobs, want 0", n)
+	case jobs > 0 && n < 1:
 		return 0, s.ReplyError("seq %d, want >= 1", n)
 	}
 	return n, nil

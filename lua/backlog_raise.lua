@@ -1,32 +1,35 @@
--- backlog_raise.lua: raise a tenant's backlog counter by the cost of the
--- jobs of one acknowledged produce request (Kafka queue backend: the
--- producer's post-ack write, queue/kafkaq backlog.write), less what
--- finishes owe it. Kafka hands a record out at its ack, so a drainer can
--- finish a job before this write: backlog_lower.lua then finds the counter
--- short (at 0) and records the shortfall in the owed count, which this
--- script pays first. Without it the counter would end high by the job's
--- cost, and max_backlog would refuse jobs it should admit.
+-- backlog_raise.lua: the Kafka backend's raise of a tenant's backlog
+-- counter for the jobs of one acknowledged produce request, less what
+-- finishes owe it. job_state_enqueue.lua runs it first (the producer's
+-- post-ack write, queue/kafkaq backlog.write: one script call per tenant).
+-- lua.Include puts this file before it; run on its own it only defines a
+-- local function and touches nothing.
 --
--- KEYS[1]  the tenant's backlog counter (keys.Backlog)
--- KEYS[2]  the tenant's owed count (keys.BacklogOwed)
--- ARGV[1]  the jobs' cost, integer >= 1
--- ARGV[2]  PEXPIRE of the counter, ms (keys.BacklogTTL), integer >= 1
+-- Kafka hands a record out at its ack, so a drainer can finish a job
+-- before this write: backlog_lower.lua then finds the counter short (at 0)
+-- and records the shortfall in the owed count, which backlog_raise pays
+-- first. Without it the counter would end high by the job's cost, and
+-- max_backlog would refuse jobs it should admit.
 --
--- Returns the counter after the raise.
+-- backlog_raise(bk, ok, cost, ttl) raises the counter bk by cost less what
+-- the owed count ok holds (that much of the debt is paid: DEL or DECRBY of
+-- ok) and sets its TTL to ttl ms (keys.BacklogTTL).
+--
+-- KEYS  none of its own: the including script passes its keys.
+-- ARGV  none of its own.
+-- Returns (from the function) the counter after the raise.
 
-local cost, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
-if cost == nil or cost < 1 or ttl == nil or ttl < 1 then
-  return redis.error_reply('ERR backlog_raise: cost and ttl must be integers >= 1')
-end
-local owed = tonumber(redis.call('GET', KEYS[2])) or 0
-local paid = math.min(owed, cost)
-if paid > 0 then
-  if paid == owed then
-    redis.call('DEL', KEYS[2])
-  else
-    redis.call('DECRBY', KEYS[2], paid)
+local function backlog_raise(bk, ok, cost, ttl)
+  local owed = tonumber(redis.call('GET', ok)) or 0
+  local paid = math.min(owed, cost)
+  if paid > 0 then
+    if paid == owed then
+      redis.call('DEL', ok)
+    else
+      redis.call('DECRBY', ok, paid)
+    end
   end
+  local n = redis.call('INCRBY', bk, cost - paid)
+  redis.call('PEXPIRE', bk, ttl)
+  return n
 end
-local n = redis.call('INCRBY', KEYS[1], cost - paid)
-redis.call('PEXPIRE', KEYS[1], ttl)
-return n

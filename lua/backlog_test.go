@@ -12,8 +12,9 @@ import (
 // TestBacklogOwedPaidByRaise: a finish that comes before the producer's
 // post-ack raise (Kafka hands a record out at its ack) finds the counter
 // short; what it could not take is owed (keys.BacklogOwed, with its TTL),
-// and backlog_raise.lua pays the debt first, so the counter ends where the
-// other order leaves it. A debt larger than one raise is paid over several;
+// and the post-ack write (job_state_enqueue.lua's backlog_raise, here a call
+// without jobs) pays the debt first, so the counter ends where the other
+// order leaves it. A debt larger than one raise is paid over several;
 // without a debt the raise adds the whole cost.
 func TestBacklogOwedPaidByRaise(t *testing.T) {
 	ctx := context.Background()
@@ -30,12 +31,13 @@ func TestBacklogOwedPaidByRaise(t *testing.T) {
 		}
 		return n
 	}
+	post := []string{keys.JobSeq(tenant), keys.JobsDispatched(tenant), bk, ok}
 	raise := func(cost int64) int64 {
 		t.Helper()
-		n, err := BacklogRaise.Run(ctx, rdb, []string{bk, ok}, cost, ttl).Int64()
-		if err != nil {
-			t.Fatal(err)
+		if n, err := JobStateEnqueue.Run(ctx, rdb, post, time.Hour.Milliseconds(), cost, ttl).Int64(); err != nil || n != 0 {
+			t.Fatalf("raise %d: %d, %v; want 0 (no jobs)", cost, n, err)
 		}
+		n, _ := rdb.Get(ctx, bk).Int64()
 		return n
 	}
 	owed := func() int64 { n, _ := rdb.Get(ctx, ok).Int64(); return n }
@@ -63,9 +65,10 @@ func TestBacklogOwedPaidByRaise(t *testing.T) {
 	if n, err := BacklogDecr.Run(ctx, rdb, []string{bk}, 9, ttl).Int64(); err != nil || n != 0 || owed() != 0 {
 		t.Errorf("lower 9 from 5 without an owed key: counter %d, %v, owed %d; want 0, nil, 0", n, err, owed())
 	}
-	for _, bad := range [][]any{{0, ttl}, {1, 0}, {"x", ttl}} {
-		if err := BacklogRaise.Run(ctx, rdb, []string{bk, ok}, bad...).Err(); err == nil {
-			t.Errorf("backlog_raise %v accepted, want an error", bad)
+	for _, bad := range [][]any{{0, ttl}, {-1, ttl}, {1, 0}, {"x", ttl}, {1.5, ttl}} {
+		args := append([]any{time.Hour.Milliseconds()}, bad...)
+		if err := JobStateEnqueue.Run(ctx, rdb, post, args...).Err(); err == nil {
+			t.Errorf("job_state_enqueue without jobs, raise and ttl %v, accepted; want an error", bad)
 		}
 	}
 }

@@ -19,25 +19,48 @@
 -- (new: the common case) has no index to leave; the new ones join the
 -- queued index in one ZADD at the end, its TTL refreshed by refresh_ttl.
 --
+-- First, when ARGV[2] is above 0, the tenant's backlog counter rises by
+-- it less what finishes owe it (backlog_raise of backlog_raise.lua, which
+-- lua.Include puts first), so the producer's whole post-ack write for a
+-- tenant is this one call. It comes before the states, so an error reply
+-- (the script ran) means the counter rose: the producer then writes again
+-- only the states, which this script records idempotently. A call with
+-- ARGV[2] above 0 may carry no job (a count held while Redis was down
+-- whose states were not kept).
+--
 -- KEYS[1]   the tenant's enqueue sequence (keys.JobSeq)
 -- KEYS[2]   the tenant's dispatched sequence (keys.JobsDispatched)
--- KEYS[3..] one job-state hash (keys.JobState) per job, in partition order
+-- KEYS[3]   the tenant's backlog counter (keys.Backlog)
+-- KEYS[4]   the tenant's owed count (keys.BacklogOwed)
+-- KEYS[5..] one job-state hash (keys.JobState) per job, in partition order
 -- ARGV[1]   PEXPIRE of the states and sequence, ms (keys.JobStateTTL)
--- ARGV[2..] per job, in order: its type, its enqueued_at in unix ms, its cost,
+-- ARGV[2]   cost units to raise the backlog counter by, integer >= 0
+-- ARGV[3]   PEXPIRE of the backlog counter, ms (keys.BacklogTTL), >= 1
+-- ARGV[4..] per job, in order: its type, its enqueued_at in unix ms, its cost,
 --           its heartbeat interval in ms (0: not a heartbeat job)
 --
--- Returns the sequence number of the last job.
+-- Returns the sequence number of the last job, or 0 for a call without
+-- jobs.
 
-local n = #KEYS - 2
-if n < 1 or #ARGV ~= 1 + 4 * n then
-  return redis.error_reply('ERR job_state_enqueue: ' .. n .. ' job keys need ' .. (1 + 4 * n) .. ' arguments, got ' .. #ARGV)
+local n = #KEYS - 4
+local raise, bttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+if n < 0 or #ARGV ~= 3 + 4 * n or raise == nil or raise < 0 or raise ~= math.floor(raise) or
+    bttl == nil or bttl < 1 or (n == 0 and raise == 0) then
+  return redis.error_reply('ERR job_state_enqueue: want the backlog keys, a raise >= 0 (> 0 without jobs), a ttl >= 1 and 4 arguments per job key; got ' ..
+    #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
+end
+if raise > 0 then
+  backlog_raise(KEYS[3], KEYS[4], raise, bttl)
+end
+if n == 0 then
+  return 0
 end
 local ttl = ARGV[1]
 local base = seq_base(KEYS[1], KEYS[2])
 local idx = {}
 for i = 1, n do
-  local sk = KEYS[2 + i]
-  local typ, at, cost, hb = ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1]
+  local sk = KEYS[4 + i]
+  local typ, at, cost, hb = ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3]
   local kind = redis.call('TYPE', sk)['ok']
   local old = kind == 'hash' and redis.call('HGET', sk, 'state')
   if old and redis.call('HGET', sk, 'enqueued_at') == at then
@@ -68,6 +91,6 @@ for i = 1, n do
     redis.call('PEXPIRE', sk, ttl)
   end
 end
-index_add_all(job_index(KEYS[3], 'queued'), idx, JOB_INDEX_TTL)
+index_add_all(job_index(KEYS[5], 'queued'), idx, JOB_INDEX_TTL)
 redis.call('SET', KEYS[1], base + n, 'PX', ttl)
 return base + n

@@ -26,7 +26,6 @@ var (
 
 	// Queue, Kafka backend (queue/kafkaq).
 	BacklogDecr  = register(include("backlog_decr.lua", "backlog_lower.lua"))
-	BacklogRaise = register(mustLoad("backlog_raise.lua"))
 	JobCancelled = register(mustLoad("job_cancelled.lua"))
 	KafkaTake    = register(include("kafka_take.lua", "job_state_final.lua", "bucket_level.lua"))
 	KafkaFinish  = register(include("kafka_finish.lua", "job_state_final.lua", "dead_letter.lua", "job_settle.lua", "backlog_lower.lua"))
@@ -35,7 +34,7 @@ var (
 	IdempotencyTake = register(mustLoad("idempotency_take.lua"))
 
 	// Job state records (jobstate).
-	JobStateEnqueue  = register(include("job_state_enqueue.lua", "job_state_final.lua"))
+	JobStateEnqueue  = register(include("job_state_enqueue.lua", "job_state_final.lua", "backlog_raise.lua"))
 	JobStateDispatch = register(include("job_state_dispatch.lua", "job_state_final.lua"))
 	OutflowAdd       = register(include("outflow_add.lua", "outflow_count.lua"))
 	JobStateSettle   = register(include("job_state_settle.lua", "job_state_final.lua", "dead_letter.lua", "job_settle.lua"))
@@ -78,7 +77,7 @@ var (
 
 // Modules are the embedded files that are not scripts of their own: each
 // only defines local functions for the scripts that include it.
-var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua", "bucket_level.lua", "backlog_lower.lua", "job_settle.lua", "outflow_count.lua"}, AdmitModules...)
+var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua", "bucket_level.lua", "backlog_lower.lua", "backlog_raise.lua", "job_settle.lua", "outflow_count.lua"}, AdmitModules...)
 
 var (
 	regMu    sync.Mutex

@@ -121,48 +121,61 @@ func (k *backlog) add(msgs []message) {
 func (k *backlog) write(c counts, loud bool) counts {
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()
-	var owner []string
-	var parts [][]jobstate.QueuedJob
-	calls := make([]lua.Call, 0, len(c.states))
-	for _, t := range c.order {
-		for js := c.states[t]; len(js) > 0; js = js[min(len(js), stateChunk):] {
-			part := js[:min(len(js), stateChunk)]
-			owner, parts = append(owner, t), append(parts, part)
-			calls = append(calls, jobstate.EnqueueCall(t, part))
-		}
-	}
-	nStates := len(calls)
-	var raised []string // a retry of states alone has cost 0: no raise
-	for _, t := range c.order {
-		if c.cost[t] > 0 {
-			raised = append(raised, t)
-			calls = append(calls, backlogRaiseCall(t, c.cost[t]))
-		}
-	}
+	parts := postAckParts(c)
 	failed := newCounts()
-	if len(calls) == 0 {
+	if len(parts) == 0 {
 		return failed
 	}
-	cmds := lua.Exec(ctx, k.rdb, calls, nil)
-	stateCmds, raises := cmds[:nStates], cmds[nStates:]
-	for i, cmd := range raises {
-		if err := cmd.Err(); err != nil {
-			t := raised[i]
-			k.failed(loud, k.errs, "backlog counter not raised after kafka ack; the jobs are queued", t, err)
+	calls := make([]lua.Call, len(parts))
+	for i, p := range parts {
+		calls[i] = jobstate.EnqueueRaiseCall(p.tenant, p.raise, p.jobs)
+	}
+	for i, cmd := range lua.Exec(ctx, k.rdb, calls, nil) {
+		p := parts[i]
+		err := enqueued(cmd, len(p.jobs))
+		if err == nil {
+			continue
+		}
+		if p.raise > 0 {
+			k.failed(loud, k.errs, "backlog counter not raised after kafka ack; the jobs are queued", p.tenant, err)
 			if notSent(err) {
-				failed.addJob(t, c.cost[t], nil)
+				failed.addJob(p.tenant, p.raise, nil)
 			}
 		}
-	}
-	for i, cmd := range stateCmds {
-		if err := enqueued(cmd); err != nil {
-			k.failed(loud, k.stateErrs, "job states not recorded after kafka ack; the jobs are queued", owner[i], err)
-			for _, st := range parts[i] {
-				failed.addJob(owner[i], 0, &st) // the script is idempotent for a job already recorded
+		if len(p.jobs) > 0 {
+			k.failed(loud, k.stateErrs, "job states not recorded after kafka ack; the jobs are queued", p.tenant, err)
+			for _, st := range p.jobs {
+				failed.addJob(p.tenant, 0, &st) // the script is idempotent for a job already recorded
 			}
 		}
 	}
 	return failed
+}
+
+// postAckPart is one job_state_enqueue.lua call of a post-ack write: a
+// tenant's backlog raise (on its first call only) and up to stateChunk of
+// its job states.
+type postAckPart struct {
+	tenant string
+	raise  int64
+	jobs   []jobstate.QueuedJob
+}
+
+// postAckParts splits c into its calls, in c's tenant order: per tenant
+// one call with the raise and the first stateChunk states, then one per
+// further chunk; a raise without states is a call of its own, a tenant
+// with neither has none.
+func postAckParts(c counts) []postAckPart {
+	parts := make([]postAckPart, 0, len(c.order))
+	for _, t := range c.order {
+		raise, js := c.cost[t], c.states[t]
+		for raise > 0 || len(js) > 0 {
+			n := min(len(js), stateChunk)
+			parts = append(parts, postAckPart{tenant: t, raise: raise, jobs: js[:n]})
+			raise, js = 0, js[n:]
+		}
+	}
+	return parts
 }
 
 // failed counts and (when loud) logs one failed write of tenant's counts.
@@ -278,11 +291,11 @@ func (k *backlog) close() {
 
 // enqueued is the error of a job_state_enqueue.lua call: Redis's, or a
 // reply jobstate.EnqueueReply refuses.
-func enqueued(cmd *redis.Cmd) error {
+func enqueued(cmd *redis.Cmd, jobs int) error {
 	v, err := cmd.Result()
 	if err != nil {
 		return err
 	}
-	_, err = jobstate.EnqueueReply(v)
+	_, err = jobstate.EnqueueRaiseReply(v, jobs)
 	return err
 }

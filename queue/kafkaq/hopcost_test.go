@@ -24,7 +24,7 @@ import (
 // and docs/architecture.md. The outflow turn and slot are the Redis
 // backend's (queue/redisq TestRedisHopCommands).
 var wantKafkaHops = map[string]int64{
-	"post-ack write":            14,
+	"post-ack write":            13,
 	"claim":                     3,
 	"start":                     13,
 	"start, first of a second":  13,

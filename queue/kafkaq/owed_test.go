@@ -2,10 +2,14 @@ package kafkaq
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -56,5 +60,30 @@ func TestFinishBeforePostAckWrite(t *testing.T) {
 			t.Errorf("finish first %v: a debt is left", finishFirst)
 		}
 		rdb.Del(ctx, bk, keys.JobState(tenant, "j"), keys.JobIndex(tenant, "done"), keys.JobIndex(tenant, "queued"))
+	}
+}
+
+// TestPostAckParts: the post-ack write makes one script call per tenant
+// (its raise with its first stateChunk states), one more per further chunk
+// without a raise, a call of its own for a raise held without states, and
+// none for a tenant with neither.
+func TestPostAckParts(t *testing.T) {
+	c := newCounts()
+	for i := range stateChunk + 1 {
+		c.addJob("big", 1, &jobstate.QueuedJob{ID: fmt.Sprint(i)})
+	}
+	c.addJob("bare", 3, nil)
+	c.addJob("none", 0, nil)
+	var got []string
+	for _, p := range postAckParts(c) {
+		got = append(got, fmt.Sprintf("%s raise %d, %d jobs", p.tenant, p.raise, len(p.jobs)))
+	}
+	want := []string{
+		fmt.Sprintf("big raise %d, %d jobs", stateChunk+1, stateChunk),
+		"big raise 0, 1 jobs",
+		"bare raise 3, 0 jobs",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("post-ack calls (-want +got):\n%s", d)
 	}
 }

@@ -31,8 +31,8 @@ func newFinishGroup(rdb redis.UniversalClient) *lua.Group {
 
 // kafkaFinishCall is lua/kafka_finish.lua: lower s.Tenant's backlog counter
 // (keys.Backlog) by cost, never below 0 (the rest owed: keys.BacklogOwed,
-// paid by backlogRaiseCall), unless the job was purged, then
-// record s (job_state_settle.lua's write; nothing when s.State is "", a
+// paid by the post-ack write, jobstate.EnqueueRaiseCall), unless the job
+// was purged, then record s (job_state_settle.lua's write; nothing when s.State is "", a
 // duplicate). s.Refresh refreshes the counter's TTL and trims the done
 // index.
 func kafkaFinishCall(s jobstate.Settle, cost int64) lua.Call {
@@ -41,14 +41,6 @@ func kafkaFinishCall(s jobstate.Settle, cost int64) lua.Call {
 	c.Keys = append(c.Keys, keys.Backlog(s.Tenant), keys.BacklogOwed(s.Tenant))
 	c.Args = append(c.Args, cost, keys.BacklogTTL.Milliseconds(), keys.BacklogOwedTTL.Milliseconds())
 	return c
-}
-
-// backlogRaiseCall is lua/backlog_raise.lua: raise tenant's backlog counter
-// by cost (>= 1), less what finishes that came before the raise owe it
-// (keys.BacklogOwed), and refresh its TTL.
-func backlogRaiseCall(tenant string, cost int64) lua.Call {
-	return lua.Call{Script: lua.BacklogRaise, Keys: []string{keys.Backlog(tenant), keys.BacklogOwed(tenant)},
-		Args: []any{cost, keys.BacklogTTL.Milliseconds()}}
 }
 
 // parseKafkaFinish checks kafka_finish.lua's reply: the backlog counter
