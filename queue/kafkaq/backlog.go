@@ -290,7 +290,7 @@ func (k *backlog) close() {
 }
 
 // enqueued is the error of a job_state_enqueue.lua call: Redis's, or a
-// reply jobstate.EnqueueReply refuses.
+// reply jobstate.EnqueueRaiseReply refuses for a call of jobs jobs.
 func enqueued(cmd *redis.Cmd, jobs int) error {
 	v, err := cmd.Result()
 	if err != nil {
