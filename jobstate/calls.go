@@ -22,19 +22,14 @@ type QueuedJob struct {
 // EnqueueCall is the call of job_state_enqueue.lua that records jobs, all
 // of tenant and in their queue's order, as queued, each with the next seq
 // (Kafka backend, after the broker's ack; the Redis backend records them in
-// enqueue.lua). EnqueueReply reads its reply.
-func EnqueueCall(tenant string, jobs []QueuedJob) lua.Call {
-	return EnqueueRaiseCall(tenant, 0, jobs)
-}
-
-// EnqueueRaiseCall is EnqueueCall that first raises tenant's backlog
-// counter (keys.Backlog) by raise cost units (>= 0; 0 leaves it), less what
-// finishes that came before the raise owe it (keys.BacklogOwed), and
-// refreshes its TTL: the Kafka producer's whole post-ack write for a tenant
-// in one script call. With raise > 0 jobs may be empty (the reply is then
-// 0). An error reply means the counter rose (the script raises it first);
-// only the states are then in doubt.
-func EnqueueRaiseCall(tenant string, raise int64, jobs []QueuedJob) lua.Call {
+// enqueue.lua), after it raises tenant's backlog counter (keys.Backlog) by
+// raise cost units (>= 0; 0 leaves it) less what finishes that came before
+// the raise owe it (keys.BacklogOwed), and refreshes its TTL: the Kafka
+// producer's whole post-ack write for a tenant in one script call. With
+// raise > 0 jobs may be empty. An error reply from past the script's
+// argument check means the counter rose (the script raises it first); only
+// the states are then in doubt. EnqueueReply reads its reply.
+func EnqueueCall(tenant string, raise int64, jobs []QueuedJob) lua.Call {
 	ks := make([]string, 0, 4+len(jobs))
 	ks = append(ks, keys.JobSeq(tenant), keys.JobsDispatched(tenant), keys.Backlog(tenant), keys.BacklogOwed(tenant))
 	args := make([]any, 0, 3+4*len(jobs))
@@ -181,17 +176,11 @@ func StartReply(v any) (deliver bool, err error) {
 	return st.Deliver, err
 }
 
-// EnqueueReply reads job_state_enqueue.lua's reply to an EnqueueCall: the
-// seq of the last job recorded, >= 1. Any other reply is an error wrapping
-// lua.ErrReply (the jobs are queued either way; only their records are in
-// doubt).
-func EnqueueReply(v any) (lastSeq int64, err error) {
-	return EnqueueRaiseReply(v, 1)
-}
-
-// EnqueueRaiseReply reads the reply of an EnqueueRaiseCall of jobs jobs:
-// the last job's seq (>= 1), or 0 for a call without jobs.
-func EnqueueRaiseReply(v any, jobs int) (lastSeq int64, err error) {
+// EnqueueReply reads job_state_enqueue.lua's reply to an EnqueueCall of
+// jobs jobs: the seq of the last job recorded, >= 1, or 0 for a call
+// without jobs. Any other reply is an error wrapping lua.ErrReply (the jobs
+// are queued either way; only their records are in doubt).
+func EnqueueReply(v any, jobs int) (lastSeq int64, err error) {
 	s := lua.JobStateEnqueue
 	n, err := s.Int(v, "the reply")
 	if err != nil {

@@ -26,7 +26,7 @@ func TestKafkaEnqueueAfterStart(t *testing.T) {
 		t.Fatalf("Start = %v, %v", ok, err)
 	}
 	rdb.HSet(ctx, keys.JobState(tenant, "reused"), "state", "done", "enqueued_at", 5, "last_error", "old")
-	res := jobstate.EnqueueCall(tenant, []jobstate.QueuedJob{
+	res := jobstate.EnqueueCall(tenant, 0, []jobstate.QueuedJob{
 		{ID: "early", Type: "mail", EnqueuedAt: t0},
 		{ID: "reused", Type: "mail", EnqueuedAt: t0},
 		{ID: "plain", Type: "sms", EnqueuedAt: t0},
@@ -35,7 +35,7 @@ func TestKafkaEnqueueAfterStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := jobstate.EnqueueReply(v); err != nil || n != 3 {
+	if n, err := jobstate.EnqueueReply(v, 3); err != nil || n != 3 {
 		t.Fatalf("EnqueueCall = %v, %v; want 3 (the last seq)", n, err)
 	}
 	want := []jobstate.Record{
@@ -62,7 +62,7 @@ func TestSettleKafka(t *testing.T) {
 	for _, id := range ids {
 		qj = append(qj, jobstate.QueuedJob{ID: id, Type: "t", EnqueuedAt: t0})
 	}
-	if err := jobstate.EnqueueCall(tenant, qj).Run(ctx, rdb).Err(); err != nil {
+	if err := jobstate.EnqueueCall(tenant, 0, qj).Run(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {

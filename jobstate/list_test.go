@@ -120,7 +120,7 @@ func TestListKafkaStatesAndStale(t *testing.T) {
 	for _, id := range []string{"k1", "k2", "k3", "k4"} {
 		qj = append(qj, jobstate.QueuedJob{ID: id, Type: "t", EnqueuedAt: t0})
 	}
-	if err := jobstate.EnqueueCall(tenant, qj).Run(ctx, rdb).Err(); err != nil {
+	if err := jobstate.EnqueueCall(tenant, 0, qj).Run(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := startRun(ctx, rdb, jobstate.Dispatch{Tenant: tenant, JobID: "k1", Member: "k1|1", Attempt: 1, Lease: time.Minute}); err != nil || !ok {

@@ -97,7 +97,7 @@ func TestPurgeKafkaMarks(t *testing.T) {
 	for i := range 1500 {
 		qj = append(qj, jobstate.QueuedJob{ID: fmt.Sprintf("k%04d", i), Type: "t", EnqueuedAt: t0})
 	}
-	if err := jobstate.EnqueueCall(tenant, qj).Run(ctx, rdb).Err(); err != nil {
+	if err := jobstate.EnqueueCall(tenant, 0, qj).Run(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	s := jobstate.Settle{Tenant: tenant, JobID: "k0000", Member: "k0000|1", State: jobstate.Retrying, Due: time.Now().Add(time.Hour)}

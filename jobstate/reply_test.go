@@ -59,7 +59,7 @@ func TestStartReply(t *testing.T) {
 // TestEnqueueReply: the last seq, >= 1; anything else is an error.
 func TestEnqueueReply(t *testing.T) {
 	t.Parallel()
-	if n, err := EnqueueReply(int64(7)); err != nil || n != 7 {
+	if n, err := EnqueueReply(int64(7), 1); err != nil || n != 7 {
 		t.Errorf("EnqueueReply(7) = %d, %v; want 7, nil", n, err)
 	}
 	for _, c := range []struct {
@@ -71,7 +71,7 @@ func TestEnqueueReply(t *testing.T) {
 		{"string", "7", "is string"},
 		{"nil", nil, "is <nil>"},
 	} {
-		_, err := EnqueueReply(c.reply)
+		_, err := EnqueueReply(c.reply, 1)
 		wantReplyError(t, c.name, err, "job_state_enqueue.lua", c.want)
 	}
 }

@@ -66,7 +66,7 @@ func TestRedriveKafkaDeliveredBeforePostAck(t *testing.T) {
 	}
 	for _, id := range []string{"x", "y"} {
 		qj := []jobstate.QueuedJob{{ID: id, Type: "t", EnqueuedAt: t0, Cost: 1}}
-		must(jobstate.EnqueueCall(tenant, qj).Run(ctx, rdb).Err())
+		must(jobstate.EnqueueCall(tenant, 0, qj).Run(ctx, rdb).Err())
 		must(jobstate.Settle{Tenant: tenant, JobID: id, Member: id + "|1", State: jobstate.Dead, Reason: "rejected", DeadLetter: `{"reason":"rejected"}`}.Call().Run(ctx, rdb).Err())
 		must(rdb.HDel(ctx, keys.JobState(tenant, id), "enqueued_at").Err()) // the redrive
 	}
@@ -74,7 +74,7 @@ func TestRedriveKafkaDeliveredBeforePostAck(t *testing.T) {
 	must(err)
 	must(jobstate.Settle{Tenant: tenant, JobID: "x", Member: "x|2", State: jobstate.Done}.Call().Run(ctx, rdb).Err())
 	post := []jobstate.QueuedJob{{ID: "x", Type: "t", EnqueuedAt: time.Now(), Cost: 1}, {ID: "y", Type: "t", EnqueuedAt: time.Now(), Cost: 1}}
-	must(jobstate.EnqueueCall(tenant, post).Run(ctx, rdb).Err()) // the post-ack write
+	must(jobstate.EnqueueCall(tenant, 0, post).Run(ctx, rdb).Err()) // the post-ack write
 	queued := keys.JobIndex(tenant, jobstate.Queued)
 	if r := get(t, rdb, tenant, "x"); r.State != jobstate.Done || rdb.ZScore(ctx, queued, "x").Err() == nil {
 		t.Errorf("x delivered before the post-ack write: state %s, queued index %v; want done, absent", r.State, rdb.ZScore(ctx, queued, "x").Err())

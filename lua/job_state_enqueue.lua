@@ -23,8 +23,8 @@
 -- it less what finishes owe it (backlog_raise of backlog_raise.lua, which
 -- lua.Include puts first), so the producer's whole post-ack write for a
 -- tenant is this one call. It comes before the states, so an error reply
--- (the script ran) means the counter rose: the producer then writes again
--- only the states, which this script records idempotently. A call with
+-- from past the argument check means the counter rose: the producer then
+-- writes again only the states, which this script records idempotently. A call with
 -- ARGV[2] above 0 may carry no job (a count held while Redis was down
 -- whose states were not kept).
 --

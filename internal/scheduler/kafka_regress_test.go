@@ -25,7 +25,7 @@ func (k postAck) Enqueue(ctx context.Context, jobs []queue.Envelope) error {
 		qj = append(qj, jobstate.QueuedJob{ID: j.ID, Type: j.Type, EnqueuedAt: j.EnqueuedAt, Cost: j.Cost})
 		k.rdb.IncrBy(ctx, keys.Backlog(j.Tenant), j.Cost)
 	}
-	return jobstate.EnqueueCall(jobs[0].Tenant, qj).Run(ctx, k.rdb).Err()
+	return jobstate.EnqueueCall(jobs[0].Tenant, 0, qj).Run(ctx, k.rdb).Err()
 }
 
 func (k postAck) Close() error { return nil }

@@ -128,7 +128,7 @@ func (k *backlog) write(c counts, loud bool) counts {
 	}
 	calls := make([]lua.Call, len(parts))
 	for i, p := range parts {
-		calls[i] = jobstate.EnqueueRaiseCall(p.tenant, p.raise, p.jobs)
+		calls[i] = jobstate.EnqueueCall(p.tenant, p.raise, p.jobs)
 	}
 	for i, cmd := range lua.Exec(ctx, k.rdb, calls, nil) {
 		p := parts[i]
@@ -290,12 +290,12 @@ func (k *backlog) close() {
 }
 
 // enqueued is the error of a job_state_enqueue.lua call: Redis's, or a
-// reply jobstate.EnqueueRaiseReply refuses for a call of jobs jobs.
+// reply jobstate.EnqueueReply refuses for a call of jobs jobs.
 func enqueued(cmd *redis.Cmd, jobs int) error {
 	v, err := cmd.Result()
 	if err != nil {
 		return err
 	}
-	_, err = jobstate.EnqueueRaiseReply(v, jobs)
+	_, err = jobstate.EnqueueReply(v, jobs)
 	return err
 }

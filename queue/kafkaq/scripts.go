@@ -31,10 +31,10 @@ func newFinishGroup(rdb redis.UniversalClient) *lua.Group {
 
 // kafkaFinishCall is lua/kafka_finish.lua: lower s.Tenant's backlog counter
 // (keys.Backlog) by cost, never below 0 (the rest owed: keys.BacklogOwed,
-// paid by the post-ack write, jobstate.EnqueueRaiseCall), unless the job
-// was purged, then record s (job_state_settle.lua's write; nothing when s.State is "", a
-// duplicate). s.Refresh refreshes the counter's TTL and trims the done
-// index.
+// paid by the post-ack write, jobstate.EnqueueCall), unless the job was
+// purged, then record s (job_state_settle.lua's write; nothing when
+// s.State is "", a duplicate). s.Refresh refreshes the counter's TTL and
+// trims the done index.
 func kafkaFinishCall(s jobstate.Settle, cost int64) lua.Call {
 	c := s.Call()
 	c.Script = lua.KafkaFinish
