@@ -65,7 +65,7 @@ func TestBacklogOwedPaidByRaise(t *testing.T) {
 	if n, err := BacklogDecr.Run(ctx, rdb, []string{bk}, 9, ttl).Int64(); err != nil || n != 0 || owed() != 0 {
 		t.Errorf("lower 9 from 5 without an owed key: counter %d, %v, owed %d; want 0, nil, 0", n, err, owed())
 	}
-	for _, bad := range [][]any{{0, ttl}, {-1, ttl}, {1, 0}, {"x", ttl}, {1.5, ttl}} {
+	for _, bad := range [][]any{{0, ttl}, {-1, ttl}, {1, 0}, {"x", ttl}, {1.5, ttl}, {int64(1) << 53, ttl}} {
 		args := append([]any{time.Hour.Milliseconds()}, bad...)
 		if err := JobStateEnqueue.Run(ctx, rdb, post, args...).Err(); err == nil {
 			t.Errorf("job_state_enqueue without jobs, raise and ttl %v, accepted; want an error", bad)

@@ -34,7 +34,8 @@
 -- KEYS[4]   the tenant's owed count (keys.BacklogOwed)
 -- KEYS[5..] one job-state hash (keys.JobState) per job, in partition order
 -- ARGV[1]   PEXPIRE of the states and sequence, ms (keys.JobStateTTL)
--- ARGV[2]   cost units to raise the backlog counter by, integer >= 0
+-- ARGV[2]   cost units to raise the backlog counter by, integer 0 to 2^53 - 1
+--           (limits.MaxCost: exact in Lua's doubles)
 -- ARGV[3]   PEXPIRE of the backlog counter, ms (keys.BacklogTTL), >= 1
 -- ARGV[4..] per job, in order: its type, its enqueued_at in unix ms, its cost,
 --           its heartbeat interval in ms (0: not a heartbeat job)
@@ -44,9 +45,9 @@
 
 local n = #KEYS - 4
 local raise, bttl = tonumber(ARGV[2]), tonumber(ARGV[3])
-if n < 0 or #ARGV ~= 3 + 4 * n or raise == nil or raise < 0 or raise ~= math.floor(raise) or
+if n < 0 or #ARGV ~= 3 + 4 * n or raise == nil or raise < 0 or raise ~= math.floor(raise) or raise > 9007199254740991 or
     bttl == nil or bttl < 1 or (n == 0 and raise == 0) then
-  return redis.error_reply('ERR job_state_enqueue: want the backlog keys, a raise >= 0 (> 0 without jobs), a ttl >= 1 and 4 arguments per job key; got ' ..
+  return redis.error_reply('ERR job_state_enqueue: want the backlog keys, a raise in [0, 2^53 - 1] (> 0 without jobs), a ttl >= 1 and 4 arguments per job key; got ' ..
     #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
 end
 if raise > 0 then

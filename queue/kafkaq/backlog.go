@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue/internal/metrics"
 )
@@ -83,12 +84,20 @@ func newCounts() counts {
 }
 
 // addJob adds cost (and the job's state when st is not nil) for tenant t.
+// The sum stops at limits.MaxCost (limits.AddCost), the most the post-ack
+// script takes as an exact integer, so it never wraps; past it the counter
+// is raised by MaxCost and reads low by the rest, which it cannot hold
+// anyway.
 func (c *counts) addJob(t string, cost int64, st *jobstate.QueuedJob) {
 	if _, ok := c.cost[t]; !ok {
 		c.order = append(c.order, t)
 		c.cost[t] = 0
 	}
-	c.cost[t] += cost
+	sum, ok := limits.AddCost(c.cost[t], cost)
+	if !ok {
+		sum = limits.MaxCost
+	}
+	c.cost[t] = sum
 	if st != nil {
 		c.states[t] = append(c.states[t], *st)
 		c.jobs++

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -85,5 +86,22 @@ func TestPostAckParts(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("post-ack calls (-want +got):\n%s", d)
+	}
+}
+
+// TestHeldCostStopsAtMaxCost: a tenant's summed cost never wraps; it stops
+// at limits.MaxCost, the most the post-ack script takes exactly.
+func TestHeldCostStopsAtMaxCost(t *testing.T) {
+	c := newCounts()
+	c.addJob("t", limits.MaxCost, nil)
+	c.addJob("t", limits.MaxCost, nil)
+	c.addJob("t", 1, nil)
+	if got := c.cost["t"]; got != limits.MaxCost {
+		t.Errorf("summed cost %d, want %d", got, limits.MaxCost)
+	}
+	c.addJob("u", 2, nil)
+	c.addJob("u", 3, nil)
+	if got := c.cost["u"]; got != 5 {
+		t.Errorf("summed cost %d, want 5", got)
 	}
 }
