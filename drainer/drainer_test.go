@@ -65,6 +65,7 @@ type delivery struct {
 	id      string
 	tenant  string
 	attempt string
+	sentAt  string // Sluice-Sent-At
 }
 
 // sink is a real HTTP server recording deliveries; answer decides the reply.
@@ -80,7 +81,7 @@ func newSink(t testing.TB, answer func(d delivery, n int) (int, string)) *sink {
 	s := &sink{answer: answer, seen: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		d := delivery{at: time.Now(), id: r.Header.Get("Sluice-Job-Id"), tenant: r.Header.Get("Sluice-Tenant"), attempt: r.Header.Get("Sluice-Attempt")}
+		d := delivery{at: time.Now(), id: r.Header.Get("Sluice-Job-Id"), tenant: r.Header.Get("Sluice-Tenant"), attempt: r.Header.Get("Sluice-Attempt"), sentAt: r.Header.Get("Sluice-Sent-At")}
 		s.mu.Lock()
 		s.seen[d.id]++
 		n := s.seen[d.id]
@@ -156,6 +157,7 @@ func TestDrainerDeliversEveryJobWithHeaders(t *testing.T) {
 	tenant := testenv.Name(t, "dr")
 	s := newSink(t, nil)
 	push(t, rdb, jobs(tenant, 20)...)
+	start := time.Now()
 	run(t, drainer.Config{Redis: rdb, Settings: settings(), Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{})}})
 	testenv.WaitFor(t, 5*time.Second, "20 deliveries", func() bool { return s.count(tenant) >= 20 })
 	testenv.WaitFor(t, 2*time.Second, "backlog 0", func() bool { n, _ := rdb.Get(context.Background(), keys.Backlog(tenant)).Int(); return n == 0 })
@@ -163,6 +165,12 @@ func TestDrainerDeliversEveryJobWithHeaders(t *testing.T) {
 	for _, d := range s.deliveries() {
 		if d.attempt != "1" || d.tenant != tenant {
 			t.Errorf("delivery %+v: want Sluice-Attempt 1 and Sluice-Tenant %s", d, tenant)
+		}
+		// Sluice-Sent-At: RFC 3339 in UTC, after the drainer started and
+		// not after the sink received it (the same host's clock).
+		sent, err := time.Parse(time.RFC3339Nano, d.sentAt)
+		if err != nil || sent.Location() != time.UTC || sent.Before(start) || sent.After(d.at) {
+			t.Errorf("delivery %s: Sluice-Sent-At %q (%v), want a UTC time in [%v, %v]", d.id, d.sentAt, err, start, d.at)
 		}
 		ids = append(ids, d.id)
 	}

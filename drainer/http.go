@@ -32,6 +32,10 @@ type TargetFunc func(tenant, jobType string) (config.Target, bool)
 //	                on every start of the job, whatever ended the one
 //	                before (a failure, a crash, a lost lease, a rebalance)
 //	Sluice-Tenant:  the tenant
+//	Sluice-Sent-At: when this delivery was sent, RFC 3339 in UTC with
+//	                nanoseconds: the moment the outflow slot let it go,
+//	                so a downstream can tell the throttle's pacing from
+//	                the network's delay (and the benchmarks measure it)
 //
 // bounded by the target's Timeout (default config.DefaultTargetTimeout).
 // It classifies the answer: 2xx is done; 429 or 503 with a Retry-After
@@ -79,6 +83,7 @@ func (s *HTTPSink) Handle(ctx context.Context, job queue.Envelope) error {
 	req.Header.Set("Sluice-Job-Id", job.ID)
 	req.Header.Set("Sluice-Attempt", strconv.Itoa(job.Attempt+1))
 	req.Header.Set("Sluice-Tenant", job.Tenant)
+	req.Header.Set("Sluice-Sent-At", s.clock.Now().UTC().Format(time.RFC3339Nano))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("drainer: post job %s: %w", job.ID, err)

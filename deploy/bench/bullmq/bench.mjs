@@ -10,7 +10,7 @@
 //       uses BullMQ's own Redis rate limiter {max, duration} (global to the
 //       queue, shared by every worker). With --sink each job is POSTed to URL
 //       with node:http over keep-alive connections (headers Sluice-Job-Id,
-//       Sluice-Tenant), as sluice's drainer does, and a non-2xx answer fails
+//       Sluice-Tenant, Sluice-Sent-At), as sluice's drainer does, and a non-2xx answer fails
 //       the job; without it the processor only records the time.
 //       On stop it closes the worker (active jobs finish) and writes one line
 //       "<job id>\t<unix ms, fractional>" per job started to FILE.
@@ -70,6 +70,15 @@ async function load() {
 // several times faster than fetch here).
 const agent = new http.Agent({ keepAlive: true });
 
+// sentAt is now as RFC 3339 in UTC with microseconds, as sluice's drainer
+// sends Sluice-Sent-At (Date alone has milliseconds).
+function sentAt() {
+  const t = performance.timeOrigin + performance.now();
+  const ms = Math.floor(t);
+  const us = String(Math.floor((t - ms) * 1000)).padStart(3, '0');
+  return new Date(ms).toISOString().slice(0, -1) + us + 'Z';
+}
+
 // post sends one job to the sink and resolves on a 2xx answer.
 function post(url, id, tenant, body) {
   return new Promise((resolve, reject) => {
@@ -81,6 +90,7 @@ function post(url, id, tenant, body) {
         'Content-Length': Buffer.byteLength(body),
         'Sluice-Job-Id': id,
         'Sluice-Tenant': tenant,
+        'Sluice-Sent-At': sentAt(),
       },
     }, (res) => {
       res.resume();

@@ -192,7 +192,8 @@ func (b *bench) bullTimes(q string, workers int) ([]arrival, error) {
 				f.Close()
 				return nil, fmt.Errorf("drainbench: bullmq timestamps %s: bad line %q", f.Name(), sc.Text())
 			}
-			rec.add(id, time.UnixMicro(int64(v*1000)))
+			t := time.UnixMicro(int64(v * 1000))
+			rec.add(id, t, t)
 		}
 		f.Close()
 		if err := sc.Err(); err != nil {

@@ -86,7 +86,8 @@ func (b *bench) handlerThroughput(ctx context.Context, c tputCase) tputRow {
 		return row
 	}
 	h := drainer.HandlerFunc(func(ctx context.Context, job queue.Envelope) error {
-		b.rec.add(job.ID, time.Now())
+		now := time.Now()
+		b.rec.add(job.ID, now, now)
 		return nil
 	})
 	var fleet []*embedded

@@ -21,6 +21,7 @@ func (r *report) result() *drainresult.Report {
 		row := drainresult.Accuracy{
 			System: a.system, Backend: a.backend, Rate: a.rate, Workers: a.workers, Capacity: a.capacity,
 			Jobs: a.res.Jobs, Achieved: a.res.Rate, ErrPct: a.res.ErrPct, MaxWindow: a.res.MaxWindow,
+			MaxSent: a.res.MaxSent,
 			GapSDMs: ms(a.res.GapSD), Cmds: a.cmds.all, Scripts: a.cmds.scripts,
 		}
 		if a.err != nil {

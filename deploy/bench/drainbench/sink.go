@@ -17,6 +17,9 @@ import (
 type arrival struct {
 	at time.Time
 	id string
+	// sent is the delivery's Sluice-Sent-At: when the worker sent it (zero
+	// when the header was missing or not RFC 3339).
+	sent time.Time
 }
 
 // recorder keeps every arrival of the current row. Safe for concurrent use.
@@ -25,10 +28,10 @@ type recorder struct {
 	arr []arrival
 }
 
-// add records job id arriving at t.
-func (r *recorder) add(id string, t time.Time) {
+// add records job id, sent at sent, arriving at t.
+func (r *recorder) add(id string, sent, t time.Time) {
 	r.mu.Lock()
-	r.arr = append(r.arr, arrival{at: t, id: id})
+	r.arr = append(r.arr, arrival{at: t, id: id, sent: sent})
 	r.mu.Unlock()
 }
 
@@ -86,7 +89,7 @@ func (r *recorder) waitCount(ctx context.Context, n int, timeout time.Duration, 
 
 // sink is the measuring downstream: an HTTP server on a loopback port that
 // answers every POST with 204 and records its arrival time and its
-// Sluice-Job-Id header. The drainers' HTTP sink and BullMQ's processors post
+// Sluice-Job-Id and Sluice-Sent-At headers. The drainers' HTTP sink and BullMQ's processors post
 // to it, so both systems are measured at the same point.
 type sink struct {
 	rec *recorder
@@ -118,7 +121,8 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.Copy(io.Discard, r.Body)
-	s.rec.add(r.Header.Get("Sluice-Job-Id"), now)
+	sent, _ := time.Parse(time.RFC3339Nano, r.Header.Get("Sluice-Sent-At")) // zero when missing
+	s.rec.add(r.Header.Get("Sluice-Job-Id"), sent, now)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -28,6 +28,10 @@ type accuracy struct {
 	MaxWindow int
 	// MaxAt is where MaxWindow's window starts, from the first arrival.
 	MaxAt time.Duration
+	// MaxSent is the same by send time (Sluice-Sent-At, the worker's clock
+	// when the job left it): what the throttle let go, before the spread of
+	// the delivery latency. 0 when an arrival had no send time.
+	MaxSent int
 	// MaxSteady is the same within the steady window.
 	MaxSteady int
 	// BurstSpread is from the first arrival to the capacity-th: how long
@@ -51,6 +55,7 @@ func measureAccuracy(arr []arrival, from time.Time, duration time.Duration, targ
 	var at int
 	a.MaxWindow, at = maxInWindowAt(arr, time.Second)
 	a.MaxAt = arr[at].at.Sub(arr[0].at)
+	a.MaxSent = maxSent(arr)
 	if c := int(capacity); c >= 1 && c <= len(arr) {
 		a.BurstSpread = arr[c-1].at.Sub(arr[0].at)
 	}
@@ -124,6 +129,20 @@ func maxInWindowAt(arr []arrival, w time.Duration) (best, at int) {
 		}
 	}
 	return best, at
+}
+
+// maxSent is the most arrivals sent in any 1-s window [t, t+1s), by their
+// send times; 0 when one has none.
+func maxSent(arr []arrival) int {
+	bySent := make([]arrival, len(arr))
+	for i, a := range arr {
+		if a.sent.IsZero() {
+			return 0
+		}
+		bySent[i] = arrival{at: a.sent, id: a.id}
+	}
+	sort.Slice(bySent, func(i, j int) bool { return bySent[i].at.Before(bySent[j].at) })
+	return maxInWindow(bySent, time.Second)
 }
 
 // duplicates counts arrivals whose id arrived before.

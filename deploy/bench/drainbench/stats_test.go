@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"sort"
 	"testing"
 	"time"
 
@@ -222,5 +223,31 @@ func TestLoadOptions(t *testing.T) {
 				t.Errorf("options = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMaxSent: a start-up burst that takes longer to reach the sink than
+// the paced jobs after it fills a 1-s window at the sink with one more
+// job than the throttle sent in any 1-s window; a delivery without a send
+// time makes the figure unmeasured.
+func TestMaxSent(t *testing.T) {
+	var arr []arrival
+	for i := range 10 { // the burst: sent at t0, arrives 150 ms later
+		arr = append(arr, arrival{sent: t0, at: t0.Add(150 * time.Millisecond), id: fmt.Sprint("b", i)})
+	}
+	for k := 1; k <= 20; k++ { // 10/s after it, 1 ms on the way
+		sent := t0.Add(time.Duration(k) * 100 * time.Millisecond)
+		arr = append(arr, arrival{sent: sent, at: sent.Add(time.Millisecond), id: fmt.Sprint("p", k)})
+	}
+	sort.Slice(arr, func(i, j int) bool { return arr[i].at.Before(arr[j].at) }) // as recorder.take
+	if got := maxSent(arr); got != 19 {
+		t.Errorf("maxSent = %d, want 19 (the burst and the 9 sent in the rest of its second)", got)
+	}
+	if got := maxInWindow(arr, time.Second); got != 20 {
+		t.Errorf("maxInWindow at the sink = %d, want 20", got)
+	}
+	arr[3].sent = time.Time{}
+	if got := maxSent(arr); got != 0 {
+		t.Errorf("maxSent with an arrival lacking its send time = %d, want 0", got)
 	}
 }

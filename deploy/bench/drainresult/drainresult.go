@@ -55,9 +55,13 @@ type Accuracy struct {
 	Achieved float64 `json:"achieved"` // jobs/s
 	ErrPct   float64 `json:"err_pct"`  // (achieved − rate) ÷ rate × 100
 	// MaxWindow is the most arrivals in any sliding 1-s window of the row,
-	// start-up included; the bound is Rate + Capacity.
-	MaxWindow int     `json:"max_window"`
-	GapSDMs   float64 `json:"gap_sd_ms"`
+	// start-up included, at the sink; the bound is Rate + Capacity.
+	MaxWindow int `json:"max_window"`
+	// MaxSent is the same by the workers' send time (Sluice-Sent-At): what
+	// the throttle let go, before the delivery latency's spread. 0 when not
+	// measured (files from before the header).
+	MaxSent int     `json:"max_sent,omitempty"`
+	GapSDMs float64 `json:"gap_sd_ms"`
 	// Cmds and Scripts are Redis commands and script calls per delivered
 	// job (INFO commandstats; 0 when not read).
 	Cmds    float64 `json:"cmds_per_job"`
