@@ -132,10 +132,10 @@ func (r *report) accuracySection(b *strings.Builder) {
 		"what the throttle let go, which the goal judges), then by its arrival at the sink, where the spread of the delivery latency adds a few jobs to a window " +
 		"when the first jobs of the start-up burst take longer to arrive than those a second later (the goal column then says how long the burst took to arrive); " +
 		"steady = arrivals in 1 s within the steady window; " +
-		"gaps = time between consecutive arrivals in the steady window (ideal 1/rate, SD 0); " +
+		"gaps = time between consecutive arrivals in the steady window (ideal 1/rate, SD 0), the SD also by send time (the inter-dispatch gaps, which the summary judges); " +
 		"Redis cmds/job = server-wide INFO commandstats delta ÷ jobs, commands inside scripts included, and in brackets the script calls (EVALSHA...) alone, " +
 		"which are most of the round trips (" + r.cmdsScope() + "). Goal: |error| ≤ 1 %, max 1 s ≤ bound.\n\n")
-	b.WriteString("| system | backend | target /s | workers | capacity | warm-up s | jobs in window | achieved /s | error % | max 1 s sent / at sink (bound) | steady | gap mean ms | gap SD ms | gap p99 ms | dups | Redis cmds/job (scripts) | goal |\n")
+	b.WriteString("| system | backend | target /s | workers | capacity | warm-up s | jobs in window | achieved /s | error % | max 1 s sent / at sink (bound) | steady | gap mean ms | gap SD ms sent / at sink | gap p99 ms | dups | Redis cmds/job (scripts) | goal |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, a := range r.acc {
 		bound := a.rate + a.capacity
@@ -157,9 +157,9 @@ func (r *report) accuracySection(b *strings.Builder) {
 		} else if float64(a.res.MaxWindow) > bound {
 			goal = "ok (" + sinkSpread(a, bound) + ")"
 		}
-		fmt.Fprintf(b, "| %s | %s | %g | %d | %g | %.1f | %d | %.2f | %+.2f | %s / %d (%g) | %d | %.2f | %.2f | %.2f | %d | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %g | %d | %g | %.1f | %d | %.2f | %+.2f | %s / %d (%g) | %d | %.2f | %s / %.2f | %.2f | %d | %s | %s |\n",
 			a.system, a.backend, a.rate, a.workers, a.capacity, a.res.Warmup.Seconds(), a.res.Jobs, a.res.Rate, a.res.ErrPct, sentCell(a.res.MaxSent), a.res.MaxWindow, bound, a.res.MaxSteady,
-			ms(a.res.GapMean), ms(a.res.GapSD), ms(a.res.GapP99), a.res.Dups, a.cmds, goal)
+			ms(a.res.GapMean), sentGapCell(a.res), ms(a.res.GapSD), ms(a.res.GapP99), a.res.Dups, a.cmds, goal)
 	}
 	b.WriteString("\n")
 	r.notes(b, func(yield func(string, string) bool) {
@@ -253,6 +253,14 @@ func sinkSpread(a accRow, bound float64) string {
 		return m + fmt.Sprintf(" at start-up (the first %g jobs reached the sink over %.0f ms)", a.capacity, ms(a.res.BurstSpread))
 	}
 	return m + fmt.Sprintf(" from %.2f s after the first arrival", a.res.MaxAt.Seconds())
+}
+
+// sentGapCell is SentGapSD in ms, "—" when not measured.
+func sentGapCell(a accuracy) string {
+	if a.MaxSent == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", ms(a.SentGapSD))
 }
 
 // sentCell is MaxSent, "—" when not measured.

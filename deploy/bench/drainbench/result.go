@@ -22,7 +22,7 @@ func (r *report) result() *drainresult.Report {
 			System: a.system, Backend: a.backend, Rate: a.rate, Workers: a.workers, Capacity: a.capacity,
 			Jobs: a.res.Jobs, Achieved: a.res.Rate, ErrPct: a.res.ErrPct, MaxWindow: a.res.MaxWindow,
 			MaxSent: a.res.MaxSent,
-			GapSDMs: ms(a.res.GapSD), Cmds: a.cmds.all, Scripts: a.cmds.scripts,
+			GapSDMs: ms(a.res.GapSD), GapSDSentMs: ms(a.res.SentGapSD), Cmds: a.cmds.all, Scripts: a.cmds.scripts,
 		}
 		if a.err != nil {
 			row.Err = oneLine(a.err.Error())

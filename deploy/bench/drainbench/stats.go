@@ -40,6 +40,10 @@ type accuracy struct {
 	// GapMean, GapSD and GapP99 describe the gaps between consecutive
 	// arrivals in the steady window (ideal: every gap 1/target, SD 0).
 	GapMean, GapSD, GapP99 time.Duration
+	// SentGapSD is GapSD of the same jobs by send time (Sluice-Sent-At):
+	// the inter-dispatch gaps, before the delivery latency's jitter. 0 when
+	// a job had no send time.
+	SentGapSD time.Duration
 	// Dups counts arrivals of a job id that had already arrived.
 	Dups int
 }
@@ -71,22 +75,33 @@ func measureAccuracy(arr []arrival, from time.Time, duration time.Duration, targ
 	}
 	a.Rate = slope(win)
 	a.ErrPct = (a.Rate - target) / target * 100
-	gaps := make([]float64, len(win)-1)
+	times := make([]time.Time, len(win))
+	for i, x := range win {
+		times[i] = x.at
+	}
+	a.GapMean, a.GapSD, a.GapP99 = gapStats(times)
+	if sent, ok := sentTimes(win); ok {
+		_, a.SentGapSD, _ = gapStats(sent)
+	}
+	return a
+}
+
+// gapStats is the mean, SD and p99 of the gaps between consecutive times
+// of ts (sorted, at least 2).
+func gapStats(ts []time.Time) (mean, sd, p99 time.Duration) {
+	gaps := make([]float64, len(ts)-1)
 	var sum float64
-	for i := 1; i < len(win); i++ {
-		gaps[i-1] = float64(win[i].at.Sub(win[i-1].at))
+	for i := 1; i < len(ts); i++ {
+		gaps[i-1] = float64(ts[i].Sub(ts[i-1]))
 		sum += gaps[i-1]
 	}
-	mean := sum / float64(len(gaps))
+	m := sum / float64(len(gaps))
 	var sq float64
 	for _, g := range gaps {
-		sq += (g - mean) * (g - mean)
+		sq += (g - m) * (g - m)
 	}
 	sort.Float64s(gaps)
-	a.GapMean = time.Duration(mean)
-	a.GapSD = time.Duration(math.Sqrt(sq / float64(len(gaps))))
-	a.GapP99 = time.Duration(percentile(gaps, 0.99))
-	return a
+	return time.Duration(m), time.Duration(math.Sqrt(sq / float64(len(gaps)))), time.Duration(percentile(gaps, 0.99))
 }
 
 // slope is the least-squares slope of i over arr[i].at, in per second.
@@ -134,15 +149,28 @@ func maxInWindowAt(arr []arrival, w time.Duration) (best, at int) {
 // maxSent is the most arrivals sent in any 1-s window [t, t+1s), by their
 // send times; 0 when one has none.
 func maxSent(arr []arrival) int {
-	bySent := make([]arrival, len(arr))
+	sent, ok := sentTimes(arr)
+	if !ok {
+		return 0
+	}
+	bySent := make([]arrival, len(sent))
+	for i, t := range sent {
+		bySent[i] = arrival{at: t}
+	}
+	return maxInWindow(bySent, time.Second)
+}
+
+// sentTimes is the send times of arr, sorted; false when one has none.
+func sentTimes(arr []arrival) ([]time.Time, bool) {
+	out := make([]time.Time, len(arr))
 	for i, a := range arr {
 		if a.sent.IsZero() {
-			return 0
+			return nil, false
 		}
-		bySent[i] = arrival{at: a.sent, id: a.id}
+		out[i] = a.sent
 	}
-	sort.Slice(bySent, func(i, j int) bool { return bySent[i].at.Before(bySent[j].at) })
-	return maxInWindow(bySent, time.Second)
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out, true
 }
 
 // duplicates counts arrivals whose id arrived before.

@@ -251,3 +251,23 @@ func TestMaxSent(t *testing.T) {
 		t.Errorf("maxSent with an arrival lacking its send time = %d, want 0", got)
 	}
 }
+
+// TestSentGapSD: jobs sent exactly every 100 ms whose delivery takes 1 or
+// 21 ms in turn have gaps of 80 and 120 ms at the sink (SD 20 ms) and an
+// inter-dispatch gap SD of 0.
+func TestSentGapSD(t *testing.T) {
+	var arr []arrival
+	for i := range 50 {
+		sent := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		lat := time.Millisecond + time.Duration(i%2)*20*time.Millisecond
+		arr = append(arr, arrival{sent: sent, at: sent.Add(lat), id: fmt.Sprint("j", i)})
+	}
+	got := measureAccuracy(arr, t0, 10*time.Second, 10, 10)
+	if (got.GapSD-20*time.Millisecond).Abs() > 100*time.Microsecond || got.SentGapSD != 0 {
+		t.Errorf("GapSD %v, SentGapSD %v; want 20ms (49 gaps: within 0.1 ms) and 0", got.GapSD, got.SentGapSD)
+	}
+	arr[7].sent = time.Time{}
+	if got := measureAccuracy(arr, t0, 10*time.Second, 10, 10); got.SentGapSD != 0 || got.MaxSent != 0 {
+		t.Errorf("a job without a send time: SentGapSD %v, MaxSent %d; want both 0 (not measured)", got.SentGapSD, got.MaxSent)
+	}
+}

@@ -60,8 +60,12 @@ type Accuracy struct {
 	// MaxSent is the same by the workers' send time (Sluice-Sent-At): what
 	// the throttle let go, before the delivery latency's spread. 0 when not
 	// measured (files from before the header).
-	MaxSent int     `json:"max_sent,omitempty"`
-	GapSDMs float64 `json:"gap_sd_ms"`
+	MaxSent int `json:"max_sent,omitempty"`
+	// GapSDMs is the SD of the gaps between consecutive arrivals at the
+	// sink in the steady window; GapSDSentMs the same by send time (the
+	// inter-dispatch gaps), 0 when not measured.
+	GapSDMs     float64 `json:"gap_sd_ms"`
+	GapSDSentMs float64 `json:"gap_sd_sent_ms,omitempty"`
 	// Cmds and Scripts are Redis commands and script calls per delivered
 	// job (INFO commandstats; 0 when not read).
 	Cmds    float64 `json:"cmds_per_job"`

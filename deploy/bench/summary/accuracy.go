@@ -110,10 +110,14 @@ func (in inputs) accuracyRows() []row {
 			func(a drainresult.Accuracy) float64 { return math.Abs(a.ErrPct) },
 			func(a drainresult.Accuracy) string { return fmt.Sprintf("%+.2f %%", a.ErrPct) },
 			func(a drainresult.Accuracy) bool { return math.Abs(a.ErrPct) <= 0.1 }},
-		{"inter-dispatch gap SD, worst row", "≤ 2 ms",
+		{"inter-dispatch gap SD (by send time), worst row", "≤ 2 ms",
+			func(a drainresult.Accuracy) float64 { return dispatchGapSD(a) },
+			func(a drainresult.Accuracy) string { return fmt.Sprintf("%.2f ms", dispatchGapSD(a)) },
+			func(a drainresult.Accuracy) bool { return dispatchGapSD(a) <= 2 }},
+		{"gap SD of the arrivals at the sink, worst row", "stated",
 			func(a drainresult.Accuracy) float64 { return a.GapSDMs },
 			func(a drainresult.Accuracy) string { return fmt.Sprintf("%.2f ms", a.GapSDMs) },
-			func(a drainresult.Accuracy) bool { return a.GapSDMs <= 2 }},
+			nil},
 		{"most deliveries sent in a 1-s window ÷ (rate + capacity), worst row", "≤ 1",
 			func(a drainresult.Accuracy) float64 { return float64(sentOrArrived(a)) / (a.Rate + a.Capacity) },
 			func(a drainresult.Accuracy) string { return windowCell(sentOrArrived(a), a) },
@@ -157,4 +161,13 @@ func sentOrArrived(a drainresult.Accuracy) int {
 // windowCell renders n deliveries in 1 s against the row's bound.
 func windowCell(n int, a drainresult.Accuracy) string {
 	return fmt.Sprintf("%d of %g (%.2f)", n, a.Rate+a.Capacity, float64(n)/(a.Rate+a.Capacity))
+}
+
+// dispatchGapSD is an accuracy row's inter-dispatch gap SD in ms: by send
+// time, or at the sink when the file predates the send times.
+func dispatchGapSD(a drainresult.Accuracy) float64 {
+	if a.MaxSent > 0 {
+		return a.GapSDSentMs
+	}
+	return a.GapSDMs
 }
