@@ -31,7 +31,7 @@ import (
 //	                          HTTP requests would be)
 //	SLUICE_BENCH_TENANTS      tenants the jobs are spread over (default 64)
 //	SLUICE_BENCH_BATCH_TIMEOUT  kafkaq.Settings.BatchTimeout (default 2ms, the
-//	                          configuration's default)
+//	                          configuration's default; must be positive)
 func BenchEnv(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -39,7 +39,11 @@ func BenchEnv(name string, def int) int {
 	return def
 }
 
-// BenchDuration reads a duration from the environment (default 2ms).
+// BenchDuration reads a duration from the environment (default 2ms). It
+// must be positive: kafkaq.Settings takes a zero BatchTimeout as its
+// default (2ms), so "0" would silently measure 2ms (as docs/perf.md step 23
+// found of step 15's "0 ms" runs), and the configuration refuses anything
+// below 1ns (config/validate.go).
 func BenchDuration(b *testing.B, name string) time.Duration {
 	v := os.Getenv(name)
 	if v == "" {
@@ -48,6 +52,9 @@ func BenchDuration(b *testing.B, name string) time.Duration {
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		b.Fatalf("%s: %v", name, err)
+	}
+	if d <= 0 {
+		b.Fatalf("%s=%s: must be positive (a zero batch timeout is the 2ms default, a negative one is refused)", name, v)
 	}
 	return d
 }
