@@ -59,7 +59,7 @@ func AdmitFor(module string) *Script {
 // algorithm module (every one of AdmitModules when module is "") and the
 // decisions admit_decide.lua.
 func admitParts(module string) []string {
-	parts := []string{"admit_prelude.lua"}
+	parts := []string{"num.lua", "admit_prelude.lua"}
 	if module == "" {
 		parts = append(parts, AdmitModules...)
 	} else {

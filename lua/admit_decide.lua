@@ -66,8 +66,8 @@ local dk, da, dc, dm, dn = {}, {}, {}, {}, {}
 local admit_k, admit_a
 
 local function admit_parse()
-  now = tonumber(ARGV[1])
-  m, np = tonumber(ARGV[2]), tonumber(ARGV[3])
+  now = num(ARGV[1])
+  m, np = num(ARGV[2]), num(ARGV[3])
   if now == nil or now < 0 or m == nil or m < 1 or np == nil or np < 0 then
     return redis.error_reply('ERR admit: want now >= 0, m >= 1 decisions and P >= 0 policies')
   end
@@ -77,7 +77,7 @@ local function admit_parse()
   end
   for p = 1, np do
     local a = 4 * p
-    local l, d, b = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local l, d, b = num(ARGV[a + 1]), num(ARGV[a + 2]), num(ARGV[a + 3])
     local name = ARGV[a]
     if l and d and b and l >= 1 and d >= 1 and b >= 1 and (name == 'gcra' or name == 'token_bucket' or
         name == 'fixed_window' or name == 'sliding_window' or name == 'sliding_log') then
@@ -89,7 +89,7 @@ local function admit_parse()
   -- The layout is checked whole first, so a malformed call writes nothing.
   local k, a = 1, 4 + 4 * np
   for j = 1, m do
-    local cost, maxb, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
+    local cost, maxb, n = num(ARGV[a]), num(ARGV[a + 1]), num(ARGV[a + 3])
     if cost == nil or maxb == nil or n == nil or n < 0 or n ~= floor(n) then
       return redis.error_reply('ERR admit: decision ' .. j .. ' has no cost, max_backlog or policy count')
     end
@@ -130,7 +130,7 @@ local function decide(j)
     end
   end
   if n == 1 then
-    local p, pcost = tonumber(ARGV[a0 + 4]), tonumber(ARGV[a0 + 5])
+    local p, pcost = num(ARGV[a0 + 4]), num(ARGV[a0 + 5])
     if not (p and pcost and alg[p]) or pcost < 1 then
       return bad_policy(1)
     end
@@ -160,7 +160,7 @@ local function decide(j)
   -- read.
   for i = 1, n do
     local b = 12 * (i - 1)
-    local p, pcost = tonumber(ARGV[a0 + 2 + 2 * i]), tonumber(ARGV[a0 + 3 + 2 * i])
+    local p, pcost = num(ARGV[a0 + 2 + 2 * i]), num(ARGV[a0 + 3 + 2 * i])
     if not (p and pcost and alg[p]) or pcost < 1 then
       return bad_policy(i)
     end

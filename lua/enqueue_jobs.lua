@@ -28,7 +28,7 @@
 --     what they would find. seen true runs them all (enqueue.lua always).
 
 local function enqueue_posint(v)
-  local n = tonumber(v)
+  local n = num(v)
   if n == nil or n < 1 or n ~= math.floor(n) then
     return nil
   end
@@ -52,14 +52,14 @@ local function write_queued(sk, last, i, seq, ttl)
   local at = ARGV[last + 4 * i - 2]
   redis.call('HSET', sk, 'state', 'queued', 'type', ARGV[last + 4 * i - 3], 'attempt', 0,
     'enqueued_at', at, 'updated_at', at, 'seq', seq, 'cost', ARGV[last + 4 * i - 1])
-  if (tonumber(ARGV[last + 4 * i]) or 0) > 0 then
+  if (num(ARGV[last + 4 * i]) or 0) > 0 then
     redis.call('HSET', sk, 'heartbeat_ms', ARGV[last + 4 * i])
   end
   redis.call('PEXPIRE', sk, ttl)
 end
 
 local function enqueue_jobs(k, a, n, seen)
-  local cost, state_ttl = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local cost, state_ttl = num(ARGV[a + 2]), num(ARGV[a + 3])
   local first_env, last = a + 4, a + 3 + n
   -- A job already written with the same enqueued_at is skipped (pcall: HGET
   -- fails (WRONGTYPE) only on the older string marker, which is another job).
@@ -70,7 +70,7 @@ local function enqueue_jobs(k, a, n, seen)
       if type(was) == 'string' and was == ARGV[last + 4 * i - 2] then
         skip[i] = true
         skipped = skipped + 1
-        skipped_cost = skipped_cost + (tonumber(ARGV[last + 4 * i - 1]) or 0)
+        skipped_cost = skipped_cost + (num(ARGV[last + 4 * i - 1]) or 0)
       end
     end
   end
@@ -100,8 +100,8 @@ local function enqueue_jobs(k, a, n, seen)
     return len, tonumber(redis.call('GET', KEYS[k + 1])) or 0
   end
   local backlog = redis.call('INCRBY', KEYS[k + 1], math.max(cost - skipped_cost, 1))
-  refresh_ttl(KEYS[k], tonumber(ARGV[a]), len == n - skipped)
-  refresh_ttl(KEYS[k + 1], tonumber(ARGV[a + 1]), backlog == math.max(cost - skipped_cost, 1))
+  refresh_ttl(KEYS[k], num(ARGV[a]), len == n - skipped)
+  refresh_ttl(KEYS[k + 1], num(ARGV[a + 1]), backlog == math.max(cost - skipped_cost, 1))
 
   local base = seq_base(KEYS[k + 2], KEYS[k + 3])
   local idx = {}
@@ -140,10 +140,10 @@ local function enqueue_group(g, ks, as, ns)
         nb = 0
       end
     end
-    cost = cost + tonumber(ARGV[a + 2])
-    qttl = math.max(qttl, tonumber(ARGV[a]))
-    bttl = math.max(bttl, tonumber(ARGV[a + 1]))
-    sttl = math.max(sttl, tonumber(ARGV[a + 3]))
+    cost = cost + num(ARGV[a + 2])
+    qttl = math.max(qttl, num(ARGV[a]))
+    bttl = math.max(bttl, num(ARGV[a + 1]))
+    sttl = math.max(sttl, num(ARGV[a + 3]))
   end
   if nb > 0 then
     len = redis.call('RPUSH', qk, unpack(buf, 1, nb))

@@ -14,7 +14,7 @@ import (
 // admission with the Redis enqueue Submit and SubmitFor (submit.go).
 var (
 	// Queue, Redis backend (queue/redisq).
-	Enqueue     = register(include("enqueue.lua", "job_state_final.lua", "enqueue_jobs.lua"))
+	Enqueue     = register(include("enqueue.lua", "num.lua", "job_state_final.lua", "enqueue_jobs.lua"))
 	Claim       = register(include("claim.lua", "job_state_final.lua"))
 	Take        = register(include("take.lua", "job_state_final.lua", "bucket_level.lua", "outflow_count.lua"))
 	KafkaUntake = register(include("kafka_untake.lua", "job_state_final.lua"))
@@ -77,7 +77,7 @@ var (
 
 // Modules are the embedded files that are not scripts of their own: each
 // only defines local functions for the scripts that include it.
-var Modules = append([]string{"admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua", "bucket_level.lua", "backlog_lower.lua", "backlog_raise.lua", "job_settle.lua", "outflow_count.lua"}, AdmitModules...)
+var Modules = append([]string{"num.lua", "admit_prelude.lua", "admit.lua", "admit_decide.lua", "job_state_final.lua", "dead_letter.lua", "enqueue_jobs.lua", "bucket_level.lua", "backlog_lower.lua", "backlog_raise.lua", "job_settle.lua", "outflow_count.lua"}, AdmitModules...)
 
 var (
 	regMu    sync.Mutex

@@ -34,7 +34,7 @@ end
 local ek, ea, en, es = {}, {}, {}, {}
 local k, a = admit_k, admit_a
 for j = 1, m do
-  local n, seen = tonumber(ARGV[a]), ARGV[a + 1]
+  local n, seen = num(ARGV[a]), ARGV[a + 1]
   if n == nil or n < 1 or n ~= floor(n) or (seen ~= '0' and seen ~= '1') then
     return redis.error_reply('ERR submit: decision ' .. j .. ' has no job count or seen flag')
   end
@@ -86,7 +86,7 @@ local function flush(q)
   for x = #g, 1, -1 do
     local j = g[x]
     res[ep[j]], res[ep[j] + 1] = len, backlog
-    len, backlog = len - en[j], backlog - tonumber(ARGV[ea[j] + 2])
+    len, backlog = len - en[j], backlog - num(ARGV[ea[j] + 2])
   end
 end
 
@@ -109,7 +109,7 @@ admit_run(function(j, p0, p)
       g[#g + 1] = j
       ep[j], ep0[j] = p, p0
       local bk = KEYS[ek[j] + 1]
-      bl_pending[bk] = (bl_pending[bk] or 0) + tonumber(ARGV[ea[j] + 2])
+      bl_pending[bk] = (bl_pending[bk] or 0) + num(ARGV[ea[j] + 2])
     end
   end
   return p + 2
