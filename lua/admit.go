@@ -55,9 +55,9 @@ func AdmitFor(module string) *Script {
 	return singles[module]
 }
 
-// admitParts are the modules before an admission driver: the prelude, the
-// algorithm module (every one of AdmitModules when module is "") and the
-// decisions admit_decide.lua.
+// admitParts are the modules before an admission driver: num.lua (the
+// argument parser), the prelude, the algorithm module (every one of
+// AdmitModules when module is "") and the decisions admit_decide.lua.
 func admitParts(module string) []string {
 	parts := []string{"num.lua", "admit_prelude.lua"}
 	if module == "" {

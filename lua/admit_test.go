@@ -14,7 +14,7 @@ import (
 )
 
 // admitFiles are the files Admit assembles.
-var admitFiles = append(append([]string{"admit_prelude.lua"}, AdmitModules...), "admit.lua")
+var admitFiles = append(append([]string{"num.lua", "admit_prelude.lua"}, AdmitModules...), "admit_decide.lua", "admit.lua")
 
 // TestScriptsHaveHeaders: every embedded file, script or module, opens with
 // a comment block that starts with its name and names its KEYS, ARGV and

@@ -1,7 +1,9 @@
 -- num.lua: num(s), tonumber for the string arguments of a call, memoized
--- for the call. lua.Include puts this file first in the admission scripts
--- (before admit_prelude.lua), submit.lua and enqueue.lua; run on its own it
--- only defines a local function and touches nothing.
+-- for the call. The assembled admission scripts, submit.lua and enqueue.lua
+-- have this file first (package lua: admitParts, and Enqueue's include
+-- list); run on its own it only defines a local function and touches
+-- nothing. TestNumIncludedBeforeUse checks that every script calling num
+-- has it.
 --
 -- Redis' Lua turns a string into a number with strtod, about 0.15 µs a
 -- tonumber here, and a decision's arguments (cost, policy number, counts,

@@ -3,6 +3,8 @@ package lua
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -51,5 +53,37 @@ return out
 			}
 			t.Errorf("num(%q) differs from tonumber: %s", what, g)
 		}
+	}
+}
+
+// numCall is a call of num, not of a function whose name ends in num.
+var numCall = regexp.MustCompile(`(^|[^\w.:])num\(`)
+
+// TestNumIncludedBeforeUse: every registered script (the admission and
+// submit variants of every algorithm included) that calls num has num.lua
+// before its first call. SCRIPT LOAD only compiles a script, and Redis
+// raises an error on reading an undefined global only when the call runs,
+// so a script that includes a module using num without num.lua would pass
+// TestLoadAll.
+func TestNumIncludedBeforeUse(t *testing.T) {
+	for _, m := range AdmitModules {
+		AdmitFor(m)
+		SubmitFor(m)
+	}
+	users := 0
+	for _, s := range All() {
+		src := s.Src()
+		loc := numCall.FindStringIndex(src)
+		if loc == nil {
+			continue
+		}
+		users++
+		at := strings.Index(src, "-- num.lua:")
+		if at < 0 || at > loc[0] {
+			t.Errorf("%s calls num at byte %d, but num.lua is at %d (want before)", s.Name(), loc[0], at)
+		}
+	}
+	if users == 0 {
+		t.Fatal("no registered script calls num: the pattern is out of date")
 	}
 }
