@@ -1,6 +1,6 @@
 -- admit_prelude.lua: the locals every part of the admission script uses.
--- lua.Admit() and lua.AdmitFor() put this file first (after num.lua), before the algorithm
--- modules and the driver admit.lua, which then reach these functions as
+-- lua.Admit() and lua.AdmitFor() put this file first after num.lua, before
+-- the algorithm modules and the driver admit.lua, which then reach these as
 -- upvalues: a global access (math, string, redis, tonumber, KEYS, ARGV) is a
 -- lookup in Redis' protected globals table on every use, and dropping them
 -- took about a tenth off the script's time per decision (measured with
