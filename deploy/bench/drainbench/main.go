@@ -144,7 +144,7 @@ func run() int {
 		return 1
 	}
 	fmt.Fprintln(os.Stderr, "drainbench: results as JSON in", strings.Join(jsonPaths, ", "))
-	fmt.Fprintln(os.Stderr, "drainbench: process logs, generated configurations and BullMQ timestamps are in", r.logDir)
+	fmt.Fprintln(os.Stderr, "drainbench: process logs, each drainer's last /metrics (<log>.metrics), generated configurations and BullMQ timestamps are in", r.logDir)
 	if r.failed() {
 		return 1
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +68,7 @@ func (p *proc) stop(timeout time.Duration) error {
 		return p.status()
 	default:
 	}
+	p.saveMetrics()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -75,6 +78,28 @@ func (p *proc) stop(timeout time.Duration) error {
 		<-p.done
 		return fmt.Errorf("%s did not stop within %s of SIGTERM; killed", p.name, timeout)
 	}
+}
+
+// saveMetrics writes a drainer's /metrics, read just before it is stopped,
+// next to its log (<log>.metrics), so a row's retries, lost leases, reaps and
+// errors can be read after the run (a duplicate arrival is explained by
+// them or not). A drainer that does not answer within a second leaves no
+// file; the run goes on.
+func (p *proc) saveMetrics() {
+	if p.addr == "" {
+		return
+	}
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return
+	}
+	_ = os.WriteFile(p.log+".metrics", b, 0o644)
 }
 
 func (p *proc) status() error {
