@@ -50,11 +50,23 @@ type HTTPSink struct {
 }
 
 // NewHTTPSink returns a sink sending with client (nil: a client with a
-// pooled transport and no redirects followed) to the targets.
+// pooled transport, at most 256 idle connections per host and no total
+// idle limit, and no redirects followed) to the targets. A client of your
+// own should not set Transport.MaxIdleConns below the deliveries in flight:
+// see the comment in NewHTTPSink.
 func NewHTTPSink(client *http.Client, targets TargetFunc) *HTTPSink {
 	if client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 256
+		// No total idle limit (DefaultTransport's is 100). Over that limit
+		// the transport closes its oldest idle connection, and a connection
+		// answered without a body (a 204) is put back idle before its
+		// answer reaches the caller: closing it then fails a request the
+		// downstream has already taken, and its retry was a duplicate
+		// delivery whenever more than 100 deliveries were in flight (seen
+		// in drainbench's 12-tenant HTTP rows). Idle connections are still
+		// bounded per host and closed after IdleConnTimeout.
+		tr.MaxIdleConns = 0
 		client = &http.Client{
 			Transport:     tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -59,10 +59,12 @@ func run() int {
 	return 0
 }
 
-// newHTTPClient keeps up to maxInFlight idle connections per stream, so a
-// steady load reuses them instead of opening one per job.
+// newHTTPClient keeps up to maxInFlight idle connections per stream, and no
+// lower total cap, so a steady load reuses them instead of opening one per
+// job.
 func newHTTPClient(maxInFlight int) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = maxInFlight
+	tr.MaxIdleConns = 0 // no total cap below the per-host one (see drainer.NewHTTPSink)
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
