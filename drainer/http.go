@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -44,7 +45,12 @@ type TargetFunc func(tenant, jobType string) (config.Target, bool)
 // statuses are a *PermanentError.
 // Safe for concurrent use.
 type HTTPSink struct {
-	client  *http.Client
+	client *http.Client
+	// rt sends the requests: the sink's own transport when NewHTTPSink
+	// built the client (a request then skips http.Client's per-request
+	// work: a copy of its headers kept for redirects, which it never
+	// follows), else the caller's client.
+	rt      http.RoundTripper
 	targets TargetFunc
 	clock   clock.Clock
 }
@@ -55,6 +61,7 @@ type HTTPSink struct {
 // own should not set Transport.MaxIdleConns below the deliveries in flight:
 // see the comment in NewHTTPSink.
 func NewHTTPSink(client *http.Client, targets TargetFunc) *HTTPSink {
+	var rt http.RoundTripper
 	if client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 256
@@ -71,9 +78,18 @@ func NewHTTPSink(client *http.Client, targets TargetFunc) *HTTPSink {
 			Transport:     tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
+		rt = tr
+	} else {
+		rt = clientRoundTripper{client}
 	}
-	return &HTTPSink{client: client, targets: targets, clock: clock.Real}
+	return &HTTPSink{client: client, rt: rt, targets: targets, clock: clock.Real}
 }
+
+// clientRoundTripper sends through an http.Client (its redirects, jar and
+// timeout), for a client the caller gave.
+type clientRoundTripper struct{ c *http.Client }
+
+func (c clientRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return c.c.Do(req) }
 
 // Handle delivers job with one POST.
 func (s *HTTPSink) Handle(ctx context.Context, job queue.Envelope) error {
@@ -96,8 +112,12 @@ func (s *HTTPSink) Handle(ctx context.Context, job queue.Envelope) error {
 	req.Header.Set("Sluice-Attempt", strconv.Itoa(job.Attempt+1))
 	req.Header.Set("Sluice-Tenant", job.Tenant)
 	req.Header.Set("Sluice-Sent-At", s.clock.Now().UTC().Format(time.RFC3339Nano))
-	resp, err := s.client.Do(req)
+	resp, err := s.rt.RoundTrip(req)
 	if err != nil {
+		var ue *url.Error
+		if !errors.As(err, &ue) { // as http.Client words it: Post "url": ...
+			err = &url.Error{Op: "Post", URL: tg.URL, Err: err}
+		}
 		return fmt.Errorf("drainer: post job %s: %w", job.ID, err)
 	}
 	defer resp.Body.Close()

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,9 @@ import (
 // a duplicate delivery. So the sink's transport has no total idle limit
 // (MaxIdleConns 0; IdleConnTimeout still closes idle ones).
 func TestHTTPSinkManyConnsNoSpuriousError(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its 500 senders saturate the CPU, and the package's
+	// parallel tests with short timeouts (TestHTTPSinkClassifies: 100 ms)
+	// would time out beside it.
 	var arrivals atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrivals.Add(1)
@@ -68,5 +71,26 @@ func TestHTTPSinkManyConnsNoSpuriousError(t *testing.T) {
 	}
 	if got, want := arrivals.Load(), int64(rounds*workers*each); got != want {
 		t.Errorf("arrivals = %d, want %d", got, want)
+	}
+}
+
+// TestHTTPSinkErrorNamesTarget: a delivery that cannot reach its target
+// fails with an error naming the job and the URL (as http.Client words it),
+// and it is retried, not dead-lettered.
+func TestHTTPSinkErrorNamesTarget(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	target := srv.URL + "/hook"
+	srv.Close() // nothing listens there now
+	s := NewHTTPSink(nil, func(string, string) (config.Target, bool) { return config.Target{URL: target}, true })
+	err := s.Handle(context.Background(), queue.Envelope{ID: "j1", Tenant: "t", Payload: []byte(`{}`)})
+	if err == nil {
+		t.Fatal("post to a closed port: no error")
+	}
+	if want := `drainer: post job j1: Post "` + target + `": `; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error = %q, want it to start with %q", err, want)
+	}
+	if o, _ := classify(err, false); o != outRetry {
+		t.Errorf("classify(%v) = %v, want outRetry", err, o)
 	}
 }
