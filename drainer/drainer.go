@@ -86,6 +86,7 @@ type Drainer struct {
 	slots    *outflow.Semaphore
 	m        *metrics
 	log      *slog.Logger
+	fails    *failLog // failed deliveries, one line per tenant per failLogEvery
 	clock    clock.Clock
 	backoff  Backoff
 	room     *room // MaxInFlight's places: one per dispatch in progress or reserved for a take
@@ -123,6 +124,7 @@ func New(cfg Config) (*Drainer, error) {
 		slots:   outflow.NewSemaphore(cfg.Redis),
 		m:       m,
 		log:     cfg.Logger,
+		fails:   newFailLog(cfg.Logger, cfg.Clock),
 		clock:   cfg.Clock,
 		backoff: Backoff{Base: s.BackoffBase, Max: s.BackoffMax},
 		room:    newRoom(cfg.MaxInFlight),

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -214,12 +215,22 @@ func TestDrainerRetriesAndDeadLetters(t *testing.T) {
 	push(t, rdb, js...)
 	reg := prometheus.NewRegistry()
 	off := false
-	run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg,
+	logs := &lockedLog{}
+	stop := run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg,
+		Logger:  slog.New(slog.NewTextHandler(logs, nil)),
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Adaptive: &off})}})
 	testenv.WaitFor(t, 10*time.Second, "all jobs settled", func() bool {
 		n, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int()
 		return n == 0
 	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Every failure above falls within one failLogEvery (10 s): one line
+	// for the tenant, naming a failed job, its attempt and its error.
+	if n := strings.Count(logs.String(), `msg="drainer: delivery failed" tenant=`+tenant+" "); n != 1 {
+		t.Errorf("%d delivery-failed lines for the tenant, want 1; log:\n%s", n, logs.String())
+	}
 	attempts := map[string][]string{}
 	for _, d := range s.deliveries() {
 		attempts[d.id[len(tenant)+1:]] = append(attempts[d.id[len(tenant)+1:]], d.attempt)
@@ -387,4 +398,23 @@ func TestDrainerShutdownReturnsInFlightJobs(t *testing.T) {
 	if n, _ := rdb.ZCard(ctx, keys.Processing(tenant)).Result(); n != 0 {
 		t.Errorf("leases after shutdown = %d, want 0", n)
 	}
+}
+
+// lockedLog is an io.Writer for a test's logger that may be written by
+// several goroutines while the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

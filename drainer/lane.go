@@ -280,6 +280,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 	case outRetryAfter:
 		var ra *RetryAfterError
 		errors.As(err, &ra)
+		d.fails.failed(env.Tenant, env.ID, sent.Attempt+1, "retry_after", err)
 		d.m.dispatch.WithLabelValues(lbl, "retry_after").Inc()
 		d.m.retries.WithLabelValues(lbl, "retry_after").Inc()
 		r := queue.Retry{Delay: ra.After, Next: env, LastError: err.Error()}
@@ -288,17 +289,20 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 		next := env
 		next.Attempt++
 		if next.Attempt >= d.cfg.Settings.MaxAttempts {
+			d.fails.failed(env.Tenant, env.ID, sent.Attempt+1, "dead", err)
 			d.m.dispatch.WithLabelValues(lbl, "dead").Inc()
 			d.m.dlq.WithLabelValues(lbl, "attempts_exhausted").Inc()
 			dead := d.deadLetter("attempts_exhausted", err, next.Attempt)
 			d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, queue.Outcome{Dead: dead}) }, "finish")
 			return
 		}
+		d.fails.failed(env.Tenant, env.ID, sent.Attempt+1, "retry", err)
 		d.m.dispatch.WithLabelValues(lbl, "retry").Inc()
 		d.m.retries.WithLabelValues(lbl, "backoff").Inc()
 		r := queue.Retry{Delay: d.backoff.next(next.Attempt), Next: next, LastError: err.Error()}
 		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, r) }, "defer")
 	case outDead:
+		d.fails.failed(env.Tenant, env.ID, sent.Attempt+1, "dead", err)
 		d.m.dispatch.WithLabelValues(lbl, "dead").Inc()
 		d.m.dlq.WithLabelValues(lbl, "rejected").Inc()
 		dead := d.deadLetter("rejected", err, env.Attempt+1)
