@@ -230,6 +230,8 @@ func TestDrainerRetriesAndDeadLetters(t *testing.T) {
 	// for the tenant, naming a failed job, its attempt and its error.
 	if n := strings.Count(logs.String(), `msg="drainer: delivery failed" tenant=`+tenant+" "); n != 1 {
 		t.Errorf("%d delivery-failed lines for the tenant, want 1; log:\n%s", n, logs.String())
+	} else if line := logs.String(); !strings.Contains(line, " attempt=1 ") || !strings.Contains(line, " err=") || !strings.Contains(line, " suppressed=0 ") {
+		t.Errorf("the delivery-failed line lacks attempt=1, err= or suppressed=0 (the first failure):\n%s", line)
 	}
 	attempts := map[string][]string{}
 	for _, d := range s.deliveries() {

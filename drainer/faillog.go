@@ -13,13 +13,20 @@ import (
 // next line's "suppressed".
 const failLogEvery = 10 * time.Second
 
+// failLogPrune is the number of tenants remembered above which a new one
+// first drops those whose window has passed with nothing left out, so the
+// map stays bounded by the tenants failing within one window (plus those
+// with a count to report), whatever tenants come and go.
+const failLogPrune = 1024
+
 // failLog logs failed delivery attempts (retried, deferred by a
 // Retry-After, or dead-lettered), at most one line per tenant per
 // failLogEvery, so that a target that fails every request says why in the
 // log without flooding it. The metrics (sluice_dispatch_total,
 // sluice_retries_total) count every failure; the job's state keeps its
-// last error. Safe for concurrent use; it keeps one small entry per
-// tenant that has failed since the start.
+// last error. Safe for concurrent use. A count left out is reported with
+// the tenant's next failure; a tenant that stops failing never reports it
+// (the metrics have it).
 type failLog struct {
 	log   *slog.Logger
 	clock clock.Clock
@@ -44,6 +51,9 @@ func (f *failLog) failed(tenant, id string, attempt int, outcome string, err err
 	f.mu.Lock()
 	s := f.by[tenant]
 	if s == nil {
+		if len(f.by) >= failLogPrune {
+			f.prune(now)
+		}
 		s = &failSeen{}
 		f.by[tenant] = s
 	}
@@ -57,4 +67,14 @@ func (f *failLog) failed(tenant, id string, attempt int, outcome string, err err
 	f.mu.Unlock()
 	f.log.Warn("drainer: delivery failed", "tenant", tenant, "job_id", id, "attempt", attempt,
 		"outcome", outcome, "err", err, "suppressed", suppressed, "suppressed_window", failLogEvery.String())
+}
+
+// prune drops the tenants whose window ended before now with nothing left
+// out. Called with f.mu held.
+func (f *failLog) prune(now time.Time) {
+	for t, s := range f.by {
+		if s.suppressed == 0 && now.Sub(s.last) >= failLogEvery {
+			delete(f.by, t)
+		}
+	}
 }

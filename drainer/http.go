@@ -107,6 +107,12 @@ func (s *HTTPSink) Handle(ctx context.Context, job queue.Envelope) error {
 	if err != nil {
 		return Permanent(fmt.Errorf("build request for %s: %w", tg.URL, err))
 	}
+	if u := req.URL.User; u != nil {
+		// As http.Client does: credentials in the target URL are sent as
+		// Basic auth (the transport alone would drop them).
+		pw, _ := u.Password()
+		req.SetBasicAuth(u.Username(), pw)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Sluice-Job-Id", job.ID)
 	req.Header.Set("Sluice-Attempt", strconv.Itoa(job.Attempt+1))
@@ -115,8 +121,8 @@ func (s *HTTPSink) Handle(ctx context.Context, job queue.Envelope) error {
 	resp, err := s.rt.RoundTrip(req)
 	if err != nil {
 		var ue *url.Error
-		if !errors.As(err, &ue) { // as http.Client words it: Post "url": ...
-			err = &url.Error{Op: "Post", URL: tg.URL, Err: err}
+		if !errors.As(err, &ue) { // as http.Client words it: Post "url": ..., password redacted
+			err = &url.Error{Op: "Post", URL: req.URL.Redacted(), Err: err}
 		}
 		return fmt.Errorf("drainer: post job %s: %w", job.ID, err)
 	}

@@ -35,8 +35,12 @@ func TestHTTPSinkManyConnsNoSpuriousError(t *testing.T) {
 	}))
 	defer srv.Close()
 	s := NewHTTPSink(nil, func(string, string) (config.Target, bool) { return config.Target{URL: srv.URL}, true })
-	if tr, ok := s.client.Transport.(*http.Transport); !ok || tr.MaxIdleConns != 0 {
-		t.Fatalf("sink transport MaxIdleConns = %v, want 0 (no total idle limit)", tr.MaxIdleConns)
+	tr, ok := s.rt.(*http.Transport)
+	if !ok {
+		t.Fatalf("the sink sends through %T, want its own *http.Transport", s.rt)
+	}
+	if tr.MaxIdleConns != 0 {
+		t.Fatalf("sink transport MaxIdleConns = %d, want 0 (no total idle limit)", tr.MaxIdleConns)
 	}
 	// The check above is the deterministic one. These rounds show the
 	// failure itself: with MaxIdleConns 100, 12 such rounds failed in 7 of
@@ -96,5 +100,39 @@ func TestHTTPSinkErrorNamesTarget(t *testing.T) {
 	}
 	if o, _ := classify(err, false); o != outRetry {
 		t.Errorf("classify(%v) = %v, want outRetry", err, o)
+	}
+}
+
+// TestHTTPSinkURLCredentials: a target URL with user and password is sent
+// with Basic auth (as http.Client sends it), and an error names the URL
+// with the password redacted.
+func TestHTTPSinkURLCredentials(t *testing.T) {
+	t.Parallel()
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		got.Store(strconv.FormatBool(ok) + " " + u + ":" + p)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	withUser := func(base string) string { return strings.Replace(base, "http://", "http://hook:s3cret@", 1) + "/hook" }
+	target := withUser(srv.URL)
+	s := NewHTTPSink(nil, func(string, string) (config.Target, bool) { return config.Target{URL: target}, true })
+	if err := s.Handle(context.Background(), queue.Envelope{ID: "j1", Tenant: "t", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := got.Load().(string); g != "true hook:s3cret" {
+		t.Errorf("Basic auth at the target = %q, want %q", g, "true hook:s3cret")
+	}
+
+	down := httptest.NewServer(http.NotFoundHandler())
+	target = withUser(down.URL)
+	down.Close()
+	err := s.Handle(context.Background(), queue.Envelope{ID: "j2", Tenant: "t", Payload: []byte(`{}`)})
+	if err == nil {
+		t.Fatal("post to a closed port: no error")
+	}
+	if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "hook:xxxxx@") {
+		t.Errorf("error = %q, want the URL with its password redacted (hook:xxxxx@)", err)
 	}
 }
