@@ -1,6 +1,9 @@
 package testenv
 
 import (
+	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -38,10 +41,43 @@ func TestStartSentinel(t *testing.T) {
 	})
 
 	h.Primary().Start()
-	WaitFor(t, 20*time.Second, "the old primary as a replica of the new one", func() bool {
-		r := redis.NewClient(&redis.Options{Addr: h.Primary().Addr(), MaxRetries: -1})
-		defer r.Close()
-		role, err := r.Do(ctx, "ROLE").Slice()
-		return err == nil && len(role) > 0 && role[0] == "slave"
+	// The old primary rejoins as a replica. On a loaded host the new
+	// primary can miss the Sentinels' 1-s down-after while it forks for the
+	// resync, and they fail over once more, back to the old one: either
+	// way the pair must end as one primary, named by every Sentinel, and
+	// its replica, with the write.
+	pair := []string{h.Primary().Addr(), h.Replica().Addr()}
+	WaitFor(t, 40*time.Second, "the old primary back in the pair as a replica", func() bool {
+		m := ""
+		for _, addr := range h.SentinelAddrs() {
+			got, err := sentinelMaster(addr)
+			if err != nil || (m != "" && got != m) {
+				return false
+			}
+			m = got
+		}
+		other := pair[0]
+		if m == other {
+			other = pair[1]
+		}
+		return (m == pair[0] || m == pair[1]) && isMaster(m) && replicaOf(other) == m
 	})
+	WaitFor(t, 10*time.Second, "the write read through the failover client", func() bool {
+		got, err := c.Get(ctx, "k").Result()
+		return err == nil && got == "v"
+	})
+}
+
+// replicaOf returns the primary the server at addr replicates ("host:port"
+// from ROLE), or "" when it is no replica or does not answer.
+func replicaOf(addr string) string {
+	r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer r.Close()
+	role, err := r.Do(context.Background(), "ROLE").Slice()
+	if err != nil || len(role) < 3 || role[0] != "slave" {
+		return ""
+	}
+	host, _ := role[1].(string)
+	port, _ := role[2].(int64)
+	return net.JoinHostPort(host, strconv.FormatInt(port, 10))
 }
