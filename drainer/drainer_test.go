@@ -214,7 +214,7 @@ func TestDrainerRetriesAndDeadLetters(t *testing.T) {
 	push(t, rdb, js...)
 	reg := prometheus.NewRegistry()
 	off := false
-	logs := &lockedLog{}
+	logs := &testenv.LogBuffer{}
 	stop := run(t, drainer.Config{Redis: rdb, Settings: settings(), Registerer: reg,
 		Logger:  slog.New(slog.NewTextHandler(logs, nil)),
 		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Adaptive: &off})}})
@@ -225,7 +225,7 @@ func TestDrainerRetriesAndDeadLetters(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	logs.oneFailLine(t, tenant)
+	oneFailLine(t, logs, tenant)
 	attempts := map[string][]string{}
 	for _, d := range s.deliveries() {
 		attempts[d.id[len(tenant)+1:]] = append(attempts[d.id[len(tenant)+1:]], d.attempt)

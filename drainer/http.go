@@ -45,23 +45,22 @@ type TargetFunc func(tenant, jobType string) (config.Target, bool)
 // statuses are a *PermanentError.
 // Safe for concurrent use.
 type HTTPSink struct {
-	client *http.Client
-	// rt sends the requests: the sink's own transport when NewHTTPSink
-	// built the client (a request then skips http.Client's per-request
-	// work: a copy of its headers kept for redirects, which it never
-	// follows), else the caller's client.
+	// rt sends the requests: the sink's own transport when NewHTTPSink got
+	// no client (a request then skips http.Client's per-request work: a
+	// copy of its headers kept for redirects, which the sink never
+	// follows: a 3xx is its answer), else the caller's client.
 	rt      http.RoundTripper
 	targets TargetFunc
 	clock   clock.Clock
 }
 
-// NewHTTPSink returns a sink sending with client (nil: a client with a
-// pooled transport, at most 256 idle connections per host and no total
-// idle limit, and no redirects followed) to the targets. A client of your
+// NewHTTPSink returns a sink sending with client (nil: its own pooled
+// transport, at most 256 idle connections per host and no total idle
+// limit, no redirects followed) to the targets. A client of your
 // own should not set Transport.MaxIdleConns below the deliveries in flight:
 // see the comment in NewHTTPSink.
 func NewHTTPSink(client *http.Client, targets TargetFunc) *HTTPSink {
-	var rt http.RoundTripper
+	var rt http.RoundTripper = clientRoundTripper{client}
 	if client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 256
@@ -74,15 +73,9 @@ func NewHTTPSink(client *http.Client, targets TargetFunc) *HTTPSink {
 		// in drainbench's 12-tenant HTTP rows). Idle connections are still
 		// bounded per host and closed after IdleConnTimeout.
 		tr.MaxIdleConns = 0
-		client = &http.Client{
-			Transport:     tr,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
 		rt = tr
-	} else {
-		rt = clientRoundTripper{client}
 	}
-	return &HTTPSink{client: client, rt: rt, targets: targets, clock: clock.Real}
+	return &HTTPSink{rt: rt, targets: targets, clock: clock.Real}
 }
 
 // clientRoundTripper sends through an http.Client (its redirects, jar and

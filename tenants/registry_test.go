@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -165,7 +164,7 @@ func TestRegistryResubscribes(t *testing.T) {
 func TestRegistryKeepsConfigWhileRedisDown(t *testing.T) {
 	proc, rdb := privateRedis(t)
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	base := baseConfig(t, fileTenant("a", 5))
 	r, seen := startRegistry(t, rdb, base, RegistryConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if _, err := r.Patch(ctx, "a", []byte(`{"outflow":{"rate":20}}`), "alice", testAt); err != nil {
@@ -242,22 +241,4 @@ func TestNewRegistryNeedsDeps(t *testing.T) {
 	if _, err := NewStore(StoreConfig{}); err == nil || !strings.Contains(err.Error(), "Redis") {
 		t.Errorf("NewStore without Redis: error %v, want one naming it", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

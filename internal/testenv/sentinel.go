@@ -216,12 +216,34 @@ func failoverDone(addr string) bool {
 
 // isMaster reports whether the server at addr answers ROLE as a master.
 func isMaster(addr string) bool {
+	role := roleOf(addr)
+	return len(role) > 0 && role[0] == "master"
+}
+
+// replicaOf returns the primary the server at addr replicates ("host:port"
+// from ROLE), or "" when it is no replica or does not answer.
+func replicaOf(addr string) string {
+	role := roleOf(addr)
+	if len(role) < 3 || role[0] != "slave" {
+		return ""
+	}
+	host, _ := role[1].(string)
+	port, _ := role[2].(int64)
+	return net.JoinHostPort(host, strconv.FormatInt(port, 10))
+}
+
+// roleOf returns the server at addr's answer to ROLE (nil when it does not
+// answer within 2 s).
+func roleOf(addr string) []any {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	role, err := c.Do(ctx, "ROLE").Slice()
-	return err == nil && len(role) > 0 && role[0] == "master"
+	if err != nil {
+		return nil
+	}
+	return role
 }
 
 func joinPorts(ports []int) string {

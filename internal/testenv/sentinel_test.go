@@ -1,9 +1,6 @@
 package testenv
 
 import (
-	"context"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -66,18 +63,4 @@ func TestStartSentinel(t *testing.T) {
 		got, err := c.Get(ctx, "k").Result()
 		return err == nil && got == "v"
 	})
-}
-
-// replicaOf returns the primary the server at addr replicates ("host:port"
-// from ROLE), or "" when it is no replica or does not answer.
-func replicaOf(addr string) string {
-	r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
-	defer r.Close()
-	role, err := r.Do(context.Background(), "ROLE").Slice()
-	if err != nil || len(role) < 3 || role[0] != "slave" {
-		return ""
-	}
-	host, _ := role[1].(string)
-	port, _ := role[2].(int64)
-	return net.JoinHostPort(host, strconv.FormatInt(port, 10))
 }
