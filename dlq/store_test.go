@@ -32,11 +32,11 @@ var writers = map[string]func(t *testing.T, rdb *redis.Client, tenant, id, rec s
 		rdb.ZAdd(ctx, keys.Processing(tn), redis.Z{Score: 1, Member: id + "|m"})
 		c := lua.Call{Script: lua.Ack,
 			Keys: []string{keys.Processing(tn), keys.Leased(tn), keys.Backlog(tn), keys.JobIndex(tn, "dead"),
-				keys.JobState(tn, id), keys.JobsDispatched(tn), keys.Delivering(tn), keys.DeadRecords(tn)},
-			Args: []any{id + "|m", 1, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), rec,
-				jobstate.Dead, "410", "rejected", keys.JobStateTTL.Milliseconds(), id, died.UnixMilli(), keep}}
-		if n, err := c.Run(ctx, rdb).Int(); err != nil || n != 1 {
-			t.Fatalf("ack.lua: %v, %v", n, err)
+				keys.JobsDispatched(tn), keys.Delivering(tn), keys.DeadRecords(tn), keys.JobState(tn, id)},
+			Args: []any{keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), keys.JobStateTTL.Milliseconds(), keep, "0", 1,
+				id + "|m", 1, rec, jobstate.Dead, "410", "rejected", died.UnixMilli(), "0"}}
+		if v, err := c.Run(ctx, rdb).Int64Slice(); err != nil || len(v) != 1 || v[0] != 1 {
+			t.Fatalf("ack.lua: %v, %v", v, err)
 		}
 	},
 	"job_state_settle.lua": func(t *testing.T, rdb *redis.Client, tn, id, rec string, died time.Time, keep int) {

@@ -32,6 +32,12 @@
 --
 -- index_move(sk, id, new_state, score) is index_leave then index_add.
 --
+-- index_leave, index_add and record_final take an optional last argument B,
+-- a batch (batch_new): with it, their index writes are collected in B and
+-- made by batch_flush(B), one ZREM per index left and one ZADD, PEXPIRE and
+-- (for the done index) trim per index joined, and Redis TIME is read once
+-- per batch (ack.lua finishes a tenant's jobs so).
+--
 -- record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre) sets
 -- the job's state hash sk (package jobstate): state, updated_at (Redis TIME,
 -- ms), last_error and reason when not empty, its TTL refreshed to ttl ms,
@@ -70,14 +76,47 @@ local function job_id(sk)
   return string.match(sk, '^sluice:{[^}]*}:job:(.*)$')
 end
 
-local function index_leave(sk, id, new_state, pre)
+-- batch_new() is an empty batch B for index_leave, index_add and
+-- record_final: given one, they collect their index writes in it instead of
+-- making them, and take Redis TIME once for all; batch_flush(B) then makes
+-- them, one ZREM per index left and one ZADD (and PEXPIRE, and trim) per
+-- index joined. A caller that records several jobs in one script (ack.lua)
+-- makes a few calls for all of them where each job made its own; it passes
+-- each job id at most once per batch.
+local function batch_new()
+  return {rem = {}, rem_order = {}, add = {}, add_order = {}, trim = {}}
+end
+
+local function batch_push(map, order, key, ...)
+  local l = map[key]
+  if not l then
+    l = {}
+    map[key] = l
+    order[#order + 1] = key
+  end
+  for _, v in ipairs({...}) do l[#l + 1] = v end
+end
+
+local function batch_now(B)
+  if B and B.now then return B.now end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if B then B.now = now end
+  return now
+end
+
+local function index_leave(sk, id, new_state, pre, B)
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
   local f = pre or redis.pcall('HMGET', sk, 'state', 'seq')
   if f['err'] then return false end
   local old, seq = f[1], tonumber(f[2])
   if type(old) ~= 'string' then return false, seq end
   if old ~= new_state and JOB_LISTED[old] and old ~= 'dead' then
-    redis.call('ZREM', job_index(sk, old), id)
+    if B then
+      batch_push(B.rem, B.rem_order, job_index(sk, old), id)
+    else
+      redis.call('ZREM', job_index(sk, old), id)
+    end
   end
   return old, seq
 end
@@ -127,15 +166,45 @@ local function raise_seq(key, seq, ttl)
   end
 end
 
-local function index_add(sk, id, state, score, no_trim)
+-- done_trim trims the done index ik to the members of the last
+-- DONE_RETENTION_MS before score, at most DONE_MAX of them.
+local function done_trim(ik, score)
+  redis.call('ZREMRANGEBYSCORE', ik, '-inf', '(' .. (score - DONE_RETENTION_MS))
+  local over = redis.call('ZCARD', ik) - DONE_MAX
+  if over > 0 then redis.call('ZREMRANGEBYRANK', ik, 0, over - 1) end
+end
+
+local function index_add(sk, id, state, score, no_trim, B)
   if not JOB_ADDED[state] then return end
   local ik = job_index(sk, state)
+  local trim = state == 'done' and not no_trim
+  if B then
+    batch_push(B.add, B.add_order, ik, score, id)
+    if trim and (B.trim[ik] or -math.huge) < score then B.trim[ik] = score end
+    return
+  end
   redis.call('ZADD', ik, score, id)
   redis.call('PEXPIRE', ik, JOB_INDEX_TTL)
-  if state == 'done' and not no_trim then
-    redis.call('ZREMRANGEBYSCORE', ik, '-inf', '(' .. (score - DONE_RETENTION_MS))
-    local over = redis.call('ZCARD', ik) - DONE_MAX
-    if over > 0 then redis.call('ZREMRANGEBYRANK', ik, 0, over - 1) end
+  if trim then done_trim(ik, score) end
+end
+
+-- batch_flush makes the index writes collected in B (batch_new), removals
+-- first: a batch holds each job once, so no id is both removed from and
+-- added to one index.
+local function batch_flush(B)
+  for _, ik in ipairs(B.rem_order) do
+    local ids = B.rem[ik]
+    for first = 1, #ids, 1000 do
+      redis.call('ZREM', ik, unpack(ids, first, math.min(first + 999, #ids)))
+    end
+  end
+  for _, ik in ipairs(B.add_order) do
+    local entries = B.add[ik]
+    for first = 1, #entries, 2000 do
+      redis.call('ZADD', ik, unpack(entries, first, math.min(first + 1999, #entries)))
+    end
+    redis.call('PEXPIRE', ik, JOB_INDEX_TTL)
+    if B.trim[ik] then done_trim(ik, B.trim[ik]) end
   end
 end
 
@@ -144,9 +213,8 @@ local function index_move(sk, id, new_state, score)
   index_add(sk, id, new_state, score)
 end
 
-local function record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre, B)
+  local now = batch_now(B)
   local f = {'state', state, 'updated_at', now}
   if last_error ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = last_error end
   if reason ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = reason end
@@ -154,7 +222,7 @@ local function record_final(sk, seqk, state, last_error, reason, ttl, score, tic
   local seq
   if id then
     local _old
-    _old, seq = index_leave(sk, id, state, pre)
+    _old, seq = index_leave(sk, id, state, pre, B)
   end
   -- pcall: HSET fails (WRONGTYPE) only on the older string marker.
   if type(redis.pcall('HSET', sk, unpack(f))) == 'table' then
@@ -164,7 +232,7 @@ local function record_final(sk, seqk, state, last_error, reason, ttl, score, tic
   if state == 'dead' then ttl = math.max(tonumber(ttl), DEAD_STATE_TTL) end
   redis.call('PEXPIRE', sk, ttl)
   local no_trim = tick ~= '1' and seq ~= nil and seq % DONE_TRIM_EVERY ~= 0
-  if id then index_add(sk, id, state, score or now, no_trim) end
+  if id then index_add(sk, id, state, score or now, no_trim, B) end
   if state == 'cancelled' or state == 'expired' or reason == 'poison' then
     if not id then seq = tonumber(redis.call('HGET', sk, 'seq')) end
     if seq and seq > (tonumber(redis.call('GET', seqk)) or 0) then

@@ -131,9 +131,12 @@ func (s *Script) Run(ctx context.Context, rdb redis.Scripter, keys []string, arg
 
 // IsNoScript reports whether err is Redis' NOSCRIPT error.
 func IsNoScript(err error) bool {
+	if err == nil {
+		return false // before errors.As: its target escapes, an allocation per reply
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		return strings.HasPrefix(rerr.Error(), "NOSCRIPT")
 	}
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+	return strings.HasPrefix(err.Error(), "NOSCRIPT")
 }

@@ -50,9 +50,13 @@ func (s *Script) Ints(v any, n int) ([]int64, error) {
 	}
 	out := make([]int64, len(arr))
 	for i, e := range arr {
-		if out[i], err = s.Int(e, fmt.Sprintf("element %d", i+1)); err != nil {
-			return nil, err
+		n, ok := e.(int64)
+		if !ok {
+			// The element's name is formatted only here: a Sprintf per
+			// element was a few allocations on every take and finish.
+			return nil, s.ReplyError("element %d is %T (%v), want an integer", i+1, e, e)
 		}
+		out[i] = n
 	}
 	return out, nil
 }
@@ -74,9 +78,11 @@ func (s *Script) Strings(v any) ([]string, error) {
 	}
 	out := make([]string, len(arr))
 	for i, e := range arr {
-		if out[i], err = s.String(e, fmt.Sprintf("element %d", i+1)); err != nil {
-			return nil, err
+		str, ok := e.(string)
+		if !ok {
+			return nil, s.ReplyError("element %d is %T (%v), want a string", i+1, e, e)
 		}
+		out[i] = str
 	}
 	return out, nil
 }

@@ -21,12 +21,13 @@ func enqueueCall(b *batch.Tenant) lua.Call {
 	return lua.Call{Script: lua.Enqueue, Keys: ks, Args: args}
 }
 
-// The enqueue's TTL arguments, boxed once (an int64 this large allocates
+// The scripts' TTL arguments, boxed once (an int64 this large allocates
 // each time it is stored in an interface).
 var (
 	queueTTLArg    any = keys.QueueTTL.Milliseconds()
 	backlogTTLArg  any = keys.BacklogTTL.Milliseconds()
 	jobStateTTLArg any = keys.JobStateTTL.Milliseconds()
+	deadTTLArg     any = keys.DeadTTL.Milliseconds()
 )
 
 // enqueueArgs are enqueue.lua's KEYS and ARGV for b (the layout
@@ -152,26 +153,54 @@ type ackArgs struct {
 	InLease bool
 }
 
-// Call returns the script call. With State "" (a duplicate,
-// queue.Outcome.Duplicate) the state keys are left out, so ack.lua records
-// nothing.
-func (a ackArgs) Call() lua.Call {
-	t := a.Tenant
-	if a.State == "" {
-		return lua.Call{Script: lua.Ack,
-			Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead")},
-			Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), "",
-				"", "", "", "", "", "", "", flag(a.Refresh), flag(a.InLease)}}
+// maxAckJobs bounds the jobs of one ack.lua call (the script refuses more
+// than 1000): a tenant's finishes beyond it go in further calls of the same
+// pipeline.
+const maxAckJobs = 256
+
+// ackCall returns the ack.lua call that finishes jobs, all of one tenant
+// (jobs[0].Tenant), each job id at most once (ackChunks): the tenant's keys,
+// then one state key per job; the shared arguments, then 8 per job. The
+// backlog's TTL is refreshed and the done index trimmed when any job's
+// Refresh is set. A job with State "" (a duplicate, queue.Outcome.Duplicate)
+// records nothing.
+func ackCall(jobs []ackArgs) lua.Call {
+	t := jobs[0].Tenant
+	ks := make([]string, 0, 7+len(jobs))
+	ks = append(ks, keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead"),
+		keys.JobsDispatched(t), keys.Delivering(t), keys.DeadRecords(t))
+	refresh := false
+	for _, a := range jobs {
+		ks = append(ks, keys.JobState(t, a.JobID))
+		refresh = refresh || a.Refresh
 	}
-	return lua.Call{Script: lua.Ack,
-		Keys: []string{keys.Processing(t), keys.Leased(t), keys.Backlog(t), keys.JobIndex(t, "dead"),
-			keys.JobState(t, a.JobID), keys.JobsDispatched(t), keys.Delivering(t), keys.DeadRecords(t)},
-		Args: []any{a.Member, a.Cost, keys.BacklogTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), a.DeadLetter,
-			a.State, a.LastError, a.Reason, keys.JobStateTTL.Milliseconds(), a.JobID, a.DiedAt, keys.DeadMaxJobs, flag(a.Refresh), flag(a.InLease)}}
+	args := make([]any, 0, 6+8*len(jobs))
+	args = append(args, backlogTTLArg, deadTTLArg, jobStateTTLArg, keys.DeadMaxJobs, flag(refresh), len(jobs))
+	for _, a := range jobs {
+		args = append(args, a.Member, a.Cost, a.DeadLetter, a.State, a.LastError, a.Reason, a.DiedAt, flag(a.InLease))
+	}
+	return lua.Call{Script: lua.Ack, Keys: ks, Args: args}
+}
+
+// parseAck checks ack.lua's reply to a call of n jobs: n integers, each 1
+// (the lease was held and the job is finished) or 0 (the lease was lost).
+func parseAck(v any, n int) ([]bool, error) {
+	arr, err := lua.Ack.Ints(v, n)
+	if err != nil {
+		return nil, err
+	}
+	held := make([]bool, n)
+	for i, x := range arr {
+		if x != 0 && x != 1 {
+			return nil, lua.Ack.ReplyError("element %d is %d, want 1 or 0", i+1, x)
+		}
+		held[i] = x == 1
+	}
+	return held, nil
 }
 
 // parseHeld checks the reply of a script that answers 1 when the lease was
-// held and 0 when it was lost (ack.lua, release.lua).
+// held and 0 when it was lost (release.lua).
 func parseHeld(s *lua.Script, v any) (bool, error) {
 	n, err := s.Int(v, "reply")
 	if err != nil {

@@ -2,6 +2,7 @@ package redisq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sluicehq/sluice/dlq"
@@ -15,7 +16,7 @@ import (
 // and records the job's state (out.State; package jobstate), in one script
 // (lua/ack.lua). It returns queue.ErrLeaseLost when the lease had expired
 // and the job was returned to the queue. Concurrent Finishes share round
-// trips (finishPipelines).
+// trips, and a tenant's concurrent Finishes one ack.lua call (finishGroup).
 func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Outcome) error {
 	id := job.Envelope.ID
 	rec := ""
@@ -26,19 +27,18 @@ func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Out
 		}
 	}
 	state, lastErr, reason := out.State()
-	v, err := c.finishes.Do(ctx, ackArgs{
+	held, err := c.finishes.Do(ctx, ackArgs{
 		Tenant: job.Envelope.Tenant, JobID: id, Member: job.Token(), Cost: job.Envelope.Cost,
 		DeadLetter: rec, DiedAt: deadAt(out), State: state, LastError: lastErr, Reason: reason,
 		Refresh: c.refresh.Due(job.Envelope.Tenant, c.clock.Now()), InLease: job.InLease,
-	}.Call())
-	if err != nil {
-		return queue.Unavailable("finish "+id, err)
-	}
-	held, err := parseHeld(lua.Ack, v)
-	if err != nil {
+	})
+	if errors.Is(err, lua.ErrReply) {
 		// Not known to be finished: the lease expires and the job comes
 		// again (at least once), never lost to a reply read as success.
 		return fmt.Errorf("queue: finish %s: %w", id, err)
+	}
+	if err != nil {
+		return queue.Unavailable("finish "+id, err)
 	}
 	if !held {
 		return fmt.Errorf("queue: finish %s: %w", id, queue.ErrLeaseLost)

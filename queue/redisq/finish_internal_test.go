@@ -1,0 +1,217 @@
+package redisq
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// ackCase is one job of the batch: how it ends, and what happens to it
+// before its finish.
+type ackCase struct {
+	state, lastErr, reason, dead string
+	lost, purged                 bool
+}
+
+var ackCases = []ackCase{
+	{state: jobstate.Done},
+	{state: jobstate.Dead, lastErr: "410", reason: "rejected", dead: `{"letter":1}`},
+	{state: jobstate.Done, lost: true},                          // a reaper took the lease
+	{state: jobstate.Cancelled, reason: "purged", purged: true}, // a purge cancelled it meanwhile
+	{state: ""}, // a duplicate: nothing recorded
+	{state: jobstate.Expired, reason: "expired"},
+	{state: jobstate.Done, lastErr: "503 then fine"},
+}
+
+// ackTenant queues and takes one job per ackCase for a new tenant, applies
+// each case's event, and returns the finishes' arguments.
+func ackTenant(t *testing.T, rdb *redis.Client, prod *Producer, cons *Consumer, name string, at time.Time) (string, []ackArgs) {
+	t.Helper()
+	ctx := context.Background()
+	tenant := testenv.Name(t, name)
+	envs := make([]queue.Envelope, len(ackCases))
+	for i := range envs {
+		envs[i] = queue.Envelope{ID: string(rune('a' + i)), Tenant: tenant, Type: "t", Cost: int64(i + 1), EnqueuedAt: at}
+	}
+	if err := prod.Enqueue(ctx, envs); err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, err := cons.Take(ctx, tenant, len(envs))
+	if err != nil || len(jobs) != len(envs) {
+		t.Fatalf("take: %d jobs, %v", len(jobs), err)
+	}
+	args := make([]ackArgs, len(jobs))
+	for i, j := range jobs {
+		c := ackCases[i]
+		if c.lost {
+			rdb.ZRem(ctx, keys.Processing(tenant), j.Token())
+		}
+		if c.purged {
+			rdb.HSet(ctx, keys.JobState(tenant, j.Envelope.ID), "state", jobstate.Cancelled, "reason", "purged")
+		}
+		args[i] = ackArgs{Tenant: tenant, JobID: j.Envelope.ID, Member: j.Token(), Cost: j.Envelope.Cost,
+			DeadLetter: c.dead, State: c.state, LastError: c.lastErr, Reason: c.reason, InLease: j.InLease}
+	}
+	return tenant, args
+}
+
+// tenantDump is what a tenant's keys hold, with times left out.
+func tenantDump(t *testing.T, rdb *redis.Client, tenant string) map[string]any {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]any{}
+	var names []string
+	it := rdb.Scan(ctx, 0, "sluice:{"+tenant+"}*", 1000).Iterator()
+	for it.Next(ctx) {
+		names = append(names, it.Val())
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		short := strings.TrimPrefix(k, "sluice:{"+tenant+"}")
+		switch rdb.Type(ctx, k).Val() {
+		case "zset":
+			out[short] = rdb.ZRange(ctx, k, 0, -1).Val()
+		case "hash":
+			h := rdb.HGetAll(ctx, k).Val()
+			delete(h, "updated_at")
+			if short == ":outflow" {
+				h = nil // per second: its fields are times
+			}
+			out[short] = h
+		case "string":
+			out[short] = rdb.Get(ctx, k).Val()
+		case "list":
+			out[short] = rdb.LRange(ctx, k, 0, -1).Val()
+		}
+		if rdb.PTTL(ctx, k).Val() < 0 {
+			out[short+" TTL"] = "none"
+		}
+	}
+	return out
+}
+
+// TestAckBatchMatchesSingleCalls: one ack.lua call that finishes a
+// tenant's jobs (held, dead with a letter, lease lost, purged meanwhile,
+// a duplicate, dropped) answers and writes what one call per job, in the
+// same order, does: the replies, the backlog, the leases, each job's state
+// and every job index and dead letter, every key with a TTL.
+func TestAckBatchMatchesSingleCalls(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	if err := lua.LoadAll(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := NewProducer(ProducerConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := NewConsumer(ConsumerConfig{Redis: rdb, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC()
+	one, oneArgs := ackTenant(t, rdb, prod, cons, "ack1", at)
+	all, allArgs := ackTenant(t, rdb, prod, cons, "ackn", at)
+	t.Cleanup(func() {
+		for _, tn := range []string{one, all} {
+			it := rdb.Scan(ctx, 0, "sluice:{"+tn+"}*", 1000).Iterator()
+			for it.Next(ctx) {
+				rdb.Del(ctx, it.Val())
+			}
+		}
+	})
+
+	var single []bool
+	for _, a := range oneArgs {
+		v, err := ackCall([]ackArgs{a}).Run(ctx, rdb).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := parseAck(v, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		single = append(single, held[0])
+	}
+	v, err := ackCall(allArgs).Run(ctx, rdb).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	batched, err := parseAck(v, len(allArgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, true, false, true, true, true, true}
+	if !cmp.Equal(single, want) || !cmp.Equal(batched, want) {
+		t.Errorf("held: one call per job %v, one call %v; want %v", single, batched, want)
+	}
+	a, b := tenantDump(t, rdb, one), tenantDump(t, rdb, all)
+	if d := cmp.Diff(a, b); d != "" {
+		t.Errorf("keys after one call per job (-) and one call for all (+):\n%s", d)
+	}
+	done := b[":jobs:done"].([]string)
+	sort.Strings(done)
+	if !cmp.Equal(done, []string{"a", "c", "g"}) || !cmp.Equal(b[":jobs:dead"], []string{"b"}) {
+		t.Errorf("done index %v, dead index %v; want [a c g] and [b]", done, b[":jobs:dead"])
+	}
+	if _, ok := b[":processing"]; ok {
+		t.Errorf("leases left: %v", b[":processing"])
+	}
+	if bad := testenv.KeysWithoutTTL(t, rdb, "sluice:{"+all+"}*"); len(bad) > 0 {
+		t.Errorf("keys without a TTL: %v", bad)
+	}
+	// Costs 1 to 7 were queued (28). A purged job's cost left the backlog
+	// with the purge, a lost lease's leaves it with whoever finishes the
+	// copy; the other five leave it here.
+	if got := b[":backlog"]; got != "7" {
+		t.Errorf("backlog %v, want 7 (28 - 1 - 2 - 5 - 6 - 7)", got)
+	}
+}
+
+// TestAckChunks: finishes go by tenant in the order each first appears, at
+// most maxAckJobs per call, and a job id at most once per call.
+func TestAckChunks(t *testing.T) {
+	req := func(tenant, id string) *finishReq {
+		return &finishReq{args: ackArgs{Tenant: tenant, JobID: id}}
+	}
+	reqs := []*finishReq{req("a", "1"), req("b", "1"), req("a", "2"), req("a", "1"), req("b", "2"), req("a", "3")}
+	var got [][]string
+	for _, ch := range ackChunks(reqs) {
+		var s []string
+		for _, r := range ch {
+			s = append(s, r.args.Tenant+"/"+r.args.JobID)
+		}
+		got = append(got, s)
+	}
+	want := [][]string{{"a/1", "a/2"}, {"b/1", "b/2"}, {"a/1", "a/3"}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("chunks (-want +got):\n%s", d)
+	}
+	many := make([]*finishReq, maxAckJobs+1)
+	for i := range many {
+		many[i] = req("a", string(rune('A'+i%26))+strings.Repeat("x", i/26))
+	}
+	if ch := ackChunks(many); len(ch) != 2 || len(ch[0]) != maxAckJobs || len(ch[1]) != 1 {
+		t.Errorf("%d finishes of one tenant: chunks of %d, want %d and 1", len(many), chunkLens(ch), maxAckJobs)
+	}
+}
+
+func chunkLens(ch [][]*finishReq) []int {
+	var n []int
+	for _, c := range ch {
+		n = append(n, len(c))
+	}
+	return n
+}
