@@ -85,7 +85,7 @@ func (s Settle) Call() lua.Call {
 		Keys: []string{keys.JobState(t, s.JobID), keys.JobsDispatched(t), keys.Delivering(t),
 			keys.JobIndex(t, "dead"), keys.DeadRecords(t)},
 		Args: []any{s.Member, s.State, s.LastError, s.Reason, keys.JobStateTTL.Milliseconds(), s.DeadLetter,
-			keys.DeadTTL.Milliseconds(), died, keys.DeadMaxJobs, s.JobID, due, flag(s.Refresh)},
+			keys.DeadTTL.Milliseconds(), died, keys.DeadMaxJobs, s.JobID, due, lua.Flag(s.Refresh)},
 	}
 }
 
@@ -205,12 +205,4 @@ func SettleReply(v any) error {
 		err = s.ReplyError("%d, want 1", n)
 	}
 	return err
-}
-
-// flag is a script's boolean ARGV: "1" or "0".
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

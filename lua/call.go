@@ -93,3 +93,11 @@ func exec(ctx context.Context, rdb redis.UniversalClient, calls []Call, before, 
 	}
 	return cmds
 }
+
+// Flag is a boolean script argument: "1" or "0".
+func Flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -28,7 +28,7 @@ var (
 	BacklogDecr  = register(include("backlog_decr.lua", "backlog_lower.lua"))
 	JobCancelled = register(mustLoad("job_cancelled.lua"))
 	KafkaTake    = register(include("kafka_take.lua", "job_state_final.lua", "bucket_level.lua"))
-	KafkaFinish  = register(include("kafka_finish.lua", "job_state_final.lua", "dead_letter.lua", "job_settle.lua", "backlog_lower.lua"))
+	KafkaFinish  = register(include("kafka_finish.lua", "job_state_final.lua", "dead_letter.lua", "backlog_lower.lua"))
 
 	// Client ids whose enqueue outcome was unknown (ingest).
 	IdempotencyTake = register(mustLoad("idempotency_take.lua"))

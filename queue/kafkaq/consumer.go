@@ -187,8 +187,8 @@ type Consumer struct {
 	prefix    string        // unique per consumer, part of every claim token
 	seq       atomic.Uint64 // claim token counter
 	running   atomic.Bool
-	refresh   keys.Refresh // once a second per tenant: TTLs and the done trim
-	finishes  *lua.Group   // Finish's kafka_finish.lua calls, in shared pipelines
+	refresh   keys.Refresh                     // once a second per tenant: TTLs and the done trim
+	finishes  *lua.Batcher[kafkaFinish, int64] // Finish's kafka_finish.lua calls, a tenant's merged, in shared pipelines
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQueue

@@ -15,45 +15,92 @@ import (
 // script.
 
 // finishPipelines is how many pipelines of Finish calls may be in flight
-// at once; the Finishes that arrive meanwhile leave together in the next
-// (lua.Group), each still its own kafka_finish.lua. A shared pipeline is
+// at once; the Finishes that arrive meanwhile leave together in the next,
+// a tenant's in one kafka_finish.lua call (lua.Batcher). A shared pipeline is
 // bounded by backlogTimeout.
 const finishPipelines = 2
 
-// newFinishGroup is the consumer's group of Finish calls on rdb; nil
+// newFinishGroup is the consumer's Batcher of Finish calls on rdb; nil
 // without Redis.
-func newFinishGroup(rdb redis.UniversalClient) *lua.Group {
+func newFinishGroup(rdb redis.UniversalClient) *lua.Batcher[kafkaFinish, int64] {
 	if rdb == nil {
 		return nil
 	}
-	return lua.NewGroup(rdb, finishPipelines, backlogTimeout)
+	return lua.NewBatcher(rdb, finishPipelines, backlogTimeout, lua.BatchSpec[kafkaFinish, int64]{
+		Key:   func(f kafkaFinish) string { return f.Tenant },
+		ID:    func(f kafkaFinish) string { return f.JobID },
+		Max:   maxFinishJobs,
+		Call:  kafkaFinishCall,
+		Parse: parseKafkaFinish,
+	})
 }
 
-// kafkaFinishCall is lua/kafka_finish.lua: lower s.Tenant's backlog counter
-// (keys.Backlog) by cost, never below 0 (the rest owed: keys.BacklogOwed,
-// paid by the post-ack write, jobstate.EnqueueCall), unless the job was
-// purged, then record s (job_state_settle.lua's write; nothing when
-// s.State is "", a duplicate). s.Refresh refreshes the counter's TTL and
-// trims the done index.
-func kafkaFinishCall(s jobstate.Settle, cost int64) lua.Call {
-	c := s.Call()
-	c.Script = lua.KafkaFinish
-	c.Keys = append(c.Keys, keys.Backlog(s.Tenant), keys.BacklogOwed(s.Tenant))
-	c.Args = append(c.Args, cost, keys.BacklogTTL.Milliseconds(), keys.BacklogOwedTTL.Milliseconds())
-	return c
+// kafkaFinish is one job's finish: its record (jobstate.Settle: State ""
+// for a duplicate, which records nothing; Refresh refreshes the counter's
+// TTL and trims the done index) and its cost.
+type kafkaFinish struct {
+	jobstate.Settle
+	Cost int64
 }
 
-// parseKafkaFinish checks kafka_finish.lua's reply: the backlog counter
-// after the decrement, >= 0.
-func parseKafkaFinish(v any) (int64, error) {
-	n, err := lua.KafkaFinish.Int(v, "counter")
+// maxFinishJobs bounds the jobs of one kafka_finish.lua call (the script
+// refuses more than 1000): a tenant's finishes beyond it go in further
+// calls of the same pipeline.
+const maxFinishJobs = 256
+
+// The finish's TTL arguments, boxed once (an int64 this large allocates
+// each time it is stored in an interface).
+var (
+	jobStateTTLArg    any = keys.JobStateTTL.Milliseconds()
+	deadTTLArg        any = keys.DeadTTL.Milliseconds()
+	backlogTTLArg     any = keys.BacklogTTL.Milliseconds()
+	backlogOwedTTLArg any = keys.BacklogOwedTTL.Milliseconds()
+)
+
+// kafkaFinishCall is lua/kafka_finish.lua for jobs, all of one tenant, each
+// job id at most once (lua.Chunks): lower the tenant's backlog counter
+// (keys.Backlog) by their costs, never below 0 (the rest owed:
+// keys.BacklogOwed, paid by the post-ack write, jobstate.EnqueueCall),
+// leaving out purged jobs, and record each (job_state_settle.lua's write).
+// The counter's TTL is refreshed and the done index trimmed when any job's
+// Refresh is set.
+func kafkaFinishCall(jobs []kafkaFinish) lua.Call {
+	t := jobs[0].Tenant
+	ks := make([]string, 0, 6+len(jobs))
+	ks = append(ks, keys.JobsDispatched(t), keys.Delivering(t), keys.JobIndex(t, "dead"), keys.DeadRecords(t),
+		keys.Backlog(t), keys.BacklogOwed(t))
+	refresh := false
+	for _, f := range jobs {
+		ks = append(ks, keys.JobState(t, f.JobID))
+		refresh = refresh || f.Refresh
+	}
+	args := make([]any, 0, 7+7*len(jobs))
+	args = append(args, jobStateTTLArg, deadTTLArg, keys.DeadMaxJobs, lua.Flag(refresh), backlogTTLArg, backlogOwedTTLArg, len(jobs))
+	for _, f := range jobs {
+		var died int64
+		if !f.DiedAt.IsZero() {
+			died = f.DiedAt.UnixMilli()
+		}
+		args = append(args, f.Member, f.State, f.LastError, f.Reason, f.DeadLetter, died, f.Cost)
+	}
+	return lua.Call{Script: lua.KafkaFinish, Keys: ks, Args: args}
+}
+
+// parseKafkaFinish checks kafka_finish.lua's reply to a call of n jobs:
+// the backlog counter after the decrement, >= 0, which each job gets.
+func parseKafkaFinish(v any, n int) ([]int64, error) {
+	left, err := lua.KafkaFinish.Int(v, "counter")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if n < 0 {
-		return 0, lua.KafkaFinish.ReplyError("counter %d, want >= 0", n)
+	if left < 0 {
+		return nil, lua.KafkaFinish.ReplyError("counter %d, want >= 0", left)
 	}
-	return n, nil
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = left
+	}
+	return out, nil
 }
 
 // jobCancelledCall is lua/job_cancelled.lua: read the cancel marker of

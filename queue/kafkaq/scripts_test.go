@@ -18,7 +18,7 @@ func TestScriptRepliesChecked(t *testing.T) {
 		good   any
 		bad    []any
 	}{
-		{"kafka_finish.lua", func(v any) error { _, err := parseKafkaFinish(v); return err },
+		{"kafka_finish.lua", func(v any) error { _, err := parseKafkaFinish(v, 2); return err },
 			int64(0), []any{int64(-1), "0", nil}},
 		// head {now, wait, taken, water, rate}, per job {cancelled, beat, done, attempt, delay}
 		{"kafka_take.lua", func(v any) error { _, err := parseKafkaTake(v, 2); return err },

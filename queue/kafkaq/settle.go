@@ -80,7 +80,8 @@ func (c *Consumer) finishLocked(e *entry) {
 // lowerBacklog lowers the tenant's backlog counter by the job's cost and
 // records the job's final state (out.State; package jobstate; nothing for a
 // duplicate), in one script call (lua/kafka_finish.lua) that concurrent
-// finishes send in shared pipelines (finishPipelines). It outlives ctx's
+// finishes send in shared pipelines (finishPipelines), a tenant's together
+// in one call (newFinishGroup). It outlives ctx's
 // cancellation (the job is done either way), bounded by backlogTimeout; a
 // failure is logged and counted in sluice_redis_errors_total{op="finish"}.
 func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out queue.Outcome) {
@@ -99,11 +100,7 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 		st.DeadLetter, _ = dlq.Encode(*out.Dead, job.Raw)
 		st.DiedAt = out.Dead.At
 	}
-	v, err := c.finishes.Do(ctx, kafkaFinishCall(st, job.Envelope.Cost))
-	if err == nil {
-		_, err = parseKafkaFinish(v)
-	}
-	if err != nil {
+	if _, err := c.finishes.Do(ctx, kafkaFinish{Settle: st, Cost: job.Envelope.Cost}); err != nil {
 		c.m.redisErrs.WithLabelValues("finish").Inc()
 		c.log.Error("kafka consumer: backlog counter not lowered nor job state recorded; the job is finished",
 			"tenant", t, "job_id", job.Envelope.ID, "state", state, "err", err)

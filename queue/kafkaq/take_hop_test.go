@@ -29,7 +29,7 @@ import (
 var wantKafkaTakeHops = map[string]int64{
 	"take 1":   11, // raise_seq: one SET ... GET, was GET + SET
 	"take 4":   23,
-	"finish 1": 11,
+	"finish 1": 10,
 }
 
 // memConsumer is a consumer on rdb without a broker: one active partition,

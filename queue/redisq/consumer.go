@@ -62,7 +62,7 @@ type Consumer struct {
 	clock    clock.Clock
 	prefix   string        // unique per consumer, part of every lease token
 	seq      atomic.Uint64 // lease token counter
-	finishes *finishGroup
+	finishes *lua.Batcher[ackArgs, bool]
 	takes    *lua.Group   // concurrent takes of all lanes, in shared pipelines
 	refresh  keys.Refresh // once a second per tenant: TTLs and the done trim
 	sweep    probeSweep   // which tenants Probe reads in full (probe.go)
@@ -71,7 +71,7 @@ type Consumer struct {
 
 // finishPipelines is how many pipelines of Finish calls may be in flight
 // at once; the Finishes that arrive meanwhile leave together in the next
-// (finishGroup), one ack.lua call per tenant. A shared pipeline is
+// (newFinishGroup), one ack.lua call per tenant. A shared pipeline is
 // bounded by finishTimeout.
 const (
 	finishPipelines = 2

@@ -2,8 +2,6 @@ package redisq
 
 import (
 	"context"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -66,41 +64,6 @@ func ackTenant(t *testing.T, rdb *redis.Client, prod *Producer, cons *Consumer, 
 	return tenant, args
 }
 
-// tenantDump is what a tenant's keys hold, with times left out.
-func tenantDump(t *testing.T, rdb *redis.Client, tenant string) map[string]any {
-	t.Helper()
-	ctx := context.Background()
-	out := map[string]any{}
-	var names []string
-	it := rdb.Scan(ctx, 0, "sluice:{"+tenant+"}*", 1000).Iterator()
-	for it.Next(ctx) {
-		names = append(names, it.Val())
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		short := strings.TrimPrefix(k, "sluice:{"+tenant+"}")
-		switch rdb.Type(ctx, k).Val() {
-		case "zset":
-			out[short] = rdb.ZRange(ctx, k, 0, -1).Val()
-		case "hash":
-			h := rdb.HGetAll(ctx, k).Val()
-			delete(h, "updated_at")
-			if short == ":outflow" {
-				h = nil // per second: its fields are times
-			}
-			out[short] = h
-		case "string":
-			out[short] = rdb.Get(ctx, k).Val()
-		case "list":
-			out[short] = rdb.LRange(ctx, k, 0, -1).Val()
-		}
-		if rdb.PTTL(ctx, k).Val() < 0 {
-			out[short+" TTL"] = "none"
-		}
-	}
-	return out
-}
-
 // TestAckBatchMatchesSingleCalls: one ack.lua call that finishes a
 // tenant's jobs (held, dead with a letter, lease lost, purged meanwhile,
 // a duplicate, dropped) answers and writes what one call per job, in the
@@ -125,12 +88,8 @@ func TestAckBatchMatchesSingleCalls(t *testing.T) {
 	one, oneArgs := ackTenant(t, rdb, prod, cons, "ack1", at)
 	all, allArgs := ackTenant(t, rdb, prod, cons, "ackn", at)
 	t.Cleanup(func() {
-		for _, tn := range []string{one, all} {
-			it := rdb.Scan(ctx, 0, "sluice:{"+tn+"}*", 1000).Iterator()
-			for it.Next(ctx) {
-				rdb.Del(ctx, it.Val())
-			}
-		}
+		testenv.DeleteTenant(t, rdb, one)
+		testenv.DeleteTenant(t, rdb, all)
 	})
 
 	var single []bool
@@ -157,14 +116,12 @@ func TestAckBatchMatchesSingleCalls(t *testing.T) {
 	if !cmp.Equal(single, want) || !cmp.Equal(batched, want) {
 		t.Errorf("held: one call per job %v, one call %v; want %v", single, batched, want)
 	}
-	a, b := tenantDump(t, rdb, one), tenantDump(t, rdb, all)
+	a, b := testenv.TenantDump(t, rdb, one), testenv.TenantDump(t, rdb, all)
 	if d := cmp.Diff(a, b); d != "" {
 		t.Errorf("keys after one call per job (-) and one call for all (+):\n%s", d)
 	}
-	done := b[":jobs:done"].([]string)
-	sort.Strings(done)
-	if !cmp.Equal(done, []string{"a", "c", "g"}) || !cmp.Equal(b[":jobs:dead"], []string{"b"}) {
-		t.Errorf("done index %v, dead index %v; want [a c g] and [b]", done, b[":jobs:dead"])
+	if done := b[":jobs:done"]; !cmp.Equal(done, []string{"a", "c", "g"}) || !cmp.Equal(b[":jobs:dead"], []string{"b"}) {
+		t.Errorf("done index %v, dead index %v; want [a c g] and [b]", b[":jobs:done"], b[":jobs:dead"])
 	}
 	if _, ok := b[":processing"]; ok {
 		t.Errorf("leases left: %v", b[":processing"])
@@ -178,40 +135,4 @@ func TestAckBatchMatchesSingleCalls(t *testing.T) {
 	if got := b[":backlog"]; got != "7" {
 		t.Errorf("backlog %v, want 7 (28 - 1 - 2 - 5 - 6 - 7)", got)
 	}
-}
-
-// TestAckChunks: finishes go by tenant in the order each first appears, at
-// most maxAckJobs per call, and a job id at most once per call.
-func TestAckChunks(t *testing.T) {
-	req := func(tenant, id string) *finishReq {
-		return &finishReq{args: ackArgs{Tenant: tenant, JobID: id}}
-	}
-	reqs := []*finishReq{req("a", "1"), req("b", "1"), req("a", "2"), req("a", "1"), req("b", "2"), req("a", "3")}
-	var got [][]string
-	for _, ch := range ackChunks(reqs) {
-		var s []string
-		for _, r := range ch {
-			s = append(s, r.args.Tenant+"/"+r.args.JobID)
-		}
-		got = append(got, s)
-	}
-	want := [][]string{{"a/1", "a/2"}, {"b/1", "b/2"}, {"a/1", "a/3"}}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("chunks (-want +got):\n%s", d)
-	}
-	many := make([]*finishReq, maxAckJobs+1)
-	for i := range many {
-		many[i] = req("a", string(rune('A'+i%26))+strings.Repeat("x", i/26))
-	}
-	if ch := ackChunks(many); len(ch) != 2 || len(ch[0]) != maxAckJobs || len(ch[1]) != 1 {
-		t.Errorf("%d finishes of one tenant: chunks of %d, want %d and 1", len(many), chunkLens(ch), maxAckJobs)
-	}
-}
-
-func chunkLens(ch [][]*finishReq) []int {
-	var n []int
-	for _, c := range ch {
-		n = append(n, len(c))
-	}
-	return n
 }

@@ -159,7 +159,7 @@ type ackArgs struct {
 const maxAckJobs = 256
 
 // ackCall returns the ack.lua call that finishes jobs, all of one tenant
-// (jobs[0].Tenant), each job id at most once (ackChunks): the tenant's keys,
+// (jobs[0].Tenant), each job id at most once (lua.Chunks): the tenant's keys,
 // then one state key per job; the shared arguments, then 8 per job. The
 // backlog's TTL is refreshed and the done index trimmed when any job's
 // Refresh is set. A job with State "" (a duplicate, queue.Outcome.Duplicate)
@@ -175,9 +175,9 @@ func ackCall(jobs []ackArgs) lua.Call {
 		refresh = refresh || a.Refresh
 	}
 	args := make([]any, 0, 6+8*len(jobs))
-	args = append(args, backlogTTLArg, deadTTLArg, jobStateTTLArg, keys.DeadMaxJobs, flag(refresh), len(jobs))
+	args = append(args, backlogTTLArg, deadTTLArg, jobStateTTLArg, keys.DeadMaxJobs, lua.Flag(refresh), len(jobs))
 	for _, a := range jobs {
-		args = append(args, a.Member, a.Cost, a.DeadLetter, a.State, a.LastError, a.Reason, a.DiedAt, flag(a.InLease))
+		args = append(args, a.Member, a.Cost, a.DeadLetter, a.State, a.LastError, a.Reason, a.DiedAt, lua.Flag(a.InLease))
 	}
 	return lua.Call{Script: lua.Ack, Keys: ks, Args: args}
 }
@@ -317,12 +317,4 @@ func parseReap(v any) (int, error) {
 		return 0, lua.Reap.ReplyError("count %d, want >= 0", n)
 	}
 	return int(n), nil
-}
-
-// flag is a script's boolean ARGV: "1" or "0".
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

@@ -16,7 +16,7 @@ import (
 // and records the job's state (out.State; package jobstate), in one script
 // (lua/ack.lua). It returns queue.ErrLeaseLost when the lease had expired
 // and the job was returned to the queue. Concurrent Finishes share round
-// trips, and a tenant's concurrent Finishes one ack.lua call (finishGroup).
+// trips, and a tenant's concurrent Finishes one ack.lua call (newFinishGroup).
 func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Outcome) error {
 	id := job.Envelope.ID
 	rec := ""
