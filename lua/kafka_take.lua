@@ -167,6 +167,9 @@ if gated and ARGV[11] == '1' then
 end
 
 local starts, delivering = {}, {}
+-- The started jobs leave their index (queued, retrying) together: one ZREM
+-- per index after the loop (batch_flush of job_state_final.lua).
+local left = batch_new()
 local top_seq, in_flight_index = nil, nil
 local taken = n
 for i = 1, n do
@@ -209,7 +212,7 @@ for i = 1, n do
     local id = job_id(sk)
     if id then
       if type(state) == 'string' and state ~= 'in_flight' and state ~= 'dead' and JOB_LISTED[state] then
-        redis.call('ZREM', job_index(sk, state), id)
+        batch_push(left.rem, left.rem_order, job_index(sk, state), id)
       end
       in_flight_index = in_flight_index or job_index(sk, 'in_flight')
       starts[#starts + 1] = now
@@ -233,6 +236,7 @@ end
 out[3] = taken
 if b and (spent or b.heal) then bucket_store(b, b.water) end
 
+batch_flush(left)
 if #starts > 0 then
   redis.call('ZADD', in_flight_index, unpack(starts))
   redis.call('PEXPIRE', in_flight_index, JOB_INDEX_TTL)

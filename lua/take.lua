@@ -192,6 +192,9 @@ local leases, leased, starts, counts = {}, {}, {}, {}
 local top_seq = nil
 local prefix = ARGV[6]
 local in_flight_index = nil
+-- The started jobs leave their index (queued, retrying) together: one ZREM
+-- per index after the loop (batch_flush of job_state_final.lua).
+local left = batch_new()
 for i, env in ipairs(envs) do
   local id = envelope_id(env)
   local member = id .. '|' .. ARGV[3] .. '.' .. i
@@ -233,7 +236,7 @@ for i, env in ipairs(envs) do
     enq = tonumber(f[3]) or 0
     attempt = (tonumber(f[4]) or 0) + 1
     if state ~= 'in_flight' and JOB_LISTED[state] then
-      redis.call('ZREM', job_index(sk, state), id)
+      batch_push(left.rem, left.rem_order, job_index(sk, state), id)
     end
     redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
     redis.call('PEXPIRE', sk, state_ttl)
@@ -276,6 +279,7 @@ if b then
   end
 end
 
+batch_flush(left)
 redis.call('ZADD', KEYS[2], unpack(leases))
 redis.call('HSET', KEYS[3], unpack(leased))
 redis.call('PEXPIRE', KEYS[2], ttl)
