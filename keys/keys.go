@@ -7,17 +7,45 @@
 // builder and is set by the script or command that writes it.
 package keys
 
-import (
-	"fmt"
-	"regexp"
-)
+import "fmt"
 
 // Prefix starts every key sluice writes.
 const Prefix = "sluice:"
 
-// tenantRe is the allowed shape of a tenant id (ValidTenant adds the
-// reserved names).
-var tenantRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// idByte says which bytes an id may hold: [A-Za-z0-9._-] in a tenant id,
+// and ':' too in other ids. A loop over it replaces the regexps
+// ^[A-Za-z0-9._-]{1,64}$ and ^[A-Za-z0-9._:-]{1,128}$ (TestValidMatchesRegexp
+// keeps them as the reference): the drainer checks the tenant of every job
+// it takes, and a regexp match was 3 % of a Kafka drain's CPU.
+var idByte = func() (t [256]uint8) {
+	for c := 0; c < 256; c++ {
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+			t[c] = tenantOK | idOK
+		case c == ':':
+			t[c] = idOK
+		}
+	}
+	return t
+}()
+
+const (
+	tenantOK = 1 << iota
+	idOK
+)
+
+// shaped reports whether s has 1 to max bytes, each allowed by class.
+func shaped(s string, max int, class uint8) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if idByte[s[i]]&class == 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // TenantRule states the tenant id rule of ValidTenant, for error messages.
 const TenantRule = `1 to 64 characters of [A-Za-z0-9._-], not "." or "..", not starting with "_" (reserved for sluice's own labels)`
@@ -29,12 +57,8 @@ const TenantRule = `1 to 64 characters of [A-Za-z0-9._-], not "." or "..", not s
 // It is the one tenant id rule: the configuration, the admin API, ingest and
 // every key builder's caller use it.
 func ValidTenant(id string) bool {
-	return tenantRe.MatchString(id) && id != "." && id != ".." && id[0] != '_'
+	return shaped(id, 64, tenantOK) && id != "." && id != ".." && id[0] != '_'
 }
-
-// idRe is the allowed shape of other ids embedded in keys: a job type, a
-// client job id, a policy name.
-var idRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // IDRule states the rule of ValidID, for error messages.
 const IDRule = `1 to 128 characters of [A-Za-z0-9._:-], not "." or ".."`
@@ -43,7 +67,7 @@ const IDRule = `1 to 128 characters of [A-Za-z0-9._:-], not "." or ".."`
 // type, a client job id, a policy name): IDRule, 1 to 128 characters of
 // [A-Za-z0-9._:-] except "." and ".." (a job id is a path segment,
 // /v1/jobs/{id}).
-func ValidID(id string) bool { return idRe.MatchString(id) && id != "." && id != ".." }
+func ValidID(id string) bool { return shaped(id, 128, idOK) && id != "." && id != ".." }
 
 func tag(tenant string) string { return Prefix + "{" + tenant + "}" }
 
