@@ -100,6 +100,12 @@ func TestDrainerDeadLettersJobsLargerThanTheBucket(t *testing.T) {
 		t.Errorf("sluice_dlq_total{reason=cost_exceeds_capacity} = %v, want 2", n)
 	}
 	testenv.WaitFor(t, 2*time.Second, "backlog 0", func() bool { return rdb.Get(ctx, keys.Backlog(tenant)).Val() == "0" })
+	// Their finishes went through whole (a cost the finish script refused
+	// or could not sum would leave them in the in_flight index and fail
+	// every delivery of them).
+	testenv.WaitFor(t, 2*time.Second, "the in_flight index empty", func() bool {
+		return rdb.ZCard(ctx, keys.JobIndex(tenant, "in_flight")).Val() == 0
+	})
 	if ttl := rdb.PTTL(ctx, keys.Water(tenant)).Val(); ttl <= 0 {
 		t.Errorf("water key PTTL = %v, want > 0", ttl)
 	}

@@ -71,14 +71,7 @@ type Settle struct {
 // Call is the call of job_state_settle.lua that records s; SettleReply
 // reads its reply.
 func (s Settle) Call() lua.Call {
-	var died int64
-	if !s.DiedAt.IsZero() {
-		died = s.DiedAt.UnixMilli()
-	}
-	var due int64
-	if !s.Due.IsZero() {
-		due = s.Due.UnixMilli()
-	}
+	died, due := UnixMS(s.DiedAt), UnixMS(s.Due)
 	t := s.Tenant
 	return lua.Call{
 		Script: lua.JobStateSettle,
@@ -205,4 +198,13 @@ func SettleReply(v any) error {
 		err = s.ReplyError("%d, want 1", n)
 	}
 	return err
+}
+
+// UnixMS is t as a script's time argument: unix ms, 0 for the zero time
+// (the script reads Redis TIME then).
+func UnixMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

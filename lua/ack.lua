@@ -41,7 +41,8 @@
 -- ARGV[6]    n, the number of jobs, 1 to 1000
 -- then 8 arguments per job i, from ARGV[7 + 8(i-1)]:
 --   +0  lease member (also the delivery's member in KEYS[6])
---   +1  job cost, integer >= 1
+--   +1  job cost, integer >= 1; the n costs sum to at most 2^53 - 1
+--       (checked before any write: a refused call writes nothing)
 --   +2  dead-letter record (JSON), or "" when the job is not dead
 --   +3  the state to record: done, dead, cancelled, expired; "" records
 --       nothing (the job's state hash is then not touched)
@@ -59,6 +60,8 @@ local n = tonumber(ARGV[6])
 if n == nil or n < 1 or n > 1000 or n ~= math.floor(n) or #ARGV ~= 6 + 8 * n or #KEYS ~= 7 + n then
   return redis.error_reply('ERR ack: want n in 1..1000 jobs, 7 + n keys and 6 + 8n arguments')
 end
+local _, bad = costs_sum(7, 8, n, 1)
+if bad then return redis.error_reply('ERR ack: ' .. bad) end
 local tick, state_ttl = ARGV[5], ARGV[3]
 local B = batch_new()
 

@@ -83,6 +83,28 @@ end
 -- index joined. A caller that records several jobs in one script (ack.lua)
 -- makes a few calls for all of them where each job made its own; it passes
 -- each job id at most once per batch.
+-- costs_sum(a0, stride, n, off) checks the job costs of a script that
+-- finishes n jobs (ARGV[a0 + stride(i-1) + off] for job i) and returns their
+-- sum, or nil and a message when one is not an integer >= 1 or the sum
+-- passes 2^53 - 1 (limits.MaxCost: a Lua double holds it exactly, and
+-- DECRBY gets it as an integer). The callers check before their first
+-- write, so a refused call writes nothing.
+local function costs_sum(a0, stride, n, off)
+  local sum = 0
+  for i = 1, n do
+    local v = ARGV[a0 + stride * (i - 1) + off]
+    local c = tonumber(v)
+    if c == nil or c < 1 or c ~= math.floor(c) then
+      return nil, 'job ' .. i .. ': cost ' .. v .. ' is not an integer >= 1'
+    end
+    if c > 9007199254740991 - sum then
+      return nil, 'the costs of the ' .. n .. ' jobs sum past 2^53 - 1'
+    end
+    sum = sum + c
+  end
+  return sum
+end
+
 local function batch_new()
   return {rem = {}, rem_order = {}, add = {}, add_order = {}, trim = {}}
 end

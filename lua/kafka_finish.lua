@@ -44,7 +44,8 @@
 --   +3  why a dead job is dead, or ""
 --   +4  the dead letter (JSON) of a dead job, else ""
 --   +5  with a dead letter: when the job died, unix ms (0: Redis TIME)
---   +6  job cost, integer >= 1
+--   +6  job cost, integer >= 1; the n costs sum to at most 2^53 - 1
+--       (checked before any write: a refused call writes nothing)
 -- A dead letter's job id is the one at the end of its state key.
 --
 -- Returns the backlog counter after the decrement (>= 0), or as it is when
@@ -54,6 +55,8 @@ local n = tonumber(ARGV[7])
 if n == nil or n < 1 or n > 1000 or n ~= math.floor(n) or #ARGV ~= 7 + 7 * n or #KEYS ~= 6 + n then
   return redis.error_reply('ERR kafka_finish: want n in 1..1000 jobs, 6 + n keys and 7 + 7n arguments')
 end
+local _, bad = costs_sum(8, 7, n, 6)
+if bad then return redis.error_reply('ERR kafka_finish: ' .. bad) end
 local tick, state_ttl = ARGV[4], ARGV[1]
 local B = batch_new()
 local lower, delivering = 0, {}
@@ -63,11 +66,7 @@ for i = 1, n do
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
   local pre = redis.pcall('HMGET', sk, 'state', 'seq', 'reason')
   if pre['err'] or pre[3] ~= 'purged' then
-    local cost = tonumber(ARGV[a + 6])
-    if cost == nil or cost < 1 or cost ~= math.floor(cost) then
-      return redis.error_reply('ERR kafka_finish: job ' .. i .. ': cost ' .. ARGV[a + 6] .. ' is not an integer >= 1')
-    end
-    lower = lower + cost
+    lower = lower + tonumber(ARGV[a + 6])
   end
   if state ~= '' then
     delivering[#delivering + 1] = ARGV[a]

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/limits"
 )
 
 // Claimed is one job a drainer holds until it finishes, defers or releases
@@ -90,6 +91,15 @@ func (c *Claimed) HeartbeatLapsed() bool {
 // NewClaimed returns a claimed job whose Token is token. Backends call it;
 // token must be unique to this claim of the job.
 func NewClaimed(token string) *Claimed { return &Claimed{token: token} }
+
+// ClaimCost is the cost a claimed job counts (its backlog share, its turn):
+// the envelope's cost within [1, limits.MaxCost]. Ingest queues none
+// outside it (ingest.max_job_cost); a crafted envelope's cost below 1 counts
+// 1, and one above MaxCost counts MaxCost, which the finish scripts take
+// (their Lua doubles sum costs exactly up to it; a cost they refused would
+// fail its finish on every delivery) and which no shaped tenant's bucket
+// passes (the drainer sends it to the DLQ, cost_exceeds_capacity).
+func ClaimCost(cost int64) int64 { return min(max(cost, 1), limits.MaxCost) }
 
 // Token returns a string unique to this claim of the job (a second claim of
 // the same job after a lease expired gets another), for holding per-claim

@@ -152,9 +152,7 @@ func (c *Consumer) decodeEntry(e *entry, tenant string) *queue.Claimed {
 		}
 		env = queue.Envelope{Version: queue.EnvelopeVersion, ID: id, Tenant: tenant, Cost: 1}
 	}
-	if env.Cost < 1 {
-		env.Cost = 1
-	}
+	env.Cost = queue.ClaimCost(env.Cost)
 	job := queue.NewClaimed(env.ID + "|" + c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36))
 	job.Envelope, job.Raw, job.DecodeErr = env, e.raw, derr
 	return job

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -27,11 +28,15 @@ func newFinishGroup(rdb redis.UniversalClient) *lua.Batcher[kafkaFinish, int64] 
 		return nil
 	}
 	return lua.NewBatcher(rdb, finishPipelines, backlogTimeout, lua.BatchSpec[kafkaFinish, int64]{
-		Key:   func(f kafkaFinish) string { return f.Tenant },
-		ID:    func(f kafkaFinish) string { return f.JobID },
-		Max:   maxFinishJobs,
-		Call:  kafkaFinishCall,
-		Parse: parseKafkaFinish,
+		Key: func(f kafkaFinish) string { return f.Tenant },
+		ID:  func(f kafkaFinish) string { return f.JobID },
+		Max: maxFinishJobs,
+		// kafka_finish.lua refuses costs summing past limits.MaxCost (its
+		// Lua doubles): a call's jobs stay within it.
+		Weight:    func(f kafkaFinish) int64 { return f.Cost },
+		MaxWeight: limits.MaxCost,
+		Call:      kafkaFinishCall,
+		Parse:     parseKafkaFinish,
 	})
 }
 
@@ -77,11 +82,7 @@ func kafkaFinishCall(jobs []kafkaFinish) lua.Call {
 	args := make([]any, 0, 7+7*len(jobs))
 	args = append(args, jobStateTTLArg, deadTTLArg, keys.DeadMaxJobs, lua.Flag(refresh), backlogTTLArg, backlogOwedTTLArg, len(jobs))
 	for _, f := range jobs {
-		var died int64
-		if !f.DiedAt.IsZero() {
-			died = f.DiedAt.UnixMilli()
-		}
-		args = append(args, f.Member, f.State, f.LastError, f.Reason, f.DeadLetter, died, f.Cost)
+		args = append(args, f.Member, f.State, f.LastError, f.Reason, f.DeadLetter, jobstate.UnixMS(f.DiedAt), f.Cost)
 	}
 	return lua.Call{Script: lua.KafkaFinish, Keys: ks, Args: args}
 }

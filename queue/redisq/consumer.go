@@ -197,9 +197,7 @@ func (c *Consumer) claimed(tenant string, r claimReply) *queue.Claimed {
 		job.DecodeErr = derr
 		env = queue.Envelope{Version: queue.EnvelopeVersion, ID: strings.SplitN(r.Member, "|", 2)[0], Tenant: tenant, Cost: 1}
 	}
-	if env.Cost < 1 {
-		env.Cost = 1
-	}
+	env.Cost = queue.ClaimCost(env.Cost)
 	job.Envelope = env
 	job.Duplicate = derr == nil && queue.SameJob(env, r.DoneMS)
 	return job

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -16,10 +17,14 @@ import (
 // again (at least once).
 func newFinishGroup(rdb redis.UniversalClient, maxFlushes int, timeout time.Duration) *lua.Batcher[ackArgs, bool] {
 	return lua.NewBatcher(rdb, maxFlushes, timeout, lua.BatchSpec[ackArgs, bool]{
-		Key:   func(a ackArgs) string { return a.Tenant },
-		ID:    func(a ackArgs) string { return a.JobID },
-		Max:   maxAckJobs,
-		Call:  ackCall,
-		Parse: parseAck,
+		Key: func(a ackArgs) string { return a.Tenant },
+		ID:  func(a ackArgs) string { return a.JobID },
+		Max: maxAckJobs,
+		// ack.lua refuses costs summing past limits.MaxCost (its Lua
+		// doubles): a call's jobs stay within it.
+		Weight:    func(a ackArgs) int64 { return a.Cost },
+		MaxWeight: limits.MaxCost,
+		Call:      ackCall,
+		Parse:     parseAck,
 	})
 }

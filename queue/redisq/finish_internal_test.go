@@ -2,6 +2,7 @@ package redisq
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -134,5 +136,47 @@ func TestAckBatchMatchesSingleCalls(t *testing.T) {
 	// copy; the other five leave it here.
 	if got := b[":backlog"]; got != "7" {
 		t.Errorf("backlog %v, want 7 (28 - 1 - 2 - 5 - 6 - 7)", got)
+	}
+}
+
+// TestAckRefusesBadCosts: ack.lua refuses a cost that is no integer >= 1,
+// and costs that sum past limits.MaxCost (its Lua doubles would round the
+// sum), before any write: the leases and states stay as they were.
+func TestAckRefusesBadCosts(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	if err := lua.LoadAll(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := NewProducer(ProducerConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := NewConsumer(ConsumerConfig{Redis: rdb, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant, args := ackTenant(t, rdb, prod, cons, "ackbad", time.Now().UTC())
+	t.Cleanup(func() { testenv.DeleteTenant(t, rdb, tenant) })
+	before := testenv.TenantDump(t, rdb, tenant)
+	for _, c := range []struct {
+		costs []int64
+		want  string
+	}{
+		{[]int64{1, 0}, "job 2: cost 0 is not an integer >= 1"},
+		{[]int64{limits.MaxCost, 1}, "sum past 2^53 - 1"},
+	} {
+		jobs := append([]ackArgs(nil), args[:len(c.costs)]...)
+		for i, cost := range c.costs {
+			jobs[i].Cost = cost
+		}
+		err := ackCall(jobs).Run(ctx, rdb).Err()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("costs %v: %v, want an error naming %q", c.costs, err, c.want)
+		}
+		if d := cmp.Diff(before, testenv.TenantDump(t, rdb, tenant)); d != "" {
+			t.Errorf("costs %v: keys changed by a refused call (-before +after):\n%s", c.costs, d)
+		}
 	}
 }
