@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -107,20 +106,10 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 	}
 	f.Cleanup(func() {
 		for _, t := range ts {
-			fuzzDeleteAll(rdb, t.name)
+			testenv.DeleteTenant(f, rdb, t.name) // the idempotency and job-state keys no input cleaned up
 		}
 	})
 	return env
-}
-
-// fuzzDeleteAll deletes every key of tenant (the idempotency and job-state
-// keys of jobs no input cleaned up).
-func fuzzDeleteAll(rdb *redis.Client, tenant string) {
-	ctx := context.Background()
-	it := rdb.Scan(ctx, 0, "sluice:{"+tenant+"}*", 1000).Iterator()
-	for it.Next(ctx) {
-		rdb.Del(ctx, it.Val())
-	}
 }
 
 // pendingFixes are the invariants whose fixes are still open in issue 7: a

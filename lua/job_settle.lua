@@ -1,6 +1,7 @@
 -- job_settle.lua: the Kafka backend's record of how a delivery or a drop
--- ended, which job_state_settle.lua and kafka_finish.lua share (the Redis
--- backend does this inside ack.lua and lease_defer.lua). lua.Include puts
+-- ended, for job_state_settle.lua (kafka_finish.lua, which finishes a
+-- tenant's jobs together, makes the same writes with record_final's batch;
+-- the Redis backend does this inside ack.lua and lease_defer.lua). lua.Include puts
 -- job_state_final.lua and dead_letter.lua, then this file, before each of
 -- them; run on its own it only defines a local function and touches
 -- nothing.

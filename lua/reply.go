@@ -37,9 +37,15 @@ func (s *Script) Array(v any, min, max int) ([]any, error) {
 func (s *Script) Int(v any, what string) (int64, error) {
 	n, ok := v.(int64)
 	if !ok {
-		return 0, s.ReplyError("%s is %T (%v), want an integer", what, v, v)
+		return 0, s.typeError(what, v, "an integer")
 	}
 	return n, nil
+}
+
+// typeError is the error of a reply element what that is not of the type
+// want names.
+func (s *Script) typeError(what string, v any, want string) error {
+	return s.ReplyError("%s is %T (%v), want %s", what, v, v, want)
 }
 
 // Ints returns v as an array of exactly n integers (n < 0: any number).
@@ -54,7 +60,7 @@ func (s *Script) Ints(v any, n int) ([]int64, error) {
 		if !ok {
 			// The element's name is formatted only here: a Sprintf per
 			// element was a few allocations on every take and finish.
-			return nil, s.ReplyError("element %d is %T (%v), want an integer", i+1, e, e)
+			return nil, s.typeError(fmt.Sprintf("element %d", i+1), e, "an integer")
 		}
 		out[i] = n
 	}
@@ -65,7 +71,7 @@ func (s *Script) Ints(v any, n int) ([]int64, error) {
 func (s *Script) String(v any, what string) (string, error) {
 	str, ok := v.(string)
 	if !ok {
-		return "", s.ReplyError("%s is %T (%v), want a string", what, v, v)
+		return "", s.typeError(what, v, "a string")
 	}
 	return str, nil
 }
@@ -80,7 +86,7 @@ func (s *Script) Strings(v any) ([]string, error) {
 	for i, e := range arr {
 		str, ok := e.(string)
 		if !ok {
-			return nil, s.ReplyError("element %d is %T (%v), want a string", i+1, e, e)
+			return nil, s.typeError(fmt.Sprintf("element %d", i+1), e, "a string")
 		}
 		out[i] = str
 	}

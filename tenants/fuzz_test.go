@@ -111,13 +111,7 @@ func FuzzSpecPatch(f *testing.F) {
 	// Admissions run under a tenant of their own (the fuzzed id is any
 	// string); its keys are removed when the fuzz process ends.
 	admTenant := testenv.Name(f, "fz-spec")
-	f.Cleanup(func() {
-		ctx := context.Background()
-		it := rdb.Scan(ctx, 0, "sluice:{"+admTenant+"}*", 1000).Iterator()
-		for it.Next(ctx) {
-			rdb.Del(ctx, it.Val())
-		}
-	})
+	f.Cleanup(func() { testenv.DeleteTenant(f, rdb, admTenant) })
 	fz := &specFuzz{rdb: rdb, adm: adm, base: base, admTenant: admTenant}
 
 	f.Fuzz(func(t *testing.T, id string, spec, patch []byte) {
