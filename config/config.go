@@ -99,7 +99,7 @@ type Kafka struct {
 	// DLQTopic receives dead jobs (default sluice.dlq).
 	DLQTopic string `mapstructure:"dlq_topic"`
 	// BatchTimeout is the longest a produce waits for a batch to fill
-	// (default 2ms); concurrent requests share batches.
+	// (default 100µs); concurrent requests share batches.
 	BatchTimeout time.Duration `mapstructure:"batch_timeout"`
 	// ProduceTimeout bounds one enqueue until every in-sync replica has
 	// acknowledged (default 2s); past it, or when the broker cannot be

@@ -37,7 +37,7 @@ func TestLoadExample(t *testing.T) {
 	if g := cfg.Tenants["globex"]; g.Outflow.Capacity != 2 || g.OnLimiterError != "deny" || !g.Outflow.AdaptiveOn() {
 		t.Errorf("globex defaults = %+v", g)
 	}
-	if cfg.Kafka.BatchTimeout != 2*time.Millisecond || cfg.Drainer.MaxAttempts != 10 {
+	if cfg.Kafka.BatchTimeout != 100*time.Microsecond || cfg.Drainer.MaxAttempts != 10 {
 		t.Errorf("defaults: batch_timeout %s, max_attempts %d", cfg.Kafka.BatchTimeout, cfg.Drainer.MaxAttempts)
 	}
 }

@@ -89,7 +89,9 @@ type ProducerConfig struct {
 // job at once (latency: one acks=all round trip); one whose last request
 // was shared first waits Settings.BatchTimeout for more jobs, so under load
 // fewer, larger requests reach the broker. No call waits for a timer when
-// it has no company.
+// it has no company. The partitions led by one broker share its requests:
+// one request at a time per broker carries a batch of each partition that
+// has one (leader.go), as the Java client's requests do.
 //
 // Backlog: after each acknowledged produce request, the backlog counters
 // (keys.Backlog) of its jobs' tenants are raised by their cost in one
@@ -303,10 +305,16 @@ func (p *Producer) partitionList(ctx context.Context) ([]int, error) {
 		p.log.Info("kafka topic partition count changed; tenants may move to other partitions",
 			"topic", p.topic, "partitions", n, "previous", len(*cur))
 	}
-	list := make([]int, n)
+	list, leaders := make([]int, n), make([]int, n)
 	for i := range list {
-		list[i] = i
+		list[i], leaders[i] = i, -1
 	}
+	for _, part := range md.Topics[0].Partitions {
+		if part.ID >= 0 && part.ID < n {
+			leaders[part.ID] = part.Leader.ID
+		}
+	}
+	p.sender.setLeaders(leaders)
 	p.partitions.Store(&list)
 	p.partsExpire.Store(time.Now().Add(partitionsTTL).UnixNano())
 	return list, nil

@@ -27,7 +27,7 @@ func BenchmarkEnqueue(b *testing.B) {
 
 // BenchmarkEnqueueLatency calls Enqueue from one goroutine, so ns/op is the
 // latency of one call with nothing to share a batch with: the batch timeout
-// (2ms) plus one acks=all produce round trip.
+// (100µs) plus one acks=all produce round trip.
 func BenchmarkEnqueueLatency(b *testing.B) {
 	b.Run("kafka", func(b *testing.B) {
 		cfg := kafkaTestConfig(b, testenv.KafkaBrokers(b), 1)

@@ -26,7 +26,8 @@ import (
 // the previous one, so the batch size follows the load. A partition whose
 // last request carried a single call's jobs sends the next job at once; one
 // whose last request was shared first waits the linger
-// (Settings.BatchTimeout) for more. See docs/adr/0003-queue-producers.md.
+// (Settings.BatchTimeout) for more. The partitions led by one broker share
+// its produce requests (leader.go). See docs/adr/0003-queue-producers.md.
 
 // message is one job on its way to a partition. key is the tenant; job is
 // the envelope (its id, type and enqueued_at go to the job's state record
@@ -83,6 +84,10 @@ type sender struct {
 	backoffMax time.Duration
 	batchJobs  prometheus.Observer
 	backlog    *backlog // nil: no backlog counters
+
+	leaders  atomic.Pointer[[]int] // broker id leading each partition (setLeaders)
+	leaderMu sync.Mutex
+	byLeader map[int]*leaderQueue
 
 	mu     sync.Mutex
 	queues map[int]*batchQueue
@@ -240,7 +245,7 @@ func (s *sender) send(partition int, b *produceBatch) ([]message, error) {
 			return nil, nil // nobody waits for these jobs any more
 		}
 		b.sent.Store(true)
-		err := s.produce(deadline, partition, msgs)
+		err := s.produceShared(deadline, partition, msgs)
 		if err == nil {
 			return msgs, nil
 		}

@@ -16,7 +16,7 @@ const (
 	DefaultPartitions        = 12
 	DefaultReplicationFactor = 0 // auto: min(3, brokers); see TopicSpec
 	DefaultMinInsyncReplicas = 0 // auto: 2 when the replication factor is >= 3
-	DefaultBatchTimeout      = 2 * time.Millisecond
+	DefaultBatchTimeout      = 100 * time.Microsecond
 	DefaultProduceTimeout    = 2 * time.Second
 )
 

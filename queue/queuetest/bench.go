@@ -30,7 +30,7 @@ import (
 //	                          throughput needs many calls in flight, as many
 //	                          HTTP requests would be)
 //	SLUICE_BENCH_TENANTS      tenants the jobs are spread over (default 64)
-//	SLUICE_BENCH_BATCH_TIMEOUT  kafkaq.Settings.BatchTimeout (default 2ms, the
+//	SLUICE_BENCH_BATCH_TIMEOUT  kafkaq.Settings.BatchTimeout (default 100us, the
 //	                          configuration's default; must be positive)
 func BenchEnv(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -39,22 +39,22 @@ func BenchEnv(name string, def int) int {
 	return def
 }
 
-// BenchDuration reads a duration from the environment (default 2ms). It
-// must be positive: kafkaq.Settings takes a zero BatchTimeout as its
-// default (2ms), so "0" would silently measure 2ms (as docs/perf.md step 23
+// BenchDuration reads a duration from the environment (default 100us, the
+// product's). It must be positive: kafkaq.Settings takes a zero BatchTimeout as its
+// default, so "0" would silently measure the default (as docs/perf.md step 23
 // found of step 15's "0 ms" runs), and the configuration refuses anything
 // below 1ns (config/validate.go).
 func BenchDuration(b *testing.B, name string) time.Duration {
 	v := os.Getenv(name)
 	if v == "" {
-		v = "2ms"
+		v = "100us"
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		b.Fatalf("%s: %v", name, err)
 	}
 	if d <= 0 {
-		b.Fatalf("%s=%s: must be positive (a zero batch timeout is the 2ms default, a negative one is refused)", name, v)
+		b.Fatalf("%s=%s: must be positive (a zero batch timeout is the default, a negative one is refused)", name, v)
 	}
 	return d
 }
