@@ -49,11 +49,8 @@ func turnsAhead(o outflow.Limit) int {
 
 // takeMax bounds the jobs one pull loop takes in one call (queue.Taker), so
 // a lane holds at most laneClaimers × takeMax of MaxInFlight's room while
-// its take is on the wire. 32 (16 before 2026-12-06): a take call's fixed
-// cost is then shared by twice the jobs; drainbench's unthrottled Go Handler
-// rows, 4 alternated pairs, 1 drainer: 13 of 16 pairs faster, medians +3 %
-// (Kafka, 1 tenant) to +16 % (Kafka, 12 tenants) (docs/perf.md step 27).
-const takeMax = 32
+// its take is on the wire.
+const takeMax = 16
 
 // taker returns the consumer's queue.Taker when the tenant's outflow has no
 // gate in Redis now (no rate, no concurrency cap): only then may a claim
