@@ -12,8 +12,8 @@ import (
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 )
 
-// This file puts the batches of several partitions led by one broker in one
-// produce request, as the Java client does: each partition still has at most
+// This file sends the producer's produce requests (request) and puts the
+// batches of several partitions led by one broker in one request, as the Java client does: each partition still has at most
 // one batch in flight (sender.drain), but the partitions of a broker share
 // one request at a time, and the batches that arrive while it is in flight
 // leave together in the next. With 12 partitions on one broker and 128
@@ -96,7 +96,10 @@ func (s *sender) produceShared(deadline time.Time, partition int, msgs []message
 		pp.lead = []*partProduce{pp}
 	}
 	if pp.lead != nil {
-		s.produceMany(pp.lead)
+		s.request(pp.lead)
+		for _, o := range pp.lead[1:] {
+			o.done <- struct{}{}
+		}
 		q.mu.Lock()
 		next := q.pending
 		q.pending = nil
@@ -113,18 +116,20 @@ func (s *sender) produceShared(deadline time.Time, partition int, msgs []message
 	return pp.err
 }
 
-// produceMany sends one produce request carrying every batch of list (list[0]
-// is the caller's own) and sets each one's err; it wakes all but list[0].
-func (s *sender) produceMany(list []*partProduce) {
-	defer func() {
-		for _, pp := range list[1:] {
-			pp.done <- struct{}{}
-		}
-	}()
-	if len(list) == 1 {
-		list[0].err = s.produce(list[0].deadline, list[0].partition, list[0].msgs)
-		return
-	}
+// produce sends msgs to partition in a request of its own and returns the
+// request's error, the partition's error in the response, or its first
+// record error.
+func (s *sender) produce(deadline time.Time, partition int, msgs []message) error {
+	pp := &partProduce{partition: partition, msgs: msgs, deadline: deadline}
+	s.request([]*partProduce{pp})
+	return pp.err
+}
+
+// request sends one acks=all produce request carrying every batch of list,
+// bounded by the earliest deadline, and sets each one's err (partitionErrors).
+// When the request fails as a whole, a lone batch gets that error and the
+// batches of a shared one get it wrapped in errRegroup.
+func (s *sender) request(list []*partProduce) {
 	deadline, jobs := list[0].deadline, 0
 	parts := make([]produceAPI.RequestPartition, len(list))
 	for i, pp := range list {
@@ -147,16 +152,20 @@ func (s *sender) produceMany(list []*partProduce) {
 		err = s.partitionErrors(res, list)
 	}
 	if err != nil {
+		if len(list) > 1 {
+			err = fmt.Errorf("%w (%w)", errRegroup, err)
+		}
 		for _, pp := range list {
-			pp.err = fmt.Errorf("%w (%w)", errRegroup, err)
+			pp.err = err
 		}
 	}
 }
 
 // partitionErrors sets each batch's err from the response: the partition's
-// error code, its first record error, or its absence from the response.
-// It returns an error when the response is not a produce response of the
-// topic.
+// error code, its first record error, or its absence from the response
+// (protocol.ErrNoPartition, which send retries; errRegroup too in a shared
+// request). It returns an error when the response is not a produce response
+// of the topic.
 func (s *sender) partitionErrors(res protocol.Message, list []*partProduce) error {
 	r, ok := res.(*produceAPI.Response)
 	if !ok || len(r.Topics) != 1 || r.Topics[0].Topic != s.topic {
@@ -170,8 +179,10 @@ func (s *sender) partitionErrors(res protocol.Message, list []*partProduce) erro
 	for _, pp := range list {
 		p := got[int32(pp.partition)]
 		switch {
+		case p == nil && len(list) > 1:
+			pp.err = fmt.Errorf("%w: %w: the response has no partition %d", errRegroup, protocol.ErrNoPartition, pp.partition)
 		case p == nil:
-			pp.err = fmt.Errorf("%w: the response has no partition %d", errRegroup, pp.partition)
+			pp.err = fmt.Errorf("%w: the response has no partition %d", protocol.ErrNoPartition, pp.partition)
 		case p.ErrorCode != 0 && p.ErrorMessage != "":
 			pp.err = fmt.Errorf("%w: %s", kafka.Error(p.ErrorCode), p.ErrorMessage)
 		case p.ErrorCode != 0:

@@ -1,7 +1,6 @@
 package kafkaq
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -37,25 +36,13 @@ func TestKafkaProducerSharesRequestsAcrossPartitions(t *testing.T) {
 	}
 	burst := func(round string) (used map[int]bool) {
 		used = map[int]bool{}
-		gate := make(chan struct{})
-		var wg sync.WaitGroup
-		errs := make(chan error, calls)
-		for i := range calls {
+		jobs := make([]queue.Envelope, calls)
+		for i := range jobs {
 			tenant := tenants[i%tenantCount]
 			used[kafka.Murmur2Balancer{}.Balance(kafka.Message{Key: []byte(tenant)}, parts...)] = true
-			wg.Go(func() {
-				<-gate
-				if err := p.Enqueue(context.Background(), []queue.Envelope{queuetest.Job(tenant, fmt.Sprintf("%s-%d", round, i), 1)}); err != nil {
-					errs <- err
-				}
-			})
+			jobs[i] = queuetest.Job(tenant, fmt.Sprintf("%s-%d", round, i), 1)
 		}
-		close(gate)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatalf("Enqueue: %v", err)
-		}
+		enqueueAtOnce(t, p, jobs)
 		return used
 	}
 	burst("warm") // dials the broker
@@ -75,7 +62,7 @@ func TestKafkaProducerSharesRequestsAcrossPartitions(t *testing.T) {
 	seen := map[string]int{}
 	for part, msgs := range got {
 		for _, m := range msgs {
-			seen[string(m.Key)+"/"+headerValue(m, HeaderJobID)]++
+			seen[string(m.Key)+"/"+header(m, HeaderJobID)]++
 			if want := (kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: m.Key}, parts...); part != want {
 				t.Errorf("tenant %s's job on partition %d, want %d", m.Key, part, want)
 			}
@@ -89,15 +76,6 @@ func TestKafkaProducerSharesRequestsAcrossPartitions(t *testing.T) {
 			}
 		}
 	}
-}
-
-func headerValue(m kafka.Message, key string) string {
-	for _, h := range m.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 // TestKafkaSharedRequestFallsBackToOwnRequests: a shared request the
@@ -149,7 +127,7 @@ func TestKafkaSharedRequestFallsBackToOwnRequests(t *testing.T) {
 	}
 	got := readTopic(t, brokers, cfg.Topic, 2)
 	for part, id := range map[int]string{0: "p0", 1: "p1"} {
-		if len(got[part]) != 1 || headerValue(got[part][0], HeaderJobID) != id {
+		if len(got[part]) != 1 || header(got[part][0], HeaderJobID) != id {
 			t.Errorf("partition %d holds %d messages, want the one job %s", part, len(got[part]), id)
 		}
 	}

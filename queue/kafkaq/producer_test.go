@@ -226,6 +226,32 @@ func TestKafkaProducerRoundTrip(t *testing.T) {
 	}
 }
 
+// enqueueAtOnce starts one single-job Enqueue call per job, lets them all go
+// at once, waits for them and fails t on an error; it returns how long they
+// took.
+func enqueueAtOnce(t *testing.T, p *Producer, jobs []queue.Envelope) time.Duration {
+	t.Helper()
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, len(jobs))
+	for _, job := range jobs {
+		wg.Go(func() {
+			<-gate
+			if err := p.Enqueue(context.Background(), []queue.Envelope{job}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	start := time.Now()
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	return time.Since(start)
+}
+
 // TestKafkaProducerSharesBatches starts 50 single-job Enqueue calls at once
 // and checks with the producer's request counters that they went out in a
 // few produce requests, not 50. The first request of a partition leaves at
@@ -252,26 +278,11 @@ func TestKafkaProducerSharesBatches(t *testing.T) {
 			p := newTestKafkaProducer(t, cfg, nil)
 			tenants := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
 			burst := func(round string) time.Duration {
-				gate := make(chan struct{})
-				var wg sync.WaitGroup
-				errs := make(chan error, calls)
-				for i := range calls {
-					wg.Go(func() {
-						<-gate
-						job := queuetest.Job(tenants[i%len(tenants)], fmt.Sprintf("%s-%d", round, i), 1)
-						if err := p.Enqueue(context.Background(), []queue.Envelope{job}); err != nil {
-							errs <- err
-						}
-					})
+				jobs := make([]queue.Envelope, calls)
+				for i := range jobs {
+					jobs[i] = queuetest.Job(tenants[i%len(tenants)], fmt.Sprintf("%s-%d", round, i), 1)
 				}
-				start := time.Now()
-				close(gate)
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					t.Fatalf("Enqueue: %v", err)
-				}
-				return time.Since(start)
+				return enqueueAtOnce(t, p, jobs)
 			}
 			burst("warm") // dials the broker; every partition sees concurrent calls
 			p.sender.requests.Store(0)

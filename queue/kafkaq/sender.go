@@ -2,7 +2,6 @@ package kafkaq
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"sync"
@@ -267,34 +266,6 @@ func waiting(msgs []message) []message {
 		}
 	}
 	return out
-}
-
-// produce sends one produce request and returns its error, the partition's
-// error in the response, or the first per-record error.
-func (s *sender) produce(deadline time.Time, partition int, msgs []message) error {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	s.requests.Add(1)
-	s.messages.Add(int64(len(msgs)))
-	s.batchJobs.Observe(float64(len(msgs)))
-	res, err := s.client.Produce(ctx, &kafka.ProduceRequest{
-		Topic:        s.topic,
-		Partition:    partition,
-		RequiredAcks: kafka.RequireAll,
-		Records:      &recordReader{msgs: msgs},
-	})
-	switch {
-	case err != nil:
-		return err
-	case res == nil:
-		return errors.New("kafka: no produce response")
-	case res.Error != nil:
-		return res.Error
-	}
-	for _, rerr := range res.RecordErrors {
-		return rerr
-	}
-	return nil
 }
 
 // retriable reports whether a produce error may pass on its own: a Kafka
