@@ -66,16 +66,12 @@ func ackTenant(t *testing.T, rdb *redis.Client, prod *Producer, cons *Consumer, 
 	return tenant, args
 }
 
-// TestAckBatchMatchesSingleCalls: one ack.lua call that finishes a
-// tenant's jobs (held, dead with a letter, lease lost, purged meanwhile,
-// a duplicate, dropped) answers and writes what one call per job, in the
-// same order, does: the replies, the backlog, the leases, each job's state
-// and every job index and dead letter, every key with a TTL.
-func TestAckBatchMatchesSingleCalls(t *testing.T) {
-	t.Parallel()
+// ackEnv is the shared Redis with sluice's scripts loaded, a producer and a
+// consumer (1-minute leases) on it.
+func ackEnv(t *testing.T) (*redis.Client, *Producer, *Consumer) {
+	t.Helper()
 	rdb := testenv.Redis(t)
-	ctx := context.Background()
-	if err := lua.LoadAll(ctx, rdb); err != nil {
+	if err := lua.LoadAll(context.Background(), rdb); err != nil {
 		t.Fatal(err)
 	}
 	prod, err := NewProducer(ProducerConfig{Redis: rdb})
@@ -86,6 +82,18 @@ func TestAckBatchMatchesSingleCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rdb, prod, cons
+}
+
+// TestAckBatchMatchesSingleCalls: one ack.lua call that finishes a
+// tenant's jobs (held, dead with a letter, lease lost, purged meanwhile,
+// a duplicate, dropped) answers and writes what one call per job, in the
+// same order, does: the replies, the backlog, the leases, each job's state
+// and every job index and dead letter, every key with a TTL.
+func TestAckBatchMatchesSingleCalls(t *testing.T) {
+	t.Parallel()
+	rdb, prod, cons := ackEnv(t)
+	ctx := context.Background()
 	at := time.Now().UTC()
 	one, oneArgs := ackTenant(t, rdb, prod, cons, "ack1", at)
 	all, allArgs := ackTenant(t, rdb, prod, cons, "ackn", at)
@@ -144,19 +152,8 @@ func TestAckBatchMatchesSingleCalls(t *testing.T) {
 // sum), before any write: the leases and states stay as they were.
 func TestAckRefusesBadCosts(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
+	rdb, prod, cons := ackEnv(t)
 	ctx := context.Background()
-	if err := lua.LoadAll(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
-	prod, err := NewProducer(ProducerConfig{Redis: rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := NewConsumer(ConsumerConfig{Redis: rdb, Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tenant, args := ackTenant(t, rdb, prod, cons, "ackbad", time.Now().UTC())
 	t.Cleanup(func() { testenv.DeleteTenant(t, rdb, tenant) })
 	before := testenv.TenantDump(t, rdb, tenant)
