@@ -197,6 +197,8 @@ func TestInvalid(t *testing.T) {
 		{"zero limit", "tenants: {a: {admission: {algorithm: gcra, limit: 0}}}\n", "tenants.a.admission.limit: must be >= 1"},
 		{"negative rate", "tenants: {a: {outflow: {rate: -1}}}\n", "tenants.a.outflow.rate: must be > 0 units per second (got -1); to stop delivery, pause the tenant"},
 		{"bad backend", "queue: {backend: rabbit}\n", `queue.backend: must be redis or kafka (got "rabbit")`},
+		{"batch timeout not below the produce timeout", "kafka: {batch_timeout: 2s, produce_timeout: 2s}\n", "kafka.batch_timeout: must be a positive duration below kafka.produce_timeout 2s (got 2s)"},
+		{"batch timeout 0", "kafka: {batch_timeout: 0s}\n", "kafka.batch_timeout: must be a positive duration below kafka.produce_timeout 2s (got 0s)"},
 		{"heartbeat not below the session", "kafka: {session_timeout: 6s, heartbeat_interval: 6s}\n", "kafka.heartbeat_interval: must be > 0 and below kafka.session_timeout 6s (got 6s)"},
 		{"instance id with a space", "kafka: {instance_id: \"a b\"}\n", `kafka.instance_id: must be auto, none or 1 to 128 characters of [A-Za-z0-9._:-], not "." or ".." (got "a b")`},
 		{"session timeout 0", "kafka: {session_timeout: 0s}\n", "kafka.session_timeout: must be from 6s to 30m, the broker's default group.min/max.session.timeout.ms (got 0s)"},

@@ -105,8 +105,12 @@ func (c *Config) validateQueue(bad badFunc) {
 		bad("kafka.partitions", "must be >= 1 (got %d)", c.Kafka.Partitions)
 	}
 	c.Kafka.validateReplicas(bad)
-	positiveDur(bad, "kafka.batch_timeout", c.Kafka.BatchTimeout)
 	positiveDur(bad, "kafka.produce_timeout", c.Kafka.ProduceTimeout)
+	// The linger is spent inside an enqueue's produce_timeout: one as long
+	// would fail every enqueue that follows a shared request.
+	if c.Kafka.BatchTimeout <= 0 || c.Kafka.BatchTimeout >= c.Kafka.ProduceTimeout {
+		bad("kafka.batch_timeout", "must be a positive duration below kafka.produce_timeout %s (got %s)", c.Kafka.ProduceTimeout, c.Kafka.BatchTimeout)
+	}
 	if c.Kafka.ConsumerGroup == "" {
 		bad("kafka.consumer_group", "must not be empty")
 	}
