@@ -93,6 +93,7 @@ type Drainer struct {
 	// wideLanes counts the lanes running their extra pull loops (unshaped
 	// tenants, taking in batches): takeCap shares MaxInFlight among them.
 	wideLanes atomic.Int32
+	sends     sendClock // maps the bucket's clock to this one for shaped sends
 	held      heldSet
 	ready     atomic.Bool
 	sentMu    sync.Mutex
@@ -274,6 +275,9 @@ func (d *Drainer) Run(ctx context.Context) error {
 	bgCtx, cancelBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBg()
 
+	calCtx, cancelCal := context.WithTimeout(ctx, time.Second)
+	d.sends.calibrate(calCtx, d.cfg.Redis)
+	cancelCal()
 	ls := newLaneSet(ctx, workCtx, d)
 	var bg sync.WaitGroup
 	bg.Add(3)

@@ -107,7 +107,7 @@ func (d *Drainer) claimAndLaunch(ctx, workCtx context.Context, tenant string, di
 	if d.dropUnsent(job, false) {
 		return true, 0, true, nil
 	}
-	return true, 0, d.launch(ctx, workCtx, job, dispatches, false), nil
+	return true, 0, d.launch(ctx, workCtx, job, dispatches, false, time.Time{}), nil
 }
 
 // launch waits for job's concurrency slot and outflow turn, then for room
@@ -117,14 +117,20 @@ func (d *Drainer) claimAndLaunch(ctx, workCtx context.Context, tenant string, di
 // tenant was removed or paused meanwhile (up to the moment of its dispatch)
 // goes back to the head of the queue, and one the bucket
 // can never pass to the dead-letter queue. It reports false when ctx ended
-// first (the job released): the pull loop ends.
-func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispatches *sync.WaitGroup, reserved bool) bool {
+// first (the job released): the pull loop ends. at is the job's send time
+// on the bucket's clock when a take started it with its turn (sendClock;
+// zero: none), else the one of the turn waitTurn takes; the dispatch
+// waits for it (waitSend).
+func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispatches *sync.WaitGroup, reserved bool, at time.Time) bool {
 	giveRoom := func() {
 		if reserved {
 			d.unreserve(1)
 		}
 	}
-	slot, f, capacity, o := d.passGates(ctx, job)
+	slot, f, capacity, o, turnAt := d.passGates(ctx, job)
+	if job.Started == 0 {
+		at = turnAt
+	}
 	if f != flowGo {
 		giveRoom()
 	}
@@ -161,7 +167,7 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 	go func() {
 		defer dispatches.Done()
 		defer d.unreserve(1)
-		d.dispatch(workCtx, job, o, slot)
+		d.dispatch(workCtx, job, o, slot, at)
 	}()
 	return true
 }
@@ -170,20 +176,21 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 // (acquireSlot, waitTurn), answering as they do. A job the backend started
 // with its claim (queue.Claimed.Started: it took its turn in that call, or
 // its tenant had no gate then) passes at once with the tenant's current
-// outflow, unless the tenant was removed meanwhile.
-func (d *Drainer) passGates(ctx context.Context, job *queue.Claimed) (slot bool, f flow, capacity float64, o outflow.Limit) {
+// outflow, unless the tenant was removed meanwhile. at is the send time on
+// the bucket's clock of a turn waitTurn took (zero: send now).
+func (d *Drainer) passGates(ctx context.Context, job *queue.Claimed) (slot bool, f flow, capacity float64, o outflow.Limit, at time.Time) {
 	if job.Started > 0 {
 		o, ok := d.currentOutflow(job.Envelope.Tenant)
 		if !ok {
-			return false, flowRemoved, 0, o
+			return false, flowRemoved, 0, o, at
 		}
-		return false, flowGo, 0, o
+		return false, flowGo, 0, o, at
 	}
 	slot, f = d.acquireSlot(ctx, job)
 	if f == flowGo {
-		f, capacity, o = d.waitTurn(ctx, job)
+		f, capacity, o, at = d.waitTurn(ctx, job)
 	}
-	return slot, f, capacity, o
+	return slot, f, capacity, o, at
 }
 
 // dropUnsent finishes a job that must not be sent: poison (dead-lettered),
@@ -252,7 +259,7 @@ func (d *Drainer) deadTooCostly(job *queue.Claimed, capacity float64) {
 // starts before this one, so Sluice-Attempt counts every start; the
 // envelope's own Attempt (attempts spent, for MaxAttempts and the backoff)
 // is what a retry carries on.
-func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Limit, slot bool) {
+func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Limit, slot bool, at time.Time) {
 	d.m.inflight.Inc()
 	defer d.m.inflight.Dec()
 	defer d.releaseSlot(job, slot)
@@ -265,6 +272,9 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 	}
 	sent := env
 	sent.Attempt = max(st.Attempt-1, env.Attempt)
+	if waitSend(at) {
+		d.m.lateSends.Inc()
+	}
 	start := d.clock.Now()
 	err := d.handler.Handle(ctx, sent)
 	d.m.duration.WithLabelValues(lbl).Observe(d.clock.Now().Sub(start).Seconds())

@@ -36,6 +36,7 @@ type metrics struct {
 	leaseLost    prometheus.Counter
 	reaped       prometheus.Counter
 	outflowWaits prometheus.Histogram
+	lateSends    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -72,12 +73,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sluice_outflow_wait_seconds", Help: "Time a claimed job waited for its tenant's leaky bucket.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 12),
 		}),
+		lateSends: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_drainer_late_sends_total", Help: "Shaped jobs whose dispatch reached its send time on the bucket's clock (the turn + the least answer latency + 5 ms) after it had passed: sent at once, that much behind their turn.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.dispatch, m.duration, m.retries, m.dlq, m.dropped, m.duplicates, m.water,
-		m.configured, m.effective, m.measured, m.depth, m.paused.Vec, m.inflight, m.lanes, m.errors, m.leaseLost, m.reaped, m.outflowWaits} {
+		m.configured, m.effective, m.measured, m.depth, m.paused.Vec, m.inflight, m.lanes, m.errors, m.leaseLost, m.reaped, m.outflowWaits, m.lateSends} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("drainer: register metrics: %w", err)
 		}

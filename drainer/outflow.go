@@ -55,14 +55,15 @@ func (d *Drainer) currentOutflow(tenant string) (o outflow.Limit, ok bool) {
 // already waiting at once, and a lane stuck on a limit the script refuses
 // recovers as soon as the limit is fixed (an override changed in Redis is
 // seen at the next ask, within outflowWaitMax or the error pause). It
-// returns the outflow of its last ask, and flowGo; flowStop when ctx is done
+// returns the outflow of its last ask, and flowGo with the send time of
+// the turn on the bucket's clock (sendClock; zero when not known); flowStop when ctx is done
 // first; flowRemoved when the tenant was removed meanwhile; flowPaused when
 // it was paused (the job takes no turn); flowNever with
 // the capacity the script used when the job's cost exceeds it
 // (outflow.Result.Never): that job can never pass. Backend errors, and
 // replies the bucket's Go twin refuses, pause with errorBackoff and retry:
 // the job stays leased meanwhile.
-func (d *Drainer) waitTurn(ctx context.Context, job *queue.Claimed) (flow, float64, outflow.Limit) {
+func (d *Drainer) waitTurn(ctx context.Context, job *queue.Claimed) (flow, float64, outflow.Limit, time.Time) {
 	tenant := job.Envelope.Tenant
 	lbl := d.label(tenant)
 	start := d.clock.Now()
@@ -72,37 +73,39 @@ func (d *Drainer) waitTurn(ctx context.Context, job *queue.Claimed) (flow, float
 		o, ok := d.currentOutflow(tenant)
 		switch {
 		case ctx.Err() != nil:
-			return flowStop, 0, o
+			return flowStop, 0, o, time.Time{}
 		case !ok:
-			return flowRemoved, 0, o
+			return flowRemoved, 0, o, time.Time{}
 		case d.paused(tenant):
-			return flowPaused, 0, o
+			return flowPaused, 0, o, time.Time{}
 		case !o.Shaped():
-			return flowGo, 0, o
+			return flowGo, 0, o, time.Time{}
 		}
 		res, err := d.bucket.TakeAhead(ctx, tenant, o, job.Envelope.Cost, turnAhead)
+		answered := time.Now()
 		if err != nil {
 			if !d.pauseAfter(ctx, &pause, changed, "outflow", "drainer: outflow bucket", tenant, err) {
-				return flowStop, 0, o
+				return flowStop, 0, o, time.Time{}
 			}
 			continue
 		}
 		pause.reset()
 		if res.Never {
-			return flowNever, res.Capacity, o
+			return flowNever, res.Capacity, o, time.Time{}
 		}
 		d.m.water.WithLabelValues(lbl).Set(res.Water)
 		d.m.effective.WithLabelValues(lbl).Set(res.Rate)
 		d.m.configured.WithLabelValues(lbl).Set(o.Rate)
 		if res.Allowed {
+			d.sends.observe(answered, res.At)
 			d.m.outflowWaits.Observe((d.clock.Now().Sub(start) + res.Delay).Seconds())
-			if !sleep(ctx, res.Delay) {
-				return flowStop, 0, o // the turn is spent; the job goes back
+			if !sleep(ctx, time.Until(answered.Add(res.Delay))) {
+				return flowStop, 0, o, time.Time{} // the turn is spent; the job goes back
 			}
-			return flowGo, 0, o
+			return flowGo, 0, o, d.sends.sendAt(res.At, res.Delay)
 		}
 		if !sleepOrChange(ctx, turnSleep(res.Wait), changed) {
-			return flowStop, 0, o
+			return flowStop, 0, o, time.Time{}
 		}
 	}
 }

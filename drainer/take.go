@@ -177,7 +177,7 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 			d.giveBack(job)
 		case d.dropUnsent(job, true):
 		default:
-			live = d.launch(ctx, workCtx, job, dispatches, true)
+			live = d.launch(ctx, workCtx, job, dispatches, true, time.Time{})
 		}
 	}
 	return true, 0, live, nil
@@ -214,6 +214,9 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 	}
 	jobs, turn, wait, err := t.TakeTurn(ctx, tenant, room, o.Rate, o.Capacity, turnAhead)
 	answered := time.Now()
+	if err == nil {
+		d.sends.observe(answered, turn.At)
+	}
 	d.unreserve(room - len(jobs))
 	if err != nil {
 		var re redis.Error
@@ -248,7 +251,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 			d.unreserve(1) // taken again at its send (launchTurns)
 		}
 	}
-	live = d.launchTurns(ctx, workCtx, jobs, answered, dispatches)
+	live = d.launchTurns(ctx, workCtx, jobs, answered, turn.At, dispatches)
 	if turn.Next > 0 && live {
 		// The next turn is Next away: asked now it would be refused, so the
 		// lane sleeps as after a refusal, and its next job waits from here.
@@ -259,7 +262,9 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 }
 
 // launchTurns launches the jobs of one takeTurn in their order, each when
-// its SendDelay after the answer (at) has passed. A job whose turn is free
+// its SendDelay after the answer (at) has passed, and its dispatch sends it
+// at its turn on the bucket's clock (bucketAt + SendDelay, mapped by
+// sendClock: at most sendMargin later; zero bucketAt: at once). A job whose turn is free
 // now holds the place the take reserved for it; one granted ahead gave its
 // place back at the answer (takeTurn) and takes one again at its send,
 // ahead of any take waiting for room (room.acquireFront), so
@@ -270,7 +275,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 // room meanwhile. When ctx ends while a job waits, it and the rest go back
 // (their turns are spent; they are taken again) and launchTurns reports
 // false.
-func (d *Drainer) launchTurns(ctx, workCtx context.Context, jobs []*queue.Claimed, at time.Time, dispatches *sync.WaitGroup) bool {
+func (d *Drainer) launchTurns(ctx, workCtx context.Context, jobs []*queue.Claimed, at, bucketAt time.Time, dispatches *sync.WaitGroup) bool {
 	live := true
 	for _, job := range jobs {
 		placed := job.SendDelay == 0
@@ -287,9 +292,9 @@ func (d *Drainer) launchTurns(ctx, workCtx context.Context, jobs []*queue.Claime
 		case d.dropUnsent(job, true):
 		case job.Started == 0:
 			d.unreserve(1)
-			live = d.launch(ctx, workCtx, job, dispatches, false)
+			live = d.launch(ctx, workCtx, job, dispatches, false, time.Time{})
 		default:
-			live = d.launch(ctx, workCtx, job, dispatches, true)
+			live = d.launch(ctx, workCtx, job, dispatches, true, d.sends.sendAt(bucketAt, job.SendDelay))
 		}
 	}
 	return live

@@ -54,12 +54,15 @@
 -- first), shared with take.lua.
 --
 -- Returns {allowed, wait_us, water_micro, rate_milli, capacity_micro,
--- delay_us}: allowed 1 (the job goes; its cost was added), 0 (wait wait_us,
+-- delay_us, now_us}: allowed 1 (the job goes; its cost was added), 0 (wait wait_us,
 --   >= 1, then ask again) or -1 (never: cost > capacity; wait_us 0, nothing
 --   written). water_micro is the level after the call, rate_milli the rate
 --   used × 1000, delay_us the wait before the send of a turn granted ahead
---   (0 for one free now, and when not allowed). Every value is an integer
---   below 2^53.
+--   (0 for one free now, and when not allowed), now_us the bucket's clock
+--   of the call (Redis TIME, or ARGV[4]), unix µs: the turn falls at
+--   now_us + delay_us, which the drainer maps to its own clock to send on
+--   the bucket's (drainer/sendclock.go). Every value is an integer below
+--   2^53.
 -- Errors: "leaky_bucket: <argument> <value> is out of range" for a refused
 -- number.
 
@@ -91,18 +94,18 @@ if not b then return err end
 local rate_milli = math.floor(b.rate * 1000)
 if cost > b.capacity then
   if b.heal then bucket_store(b, b.water) end
-  return {-1, 0, b.water, rate_milli, b.cap_micro, 0}
+  return {-1, 0, b.water, rate_milli, b.cap_micro, 0, b.now}
 end
 local cost_micro = cost * 1000000
 
 if b.water + cost_micro <= b.cap_micro then
   bucket_store(b, b.water + cost_micro)
-  return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, 0}
+  return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, 0, b.now}
 end
 local wait = bucket_wait(b, cost_micro)
 if wait <= ahead then
   bucket_store(b, b.water + cost_micro)
-  return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, wait}
+  return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, wait, b.now}
 end
 if b.heal then bucket_store(b, b.water) end
-return {0, wait, b.water, rate_milli, b.cap_micro, 0}
+return {0, wait, b.water, rate_milli, b.cap_micro, 0, b.now}

@@ -84,8 +84,8 @@
 -- KEYS[7]  with a rate: the water hash (keys.Water)
 -- KEYS[8]  with a rate: the override hash (keys.Override)
 --
--- Returns {now_ms, next_due_ms, n, wait_us, water_micro, rate_milli, then
--- per job member, envelope, cancelled (0|1), beat_ms, done_ms, attempt,
+-- Returns {now_ms, next_due_ms, n, wait_us, water_micro, rate_milli,
+-- now_us, then per job member, envelope, cancelled (0|1), beat_ms, done_ms, attempt,
 -- enqueued_ms, delay_us}: next_due_ms is the due time of the earliest
 -- delayed job, or -1 when there is none (read only when n is 0); attempt is
 -- the delivery's number when it was started here, 0 when not; enqueued_ms
@@ -96,7 +96,9 @@
 -- when jobs were started, the wait until a further turn of cost 1 is free
 -- after theirs, 0 when it is free now, so the drainer makes no ask that is
 -- bound to be refused) and the bucket's level after the call and rate used
--- as leaky_bucket.lua returns them; all 0 without one.
+-- as leaky_bucket.lua returns them; all 0 without one. now_us is the
+-- clock of the call in µs (now_ms's): a started job's turn falls at
+-- now_us + delay_us on it, which the drainer maps to its own clock.
 -- Errors: "take: <argument> <value> is out of range", as leaky_bucket.lua
 -- names a refused rate, capacity, margin or override (and k, and the outflow
 -- TTL).
@@ -126,19 +128,20 @@ if tonumber(ARGV[9]) ~= 0 then
   local fits = math.floor((b.cap_micro + ahead * b.rate - b.water) / 1000000)
   if fits < k then k = math.max(fits, 1) end
 end
-local now
+local now, now_us
 if b then
-  now = math.floor(b.now / 1000)
+  now_us = b.now
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+now = math.floor(now_us / 1000)
 local ttl, state_ttl = ARGV[4], ARGV[8]
 local deadline = now + tonumber(ARGV[2])
 
 local function gate_reply(n, wait)
-  if not b then return {now, -1, n, 0, 0, 0} end
-  return {now, -1, n, wait, b.water, math.floor(b.rate * 1000)}
+  if not b then return {now, -1, n, 0, 0, 0, now_us} end
+  return {now, -1, n, wait, b.water, math.floor(b.rate * 1000), now_us}
 end
 
 -- No turn free within ahead even for a job of cost 1: nothing is popped.

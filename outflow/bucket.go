@@ -45,6 +45,10 @@ type Result struct {
 	// answer the job is sent: its cost is in the water now, so no send is
 	// early. 0 for a turn free now, and when not Allowed.
 	Delay time.Duration
+	// At is the bucket's clock when it answered (Redis TIME, or TakeAt's
+	// now): the turn falls at At + Delay on that clock, which the drainer
+	// maps to its own to send on the bucket's clock.
+	At time.Time
 }
 
 // MaxAhead bounds TakeAhead's ahead (the script refuses more).
@@ -138,8 +142,8 @@ func takeCall(tenant string, lim Limit, cost, nowUS int64, ahead time.Duration) 
 }
 
 // parseTake reads leaky_bucket.lua's reply {allowed, wait_us, water_micro,
-// rate_milli, capacity_micro, delay_us}, refusing one the script never
-// gives: not six integers, an allowed outside {-1, 0, 1}, a wait that is not
+// rate_milli, capacity_micro, delay_us, now_us}, refusing one the script
+// never gives: not seven integers, a clock not after the epoch, an allowed outside {-1, 0, 1}, a wait that is not
 // ≥ 1µs when the job must wait (or not 0 otherwise) or does not fit a
 // time.Duration, a negative level, rate or capacity, a delay outside
 // [0, MaxAhead] or with a job not allowed. Its error wraps
@@ -147,7 +151,7 @@ func takeCall(tenant string, lim Limit, cost, nowUS int64, ahead time.Duration) 
 // trusting a value such as a wait of 0.
 func parseTake(v any) (Result, error) {
 	s := lua.LeakyBucket
-	res, err := s.Ints(v, 6)
+	res, err := s.Ints(v, 7)
 	if err != nil {
 		return Result{}, err
 	}
@@ -163,6 +167,8 @@ func parseTake(v any) (Result, error) {
 		return Result{}, s.ReplyError("negative level, rate or capacity %v", res[2:5])
 	case res[5] < 0 || res[5] > MaxAhead.Microseconds() || (res[5] > 0 && allowed != 1):
 		return Result{}, s.ReplyError("delay %dµs (allowed %d)", res[5], allowed)
+	case res[6] <= 0:
+		return Result{}, s.ReplyError("clock %dµs, want after the epoch", res[6])
 	}
 	return Result{
 		Allowed:  allowed == 1,
@@ -172,6 +178,7 @@ func parseTake(v any) (Result, error) {
 		Rate:     float64(res[3]) / 1000,
 		Capacity: float64(res[4]) / micro,
 		Delay:    time.Duration(res[5]) * time.Microsecond,
+		At:       time.UnixMicro(res[6]),
 	}, nil
 }
 

@@ -29,29 +29,32 @@ func checkReply(t *testing.T, what string, reply any, err error, ok bool) {
 // TestParseTake: the bucket's Go twin refuses every reply the script never
 // gives, so a caller backs off instead of trusting, say, a wait of 0.
 func TestParseTake(t *testing.T) {
+	const now = 1796600000000000 // the bucket's clock, unix µs
 	tests := []struct {
 		res any
 		ok  bool
 	}{
-		{ints(1, 0, 3e6, 10000, 3e6, 0), true},
-		{ints(1, 0, 3e6, 10000, 3e6, 40000), true}, // a turn granted ahead, sent 40 ms later
-		{ints(0, 100000, 3e6, 10000, 3e6, 0), true},
-		{ints(-1, 0, 0, 10000, 3e6, 0), true},
-		{ints(0, 0, 3e6, 10000, 3e6, 0), false},             // must wait, but 0
-		{ints(0, -5, 3e6, 10000, 3e6, 0), false},            // negative wait
-		{ints(0, math.MaxInt64, 3e6, 10000, 3e6, 0), false}, // overflows a Duration
-		{ints(0, math.MinInt64, 3e6, 10000, 3e6, 0), false}, // a Lua overflow
-		{ints(2, 0, 3e6, 10000, 3e6, 0), false},             // allowed out of range
-		{ints(1, 7, 3e6, 10000, 3e6, 0), false},             // allowed with a wait
-		{ints(-1, 7, 0, 10000, 3e6, 0), false},              // never with a wait
-		{ints(1, 0, math.MinInt64, 10000, 3e6, 0), false},   // negative water
-		{ints(1, 0, 3e6, -1, 3e6, 0), false},                // negative rate
-		{ints(0, 100000, 3e6, 10000, 3e6, 5), false},        // a delay with a wait
-		{ints(-1, 0, 0, 10000, 3e6, 5), false},              // a delay with never
-		{ints(1, 0, 3e6, 10000, 3e6, -1), false},            // negative delay
-		{ints(1, 0, 3e6, 10000, 3e6, 10000001), false},      // past MaxAhead
-		{ints(1, 0, 3e6, 10000, 3e6), false},                // five values
-		{[]any{int64(1), "0", int64(3e6), int64(1e4), int64(3e6), int64(0)}, false},
+		{ints(1, 0, 3e6, 10000, 3e6, 0, now), true},
+		{ints(1, 0, 3e6, 10000, 3e6, 40000, now), true}, // a turn granted ahead, sent 40 ms later
+		{ints(0, 100000, 3e6, 10000, 3e6, 0, now), true},
+		{ints(-1, 0, 0, 10000, 3e6, 0, now), true},
+		{ints(0, 0, 3e6, 10000, 3e6, 0, now), false},             // must wait, but 0
+		{ints(0, -5, 3e6, 10000, 3e6, 0, now), false},            // negative wait
+		{ints(0, math.MaxInt64, 3e6, 10000, 3e6, 0, now), false}, // overflows a Duration
+		{ints(0, math.MinInt64, 3e6, 10000, 3e6, 0, now), false}, // a Lua overflow
+		{ints(2, 0, 3e6, 10000, 3e6, 0, now), false},             // allowed out of range
+		{ints(1, 7, 3e6, 10000, 3e6, 0, now), false},             // allowed with a wait
+		{ints(-1, 7, 0, 10000, 3e6, 0, now), false},              // never with a wait
+		{ints(1, 0, math.MinInt64, 10000, 3e6, 0, now), false},   // negative water
+		{ints(1, 0, 3e6, -1, 3e6, 0, now), false},                // negative rate
+		{ints(0, 100000, 3e6, 10000, 3e6, 5, now), false},        // a delay with a wait
+		{ints(-1, 0, 0, 10000, 3e6, 5, now), false},              // a delay with never
+		{ints(1, 0, 3e6, 10000, 3e6, -1, now), false},            // negative delay
+		{ints(1, 0, 3e6, 10000, 3e6, 10000001, now), false},      // past MaxAhead
+		{ints(1, 0, 3e6, 10000, 3e6, 0), false},                  // six values: no clock
+		{ints(1, 0, 3e6, 10000, 3e6, 0, 0), false},               // a clock at the epoch
+		{ints(1, 0, 3e6, 10000, 3e6, 0, -1), false},              // a clock before it
+		{[]any{int64(1), "0", int64(3e6), int64(1e4), int64(3e6), int64(0), int64(now)}, false},
 		{"OK", false},
 		{nil, false},
 	}

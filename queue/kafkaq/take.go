@@ -189,7 +189,7 @@ func kafkaTakeCall(tenant string, lease time.Duration, jobs []*queue.Claimed, st
 // answer (all 0 when it was not read), how many jobs the call read from
 // the first, and one takeJob per job of the call.
 type takeReply struct {
-	NowMS                                int64
+	NowMS, NowUS                         int64
 	WaitUS, Taken, WaterMicro, RateMilli int64
 	Jobs                                 []takeJob
 }
@@ -199,6 +199,7 @@ func (r takeReply) turn() queue.Turn {
 	return queue.Turn{
 		Wait:  time.Duration(r.WaitUS) * time.Microsecond,
 		Water: float64(r.WaterMicro) / 1e6, Rate: float64(r.RateMilli) / 1e3,
+		At: time.UnixMicro(r.NowUS),
 	}
 }
 
@@ -213,13 +214,13 @@ type takeJob struct {
 // takeHead and takeFields are how many reply elements kafka_take.lua gives
 // before the jobs and per job.
 const (
-	takeHead   = 5
+	takeHead   = 6
 	takeFields = 5
 )
 
 // parseKafkaTake checks kafka_take.lua's reply {now_ms, wait_us, taken,
-// water_micro, rate_milli, n × {cancelled (0|1), beat_ms, done_ms, attempt,
-// delay_us}} for a call of n jobs: now_ms > 0, no negative wait, level or
+// water_micro, rate_milli, now_us, n × {cancelled (0|1), beat_ms, done_ms,
+// attempt, delay_us}} for a call of n jobs: now_ms > 0 and now_us in it, no negative wait, level or
 // rate, taken in [0, n] (0 with a wait, n without a wait unless the call
 // had several jobs), attempt >= 0, a cancelled job not started, a delay in
 // [0, queue.TurnAheadMax] only for a started job, no job started with a
@@ -230,10 +231,10 @@ func parseKafkaTake(v any, n int) (takeReply, error) {
 	if err != nil {
 		return takeReply{}, err
 	}
-	r := takeReply{NowMS: f[0], WaitUS: f[1], Taken: f[2], WaterMicro: f[3], RateMilli: f[4], Jobs: make([]takeJob, n)}
+	r := takeReply{NowMS: f[0], WaitUS: f[1], Taken: f[2], WaterMicro: f[3], RateMilli: f[4], NowUS: f[5], Jobs: make([]takeJob, n)}
 	switch {
-	case r.NowMS <= 0:
-		return takeReply{}, s.ReplyError("now %d, want > 0", r.NowMS)
+	case r.NowMS <= 0 || r.NowUS/1000 != r.NowMS:
+		return takeReply{}, s.ReplyError("now %d ms and %d µs, want > 0 and the same", r.NowMS, r.NowUS)
 	case r.WaitUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
 		return takeReply{}, s.ReplyError("wait %d µs, water %d, rate %d: want none negative", r.WaitUS, r.WaterMicro, r.RateMilli)
 	case r.Taken < 0 || r.Taken > int64(n) || (r.WaitUS > 0) != (r.Taken == 0):

@@ -57,7 +57,7 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 	if err != nil {
 		return nil, queue.Turn{}, 0, fmt.Errorf("queue: take %s: %w", tenant, err)
 	}
-	turn := queue.Turn{Water: float64(r.WaterMicro) / 1e6, Rate: float64(r.RateMilli) / 1e3}
+	turn := queue.Turn{Water: float64(r.WaterMicro) / 1e6, Rate: float64(r.RateMilli) / 1e3, At: time.UnixMicro(r.NowUS)}
 	if len(r.Jobs) == 0 {
 		turn.Wait = time.Duration(r.WaitUS) * time.Microsecond
 		wait := c.emptyWait(r.NextDueMS, 0)
@@ -131,24 +131,24 @@ type takeReply struct {
 // takeHead and takeFields are how many reply elements take.lua gives
 // before the jobs and per job.
 const (
-	takeHead   = 6
+	takeHead   = 7
 	takeFields = 8
 )
 
 // takeResult is take.lua's whole reply.
 type takeResult struct {
-	NowMS, NextDueMS              int64
+	NowMS, NextDueMS, NowUS       int64
 	WaitUS, WaterMicro, RateMilli int64
 	Jobs                          []takeReply
 }
 
 // parseTake checks take.lua's reply {now_ms, next_due_ms, n, wait_us,
-// water_micro, rate_milli, n × {member, envelope, cancelled, beat_ms,
+// water_micro, rate_milli, now_us, n × {member, envelope, cancelled, beat_ms,
 // done_ms, attempt, enqueued_ms, delay_us}} for a take of at most k jobs
 // (wait_us is the refused turn's wait when n is 0, the next turn's after the
 // granted ones else): a job count outside [0, k] or not matching the length,
 // a negative wait, level, rate or delay, and a delay of an unstarted job are
-// refused.
+// refused, as is a now_us that is not now_ms in µs.
 func parseTake(v any, k int) (takeResult, error) {
 	s := lua.Take
 	var r takeResult
@@ -160,9 +160,11 @@ func parseTake(v any, k int) (takeResult, error) {
 	if err != nil {
 		return r, err
 	}
-	r.NowMS, r.NextDueMS, r.WaitUS, r.WaterMicro, r.RateMilli = head[0], head[1], head[3], head[4], head[5]
+	r.NowMS, r.NextDueMS, r.WaitUS, r.WaterMicro, r.RateMilli, r.NowUS = head[0], head[1], head[3], head[4], head[5], head[6]
 	n := int(head[2])
 	switch {
+	case r.NowUS <= 0 || r.NowUS/1000 != r.NowMS:
+		return r, s.ReplyError("now %d ms and %d µs, want > 0 and the same", r.NowMS, r.NowUS)
 	case n < 0 || n > k || len(arr) != takeHead+takeFields*n:
 		return r, s.ReplyError("%d jobs in a reply of %d elements (k %d)", n, len(arr), k)
 	case r.WaitUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:

@@ -1,0 +1,135 @@
+package drainer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file holds how a shaped job's send is put on the bucket's clock.
+//
+// The shared bucket grants turns by Redis TIME; a drainer used to send a
+// job its SendDelay after the take's answer arrived, so each send trailed
+// its turn by that answer's latency. The start-up burst's answers are
+// slower than the paced ones' a second later (every lane asks at once), so
+// a 1-s window of send times that opened at the burst's first send held
+// rate × (that difference) more jobs than the bucket granted in a second
+// of its own clock: one per millisecond at 1000/s, which put the bound
+// rate + capacity at a margin of one job (docs/perf.md step 27).
+//
+// Now each answer tells the bucket's clock (queue.Turn.At,
+// outflow.Result.At), and a drainer sends the job at turn + offset +
+// sendMargin on its own clock, where offset is the least (answer − bucket
+// clock) it saw: the one-way latency plus the clocks' difference. The
+// sends are then the turns shifted by one constant per drainer, as long as
+// no answer comes later than sendMargin after the least; one that does
+// goes at once (counted in sluice_drainer_late_sends_total). The lane's
+// loop still runs on the answer's time (it asks for the next turns as
+// before); only the dispatch waits the last stretch, at most sendMargin.
+
+// sendMargin is how long after its turn plus the least answer latency a
+// shaped job is sent: the extra latency of every shaped send, and the
+// spread of answer latencies the send times absorb.
+const sendMargin = 5 * time.Millisecond
+
+// clockSlew bounds how fast the offset may fall: a lower offset moves the
+// sends after it earlier, which can put more of them in a window than the
+// bucket granted in the same stretch of its clock, by rate × the fall.
+// 100 µs a second is 0.1 job at 1000/s, and far above any clock drift.
+const clockSlew = 100 * time.Microsecond
+
+// clockEpoch is how often a higher least latency is taken (the clocks
+// drifting apart the other way): the offset rises to the least of the last
+// epoch's answers when that is above it. A rise only delays later sends.
+const clockEpoch = 10 * time.Second
+
+// sendClock maps the bucket's clock to this drainer's. The zero value has
+// no offset yet: sendAt answers zero (send at the answer's time) until the
+// first answer or calibration. Safe for concurrent use.
+type sendClock struct {
+	mu       sync.Mutex
+	set      bool
+	offset   time.Duration // local − bucket: the least answer latency, slewed
+	lowered  time.Time     // when offset last fell (local)
+	epoch    time.Time     // the current epoch's start (local)
+	epochMin time.Duration // the least latency in the current epoch
+	seen     bool          // epochMin holds a sample
+}
+
+// observe takes one answer: got is when it arrived here, at the bucket's
+// clock in it (zero: the backend did not tell, nothing learnt).
+func (c *sendClock) observe(got, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	s := got.Sub(at)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.set {
+		c.set, c.offset, c.lowered, c.epoch, c.epochMin, c.seen = true, s, got, got, s, true
+		return
+	}
+	if !c.seen || s < c.epochMin {
+		c.epochMin, c.seen = s, true
+	}
+	if s < c.offset {
+		floor := c.offset - time.Duration(float64(got.Sub(c.lowered))*float64(clockSlew)/float64(time.Second))
+		c.offset, c.lowered = max(s, floor), got
+	}
+	if got.Sub(c.epoch) >= clockEpoch {
+		if c.epochMin > c.offset {
+			c.offset = c.epochMin
+		}
+		c.epoch, c.seen = got, false
+	}
+}
+
+// sendAt is when a job whose turn falls delay after the bucket's clock at
+// is sent here: zero when at is zero or no offset is known yet (the caller
+// sends at the answer plus delay, as before).
+func (c *sendClock) sendAt(at time.Time, delay time.Duration) time.Time {
+	if at.IsZero() {
+		return time.Time{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.set {
+		return time.Time{}
+	}
+	return at.Add(delay + c.offset + sendMargin)
+}
+
+// calibrationSamples is how many TIME round trips calibrate takes.
+const calibrationSamples = 8
+
+// calibrate sets the offset from a few TIME commands before the first
+// take, so the start-up burst's sends already sit on the bucket's clock (its
+// own answers are the slowest). Errors leave the offset to the answers.
+func (c *sendClock) calibrate(ctx context.Context, rdb redis.UniversalClient) {
+	for range calibrationSamples {
+		at, err := rdb.Time(ctx).Result()
+		if err != nil {
+			return
+		}
+		c.observe(time.Now(), at)
+	}
+}
+
+// waitSend holds a dispatch until its send time t (zero: none), at most
+// sendMargin: the loop that launched it waited until the answer plus the
+// turn's delay already, so what is left is the margin less the answer's
+// extra latency. It reports whether the send is late (t had passed).
+func waitSend(t time.Time) (late bool) {
+	if t.IsZero() {
+		return false
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		return d < 0
+	}
+	timer := time.NewTimer(min(d, sendMargin))
+	<-timer.C
+	return false
+}
