@@ -179,16 +179,11 @@ func (d *Drainer) lane(ctx, workCtx context.Context, tenant string, dispatches *
 		if !c.extras.CompareAndSwap(0, laneClaimers-1) {
 			return
 		}
-		d.wideLanes.Add(1)
 		for range laneClaimers - 1 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer func() {
-					if c.extras.Add(-1) == 0 {
-						d.wideLanes.Add(-1)
-					}
-				}()
+				defer c.extras.Add(-1)
 				d.pull(ctx, workCtx, c, true)
 			}()
 		}

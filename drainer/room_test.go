@@ -124,43 +124,20 @@ func waitWaiters(t *testing.T, r *room, n int) {
 	t.Fatalf("waiters never reached %d", n)
 }
 
-// TestTakeBatch: the cap at first and while takes come back full; after a
-// short take one more than it got, doubling back up as takes fill; a cap
-// raised or lowered applies at the next take.
+// TestTakeBatch: takeMax at first and while takes come back full; after a
+// short take one more than it got, doubling back up as takes fill.
 func TestTakeBatch(t *testing.T) {
 	var b takeBatch
-	steps := []struct{ limit, got, want int }{
-		{takeMax, takeMax, takeMax}, // full: stays at the cap
-		{takeMax, 3, 4},             // short: one more than it got
-		{takeMax, 0, 1},             // empty: one
-		{takeMax, 1, 2}, {takeMax, 2, 4}, {takeMax, 4, 8}, {takeMax, 8, 16}, {takeMax, 16, takeMax},
-		{takeMaxWide, takeMaxWide, takeMaxWide}, // cap raised: full takes grow to it
-		{takeMax, takeMax, takeMax},             // cap lowered: applies at once
-		{takeMaxWide, 5, 6},                     // short under the raised cap
+	steps := []struct{ got, want int }{
+		{takeMax, takeMax}, // full: stays at takeMax
+		{3, 4},             // short: one more than it got
+		{0, 1},             // empty: one
+		{1, 2}, {2, 4}, {4, 8}, {8, 16}, {16, takeMax},
 	}
 	for i, s := range steps {
-		b.took(b.size(s.limit), s.got)
-		if got := b.size(s.limit); got != s.want {
+		b.took(b.size(), s.got)
+		if got := b.size(); got != s.want {
 			t.Fatalf("step %d (took %d): next size %d, want %d", i, s.got, got, s.want)
-		}
-	}
-}
-
-// TestTakeCap: MaxInFlight shared among the lanes taking in batches, each
-// with laneClaimers loops, within [takeMax, takeMaxWide].
-func TestTakeCap(t *testing.T) {
-	for _, c := range []struct {
-		maxInFlight, lanes, want int
-	}{
-		{256, 0, takeMaxWide}, {256, 1, takeMaxWide}, {256, 4, takeMaxWide},
-		{256, 5, 25}, {256, 8, takeMax}, {256, 12, takeMax}, {256, 2000, takeMax},
-		{4, 1, takeMax}, // below takeMax: reserve clamps to MaxInFlight
-		{4096, 12, takeMaxWide},
-	} {
-		d := &Drainer{cfg: Config{MaxInFlight: c.maxInFlight}}
-		d.wideLanes.Store(int32(c.lanes))
-		if got := d.takeCap(); got != c.want {
-			t.Errorf("MaxInFlight %d, %d lanes: cap %d, want %d", c.maxInFlight, c.lanes, got, c.want)
 		}
 	}
 }

@@ -49,25 +49,8 @@ func turnsAhead(o outflow.Limit) int {
 
 // takeMax bounds the jobs one pull loop takes in one call (queue.Taker), so
 // a lane holds at most laneClaimers × takeMax of MaxInFlight's room while
-// its take is on the wire. It is the bound while many lanes take at once;
-// with few, takeCap lets a take grow to takeMaxWide.
+// its take is on the wire.
 const takeMax = 16
-
-// takeMaxWide bounds a take while few lanes take at once (takeCap): one busy
-// tenant drains faster with 32 jobs per take than 16 (drainbench, Kafka
-// backend, 1 drainer: 2.03x BullMQ vs 1.35-1.53x), but 12 busy tenants
-// taking 32 each split MaxInFlight's room so finely that they drained at
-// 0.83-0.90x one tenant's rate (docs/perf.md step 27, L33).
-const takeMaxWide = 32
-
-// takeCap is the most a lane's take asks for now: MaxInFlight shared among
-// the pull loops of the lanes taking in batches (wideLanes × laneClaimers),
-// clamped to [takeMax, takeMaxWide]. With the default 256 places, up to 4
-// such lanes take 32, from 8 on 16, as before takeMaxWide.
-func (d *Drainer) takeCap() int {
-	lanes := max(int(d.wideLanes.Load()), 1)
-	return min(max(d.cfg.MaxInFlight/(lanes*laneClaimers), takeMax), takeMaxWide)
-}
 
 // taker returns the consumer's queue.Taker when the tenant's outflow has no
 // gate in Redis now (no rate, no concurrency cap): only then may a claim
@@ -109,34 +92,31 @@ func (d *Drainer) reserve(ctx context.Context, n int) int { return d.room.acquir
 func (d *Drainer) unreserve(n int) { d.room.release(n) }
 
 // takeBatch is how many jobs a lane's next take asks for, and so how many
-// places it reserves: the cap (takeCap) while its takes come back full, else
-// one more than the last one got, doubling again as they fill. A tenant with a job
+// places it reserves: takeMax while its takes come back full, else one more
+// than the last one got, doubling again as they fill. A tenant with a job
 // now and then thus waits, in a full drainer, for one place to come free
 // and not for takeMax (reserve grants whole batches in arrival order).
 // Shared by a lane's pull loops.
 type takeBatch struct{ n atomic.Int32 }
 
-// size is the next take's size under limit (takeCap's answer).
-func (b *takeBatch) size(limit int) int {
-	if n := int(b.n.Load()); n > 0 {
-		return min(n, limit)
+func (b *takeBatch) size() int {
+	if n := b.n.Load(); n > 0 {
+		return int(n)
 	}
-	return limit
+	return takeMax
 }
 
-// took records a take that asked for asked jobs and got got; a full take
-// lets the next ask for twice as many, up to takeMaxWide (size applies the
-// cap of its moment).
+// took records a take that asked for asked jobs and got got.
 func (b *takeBatch) took(asked, got int) {
 	if got >= asked {
-		b.n.Store(int32(min(takeMaxWide, 2*asked)))
+		b.n.Store(int32(min(takeMax, 2*asked)))
 	} else {
 		b.n.Store(int32(max(1, got+1)))
 	}
 }
 
 // take is claimAndLaunch through a queue.Taker: it reserves room among
-// MaxInFlight for up to takeCap jobs first (so a job it starts never waits
+// MaxInFlight for up to takeMax jobs first (so a job it starts never waits
 // for room with its start recorded), takes that many in one call, gives the
 // unused room back and hands each job to launch with its place: a started
 // one (Claimed.Started) goes to its dispatch at once, the others take the
@@ -148,7 +128,7 @@ func (d *Drainer) take(ctx, workCtx context.Context, tenant string, t queue.Take
 	if jw, ok := t.(queue.JobWaiter); ok && !jw.WaitJobs(ctx, tenant) {
 		return false, 0, ctx.Err() == nil, nil
 	}
-	room := d.reserve(ctx, b.size(d.takeCap()))
+	room := d.reserve(ctx, b.size())
 	if room == 0 {
 		return false, 0, false, nil
 	}
@@ -204,7 +184,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 	if jw, ok := t.(queue.JobWaiter); ok && !jw.WaitJobs(ctx, tenant) {
 		return false, 0, ctx.Err() == nil, nil
 	}
-	room := d.reserve(ctx, b.size(turnsAhead(o)))
+	room := d.reserve(ctx, min(b.size(), turnsAhead(o)))
 	if room == 0 {
 		return false, 0, false, nil
 	}
