@@ -272,12 +272,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 	}
 	sent := env
 	sent.Attempt = max(st.Attempt-1, env.Attempt)
-	if waitSend(at) {
-		d.m.lateSends.Inc()
-	}
-	start := d.clock.Now()
-	err := d.handler.Handle(ctx, sent)
-	d.m.duration.WithLabelValues(lbl).Observe(d.clock.Now().Sub(start).Seconds())
+	err := d.handle(ctx, sent, lbl, at)
 	out, overload := classify(err, ctx.Err() != nil)
 	if overload && o.Adaptive {
 		d.decrease(env.Tenant, o)
@@ -321,6 +316,19 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 		d.m.dispatch.WithLabelValues(lbl, "stopped").Inc()
 		d.settle(job, func(ctx context.Context) error { return c.Release(ctx, job) }, "release")
 	}
+}
+
+// handle hands env to the Handler, first holding it until its send time
+// on the bucket's clock (at, zero: none; waitSend, a late one counted), and
+// observes the delivery's duration.
+func (d *Drainer) handle(ctx context.Context, env queue.Envelope, lbl string, at time.Time) error {
+	if waitSend(at) {
+		d.m.lateSends.Inc()
+	}
+	start := d.clock.Now()
+	err := d.handler.Handle(ctx, env)
+	d.m.duration.WithLabelValues(lbl).Observe(d.clock.Now().Sub(start).Seconds())
+	return err
 }
 
 // dropAtStart finishes a job whose start found it cancelled after its claim

@@ -65,7 +65,6 @@ func (d *Drainer) currentOutflow(tenant string) (o outflow.Limit, ok bool) {
 // the job stays leased meanwhile.
 func (d *Drainer) waitTurn(ctx context.Context, job *queue.Claimed) (flow, float64, outflow.Limit, time.Time) {
 	tenant := job.Envelope.Tenant
-	lbl := d.label(tenant)
 	start := d.clock.Now()
 	var pause errorBackoff
 	for {
@@ -93,9 +92,7 @@ func (d *Drainer) waitTurn(ctx context.Context, job *queue.Claimed) (flow, float
 		if res.Never {
 			return flowNever, res.Capacity, o, time.Time{}
 		}
-		d.m.water.WithLabelValues(lbl).Set(res.Water)
-		d.m.effective.WithLabelValues(lbl).Set(res.Rate)
-		d.m.configured.WithLabelValues(lbl).Set(o.Rate)
+		d.setBucketGauges(tenant, res.Water, res.Rate, o.Rate)
 		if res.Allowed {
 			d.sends.observe(answered, res.At)
 			d.m.outflowWaits.Observe((d.clock.Now().Sub(start) + res.Delay).Seconds())
@@ -108,6 +105,15 @@ func (d *Drainer) waitTurn(ctx context.Context, job *queue.Claimed) (flow, float
 			return flowStop, 0, o, time.Time{}
 		}
 	}
+}
+
+// setBucketGauges sets the tenant's bucket gauges from an answer: its water
+// level, the effective rate the script used and the configured one.
+func (d *Drainer) setBucketGauges(tenant string, water, effective, configured float64) {
+	lbl := d.label(tenant)
+	d.m.water.WithLabelValues(lbl).Set(water)
+	d.m.effective.WithLabelValues(lbl).Set(effective)
+	d.m.configured.WithLabelValues(lbl).Set(configured)
 }
 
 // pauseAfter counts and logs a failed backend call of a waiting job (op is

@@ -194,9 +194,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 	}
 	jobs, turn, wait, err := t.TakeTurn(ctx, tenant, room, o.Rate, o.Capacity, turnAhead)
 	answered := time.Now()
-	if err == nil {
-		d.sends.observe(answered, turn.At)
-	}
+	d.sends.observe(answered, turn.At) // zero on an error: nothing learnt
 	d.unreserve(room - len(jobs))
 	if err != nil {
 		var re redis.Error
@@ -206,10 +204,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 		return false, 0, true, err
 	}
 	if turn.Rate > 0 {
-		lbl := d.label(tenant)
-		d.m.water.WithLabelValues(lbl).Set(turn.Water)
-		d.m.effective.WithLabelValues(lbl).Set(turn.Rate)
-		d.m.configured.WithLabelValues(lbl).Set(o.Rate)
+		d.setBucketGauges(tenant, turn.Water, turn.Rate, o.Rate)
 	}
 	if turn.Wait > 0 {
 		d.refused.LoadOrStore(tenant, d.clock.Now())

@@ -104,6 +104,10 @@ func TestBucketNeverWritesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cost %d: %v", cost, err)
 		}
+		if !got.At.Equal(t0) {
+			t.Errorf("cost %d: the answer's clock %v, want the call's %v", cost, got.At, t0)
+		}
+		got.At = time.Time{}
 		if want := (outflow.Result{Never: true, Rate: 10, Capacity: 5}); got != want {
 			t.Errorf("cost %d on an empty bucket: got %+v, want %+v", cost, got, want)
 		}

@@ -68,7 +68,8 @@ func TestBucketAtFixedInstants(t *testing.T) {
 		}},
 		{"a caller behind the last write leaks nothing", lim, []step{
 			{time.Second, 3, outflow.Result{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
-			{900 * time.Millisecond, 1, outflow.Result{Wait: 100 * time.Millisecond, Water: 3, Rate: 10, Capacity: 3}},
+			// The bucket's clock stays at its last write (At).
+			{900 * time.Millisecond, 1, outflow.Result{Wait: 100 * time.Millisecond, Water: 3, Rate: 10, Capacity: 3, At: t0.Add(time.Second)}},
 			{1100 * time.Millisecond, 1, outflow.Result{Allowed: true, Water: 3, Rate: 10, Capacity: 3}},
 		}},
 	}
@@ -80,6 +81,9 @@ func TestBucketAtFixedInstants(t *testing.T) {
 				got, err := l.TakeAt(ctx, tenant, tc.lim, s.cost, t0.Add(s.at))
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
+				}
+				if s.want.At.IsZero() {
+					s.want.At = t0.Add(s.at) // the reply carries the call's clock
 				}
 				if diff := cmp.Diff(s.want, got, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
 					t.Errorf("step %d (at +%v, cost %d) mismatch (-want +got):\n%s", i, s.at, s.cost, diff)
@@ -132,7 +136,7 @@ func TestBucketOverrideReachesNextCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := outflow.Result{Allowed: true, Water: 2, Rate: 4, Capacity: 2}
+	want := outflow.Result{Allowed: true, Water: 2, Rate: 4, Capacity: 2, At: t0}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after override (-want +got):\n%s", diff)
 	}
