@@ -322,7 +322,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 // on the bucket's clock (at, zero: none; waitSend, a late one counted), and
 // observes the delivery's duration.
 func (d *Drainer) handle(ctx context.Context, env queue.Envelope, lbl string, at time.Time) error {
-	if waitSend(at) {
+	if waitSend(ctx, at) {
 		d.m.lateSends.Inc()
 	}
 	start := d.clock.Now()

@@ -74,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 12),
 		}),
 		lateSends: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_drainer_late_sends_total", Help: "Shaped jobs whose dispatch reached its send time on the bucket's clock (the turn + the least answer latency + 5 ms) after it had passed: sent at once, that much behind their turn.",
+			Name: "sluice_drainer_late_sends_total", Help: "Shaped jobs whose dispatch reached its send time on the bucket's clock (the turn + the least answer latency + 5 ms) after it had passed (a slow answer, or a wait for room or for the start's record): sent at once, that much behind their turn.",
 		}),
 	}
 	if reg == nil {

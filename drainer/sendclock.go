@@ -37,25 +37,37 @@ const sendMargin = 5 * time.Millisecond
 // clockSlew bounds how fast the offset may fall: a lower offset moves the
 // sends after it earlier, which can put more of them in a window than the
 // bucket granted in the same stretch of its clock, by rate × the fall.
-// 100 µs a second is 0.1 job at 1000/s, and far above any clock drift.
+// The allowance is counted from the last fall or rise and for at most a
+// second, so a quiet stretch saves none up: at most 100 µs in any second,
+// 0.1 job at 1000/s, and far above any clock drift.
 const clockSlew = 100 * time.Microsecond
 
 // clockEpoch is how often a higher least latency is taken (the clocks
-// drifting apart the other way): the offset rises to the least of the last
-// epoch's answers when that is above it. A rise only delays later sends.
-const clockEpoch = 10 * time.Second
+// drifting apart the other way): the offset rises to the least of an
+// epoch's answers when that is above it, if the epoch had at least
+// clockEpochSamples answers and no gap made it longer than two epochs (one
+// slow answer after a quiet spell says nothing). A rise only delays later
+// sends.
+const (
+	clockEpoch        = 10 * time.Second
+	clockEpochSamples = 8
+)
 
 // sendClock maps the bucket's clock to this drainer's. The zero value has
 // no offset yet: sendAt answers zero (send at the answer's time) until the
-// first answer or calibration. Safe for concurrent use.
+// first answer or calibration. One offset serves every Redis node the
+// drainer's buckets live on: on a Cluster whose nodes' clocks differ by
+// more than sendMargin, the sends of the shards behind the least one are
+// late (sent at once, counted), as they were before the bucket's clock was
+// used. Safe for concurrent use.
 type sendClock struct {
 	mu       sync.Mutex
 	set      bool
 	offset   time.Duration // local − bucket: the least answer latency, slewed
-	lowered  time.Time     // when offset last fell (local)
+	moved    time.Time     // when offset last fell or rose (local)
 	epoch    time.Time     // the current epoch's start (local)
 	epochMin time.Duration // the least latency in the current epoch
-	seen     bool          // epochMin holds a sample
+	epochN   int           // answers in the current epoch
 }
 
 // observe takes one answer: got is when it arrived here, at the bucket's
@@ -68,22 +80,30 @@ func (c *sendClock) observe(got, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.set {
-		c.set, c.offset, c.lowered, c.epoch, c.epochMin, c.seen = true, s, got, got, s, true
+		c.reset(got, s)
 		return
 	}
-	if !c.seen || s < c.epochMin {
-		c.epochMin, c.seen = s, true
+	if c.epochN == 0 || s < c.epochMin {
+		c.epochMin = s
 	}
+	c.epochN++
 	if s < c.offset {
-		floor := c.offset - time.Duration(float64(got.Sub(c.lowered))*float64(clockSlew)/float64(time.Second))
-		c.offset, c.lowered = max(s, floor), got
+		allowance := min(got.Sub(c.moved), time.Second)
+		floor := c.offset - time.Duration(float64(allowance)*float64(clockSlew)/float64(time.Second))
+		c.offset, c.moved = max(s, floor), got
 	}
-	if got.Sub(c.epoch) >= clockEpoch {
-		if c.epochMin > c.offset {
-			c.offset = c.epochMin
+	if since := got.Sub(c.epoch); since >= clockEpoch {
+		if since < 2*clockEpoch && c.epochN >= clockEpochSamples && c.epochMin > c.offset {
+			c.offset, c.moved = c.epochMin, got
 		}
-		c.epoch, c.seen = got, false
+		c.epoch, c.epochN = got, 0
 	}
+}
+
+// reset sets the offset to s outright: the first answer, or calibration's
+// least sample.
+func (c *sendClock) reset(got time.Time, s time.Duration) {
+	c.set, c.offset, c.moved, c.epoch, c.epochMin, c.epochN = true, s, got, got, s, 1
 }
 
 // sendAt is when a job whose turn falls delay after the bucket's clock at
@@ -101,27 +121,46 @@ func (c *sendClock) sendAt(at time.Time, delay time.Duration) time.Time {
 	return at.Add(delay + c.offset + sendMargin)
 }
 
-// calibrationSamples is how many TIME round trips calibrate takes.
+// calibrationSamples is how many TIME round trips calibrate takes; the
+// first, which may open the connection, is not counted.
 const calibrationSamples = 8
 
-// calibrate sets the offset from a few TIME commands before the first
-// take, so the start-up burst's sends already sit on the bucket's clock (its
-// own answers are the slowest). Errors leave the offset to the answers.
+// calibrate sets the offset to the least of a few TIME round trips before
+// the first take (not slewed: nothing was sent yet), so the start-up
+// burst's sends already sit on the bucket's clock (its own answers are the
+// slowest). Errors leave the offset to the answers.
 func (c *sendClock) calibrate(ctx context.Context, rdb redis.UniversalClient) {
+	if err := rdb.Time(ctx).Err(); err != nil {
+		return
+	}
+	var least time.Duration
+	n := 0
 	for range calibrationSamples {
 		at, err := rdb.Time(ctx).Result()
 		if err != nil {
-			return
+			break
 		}
-		c.observe(time.Now(), at)
+		if s := time.Since(at); n == 0 || s < least {
+			least = s
+		}
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.set || least < c.offset {
+		c.reset(time.Now(), least)
 	}
 }
 
 // waitSend holds a dispatch until its send time t (zero: none), at most
-// sendMargin: the loop that launched it waited until the answer plus the
-// turn's delay already, so what is left is the margin less the answer's
-// extra latency. It reports whether the send is late (t had passed).
-func waitSend(t time.Time) (late bool) {
+// sendMargin, or until ctx ends: the loop that launched it waited until the
+// answer plus the turn's delay already, so what is left is the margin less
+// the answer's extra latency (and the waits for room and the start's
+// record). It reports whether the send is late (t had passed).
+func waitSend(ctx context.Context, t time.Time) (late bool) {
 	if t.IsZero() {
 		return false
 	}
@@ -130,6 +169,10 @@ func waitSend(t time.Time) (late bool) {
 		return d < 0
 	}
 	timer := time.NewTimer(min(d, sendMargin))
-	<-timer.C
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 	return false
 }

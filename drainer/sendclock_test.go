@@ -1,8 +1,11 @@
 package drainer
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestSendClockMapsTurnsToTheLeastLatency: sends sit at turn + the least
@@ -34,49 +37,86 @@ func TestSendClockMapsTurnsToTheLeastLatency(t *testing.T) {
 		t.Fatalf("after a slow answer sendAt = %v, want %v", got, want)
 	}
 	// A faster one, 2 s after the first: the offset falls by at most
-	// clockSlew × 2 s (200 µs → 100 µs), not to 50 µs at once.
+	// clockSlew for the last second (300 µs → 200 µs), not to 50 µs at once.
 	at = base.Add(2 * time.Second)
 	c.observe(at.Add(50*time.Microsecond), at)
-	if got := c.offsetNow(); got < 100*time.Microsecond || got > 101*time.Microsecond {
-		t.Fatalf("offset after a faster answer = %v, want about 100µs (slewed)", got)
+	if got := c.offsetNow(); got != 200*time.Microsecond {
+		t.Fatalf("offset after a faster answer = %v, want 200µs (slewed)", got)
 	}
-	// 10 s later it has reached the least.
-	at = base.Add(12 * time.Second)
+	// A quiet minute saves no allowance up: one fast answer then falls
+	// 100 µs, the next second's reaches the least.
+	at = base.Add(62 * time.Second)
 	c.observe(at.Add(50*time.Microsecond), at)
-	if got, want := c.offsetNow(), 50*time.Microsecond; got != want {
-		t.Fatalf("offset 10 s on = %v, want %v", got, want)
+	if got := c.offsetNow(); got != 100*time.Microsecond {
+		t.Fatalf("offset after a quiet minute = %v, want 100µs (one second's fall)", got)
+	}
+	at = base.Add(63 * time.Second)
+	c.observe(at.Add(50*time.Microsecond), at)
+	if got := c.offsetNow(); got != 50*time.Microsecond {
+		t.Fatalf("offset a second on = %v, want 50µs", got)
 	}
 	// Every answer of an epoch slower (the clocks drifting apart): the
 	// offset rises to an epoch's least at the epoch's end.
 	for i := range 25 {
-		at = base.Add(13*time.Second + time.Duration(i)*time.Second)
+		at = base.Add(64*time.Second + time.Duration(i)*time.Second)
 		c.observe(at.Add(900*time.Microsecond+time.Duration(i)*time.Microsecond), at)
 	}
-	if got := c.offsetNow(); got < 900*time.Microsecond || got > 925*time.Microsecond {
-		t.Fatalf("offset after 25 s of slower answers = %v, want an epoch's least, 900-925µs", got)
+	risen := c.offsetNow()
+	if risen < 900*time.Microsecond || risen > 925*time.Microsecond {
+		t.Fatalf("offset after 25 s of slower answers = %v, want an epoch's least, 900-925µs", risen)
+	}
+	// One slow answer after a quiet spell, or a few in an epoch, raise
+	// nothing.
+	for _, sec := range []int{120, 131, 135} {
+		at = base.Add(time.Duration(sec) * time.Second)
+		c.observe(at.Add(5*time.Millisecond), at)
+	}
+	if got := c.offsetNow(); got != risen {
+		t.Fatalf("offset after sparse slow answers = %v, want %v kept", got, risen)
+	}
+}
+
+// TestSendClockCalibrates: calibrate sets the offset from TIME round trips
+// on the real Redis before any answer: a loopback latency, well under the
+// margin.
+func TestSendClockCalibrates(t *testing.T) {
+	var c sendClock
+	c.calibrate(context.Background(), testenv.Redis(t))
+	if !c.set {
+		t.Fatal("calibrate set no offset")
+	}
+	if got := c.offsetNow(); got < -time.Second || got > 2*time.Millisecond {
+		t.Errorf("calibrated offset %v, want a loopback latency (under 2ms; the clocks are the same host's)", got)
 	}
 }
 
 // TestWaitSend: a dispatch waits for its send time, at most sendMargin, and
 // reports a time already passed as late.
 func TestWaitSend(t *testing.T) {
-	if waitSend(time.Time{}) {
+	if waitSend(context.Background(), time.Time{}) {
 		t.Error("no send time: late, want not")
 	}
-	if !waitSend(time.Now().Add(-time.Millisecond)) {
+	if !waitSend(context.Background(), time.Now().Add(-time.Millisecond)) {
 		t.Error("a send time passed: not late, want late")
 	}
 	start := time.Now()
-	if waitSend(start.Add(2 * time.Millisecond)) {
+	if waitSend(context.Background(), start.Add(2*time.Millisecond)) {
 		t.Error("a send time ahead: late, want not")
 	}
 	if time.Since(start) < 2*time.Millisecond {
 		t.Errorf("waited %v, want ≥ 2ms", time.Since(start))
 	}
 	start = time.Now()
-	waitSend(start.Add(time.Hour))
+	waitSend(context.Background(), start.Add(time.Hour))
 	if w := time.Since(start); w < sendMargin || w > sendMargin+time.Second {
 		t.Errorf("a send time an hour ahead: waited %v, want sendMargin (%v)", w, sendMargin)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start = time.Now()
+	waitSend(ctx, start.Add(time.Hour))
+	if w := time.Since(start); w >= sendMargin {
+		t.Errorf("ctx ended: waited %v, want less than sendMargin", w)
 	}
 }
 

@@ -68,8 +68,10 @@
 --
 -- Returns {now_ms, wait_us, taken, water_micro, rate_milli, now_us, then
 -- per job cancelled (0|1), beat_ms, done_ms, attempt, delay_us}: now_us
--- is the call's clock in µs (a started job's turn falls at now_us +
--- delay_us on it, which the drainer maps to its own clock); wait_us >= 1 when
+-- is the bucket's clock in µs (the call's, or the bucket's last write when
+-- the call is behind it; the call's without a bucket): a started job's
+-- turn falls at now_us + delay_us on it, which the drainer maps to its own
+-- clock; wait_us >= 1 when
 -- the first job's turn was not free (nothing is started, taken 0), else 0;
 -- taken the jobs read (all n without a rate); water_micro and rate_milli
 -- the bucket's level after the call and the rate used, as take.lua returns
@@ -128,7 +130,7 @@ local ttl = ARGV[3]
 local b, spent = nil, false
 local out = {now, 0, n, 0, 0, now_us}
 local function head()
-  if b then out[4], out[5] = b.water, math.floor(b.rate * 1000) end
+  if b then out[4], out[5], out[6] = b.water, math.floor(b.rate * 1000), b.now end
   return out
 end
 

@@ -59,7 +59,8 @@
 --   written). water_micro is the level after the call, rate_milli the rate
 --   used × 1000, delay_us the wait before the send of a turn granted ahead
 --   (0 for one free now, and when not allowed), now_us the bucket's clock
---   of the call (Redis TIME, or ARGV[4]), unix µs: the turn falls at
+--   of the call (Redis TIME, or ARGV[4]; the last write's when the call is
+--   behind it), unix µs: the turn falls at
 --   now_us + delay_us, which the drainer maps to its own clock to send on
 --   the bucket's (drainer/sendclock.go). Every value is an integer below
 --   2^53.

@@ -46,8 +46,9 @@ type Result struct {
 	// early. 0 for a turn free now, and when not Allowed.
 	Delay time.Duration
 	// At is the bucket's clock when it answered (Redis TIME, or TakeAt's
-	// now): the turn falls at At + Delay on that clock, which the drainer
-	// maps to its own to send on the bucket's clock.
+	// now; its last write's time when the call is behind it): the turn
+	// falls at At + Delay on that clock, which the drainer maps to its own
+	// to send on the bucket's clock.
 	At time.Time
 }
 

@@ -181,9 +181,10 @@ func CheckTurn(tenant string, rate, capacity float64, ahead time.Duration) error
 type Turn struct {
 	Wait, Next  time.Duration
 	Water, Rate float64
-	// At is the bucket's clock when it answered (Redis TIME): a job granted
-	// a turn falls due at At + its SendDelay on that clock. Zero when the
-	// backend does not tell.
+	// At is the bucket's clock when it answered (Redis TIME; the bucket's
+	// last write when the call is behind it): a job granted a turn falls
+	// due at At + its SendDelay on that clock. Zero when the backend does
+	// not tell.
 	At time.Time
 }
 

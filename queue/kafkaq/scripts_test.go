@@ -28,7 +28,7 @@ func TestScriptRepliesChecked(t *testing.T) {
 				ints(5, 0, 2, 0, 0, 5000, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0),    // too long
 				ints(5, 0, 2, 0, 0, 5000, 0, 0, 0, 1, 0, 0, 0, 0, 1),          // the older reply, without delays
 				ints(0, 0, 2, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0),          // now 0
-				ints(5, 0, 2, 0, 0, 4999, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0),       // now_us another ms
+				ints(5, 0, 2, 0, 0, 4999, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0),       // the bucket's clock behind now
 				ints(5, 0, 2, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0),          // now_us 0
 				ints(5, 0, 2, 0, 0, 5000, 2, 0, 0, 1, 0, 0, 0, 0, 1, 0),       // cancelled 2
 				ints(5, 0, 2, 0, 0, 5000, 0, 0, 0, -1, 0, 0, 0, 0, 1, 0),      // attempt -1

@@ -220,7 +220,8 @@ const (
 
 // parseKafkaTake checks kafka_take.lua's reply {now_ms, wait_us, taken,
 // water_micro, rate_milli, now_us, n × {cancelled (0|1), beat_ms, done_ms,
-// attempt, delay_us}} for a call of n jobs: now_ms > 0 and now_us in it, no negative wait, level or
+// attempt, delay_us}} for a call of n jobs: now_ms > 0 and now_us (the
+// bucket's clock) not behind it, no negative wait, level or
 // rate, taken in [0, n] (0 with a wait, n without a wait unless the call
 // had several jobs), attempt >= 0, a cancelled job not started, a delay in
 // [0, queue.TurnAheadMax] only for a started job, no job started with a
@@ -233,8 +234,8 @@ func parseKafkaTake(v any, n int) (takeReply, error) {
 	}
 	r := takeReply{NowMS: f[0], WaitUS: f[1], Taken: f[2], WaterMicro: f[3], RateMilli: f[4], NowUS: f[5], Jobs: make([]takeJob, n)}
 	switch {
-	case r.NowMS <= 0 || r.NowUS/1000 != r.NowMS:
-		return takeReply{}, s.ReplyError("now %d ms and %d µs, want > 0 and the same", r.NowMS, r.NowUS)
+	case r.NowMS <= 0 || r.NowUS/1000 < r.NowMS:
+		return takeReply{}, s.ReplyError("now %d ms and bucket clock %d µs, want > 0 and the clock not behind now", r.NowMS, r.NowUS)
 	case r.WaitUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
 		return takeReply{}, s.ReplyError("wait %d µs, water %d, rate %d: want none negative", r.WaitUS, r.WaterMicro, r.RateMilli)
 	case r.Taken < 0 || r.Taken > int64(n) || (r.WaitUS > 0) != (r.Taken == 0):
