@@ -56,8 +56,8 @@ func (d *Drainer) currentOutflow(tenant string) (o outflow.Limit, ok bool) {
 // recovers as soon as the limit is fixed (an override changed in Redis is
 // seen at the next ask, within outflowWaitMax or the error pause). It
 // returns the outflow of its last ask, and flowGo with the send time of
-// the turn on the bucket's clock (sendClock; zero when not known); flowStop when ctx is done
-// first; flowRemoved when the tenant was removed meanwhile; flowPaused when
+// the turn on the bucket's clock (sendClock; zero when not known);
+// flowStop when ctx is done first; flowRemoved when the tenant was removed meanwhile; flowPaused when
 // it was paused (the job takes no turn); flowNever with
 // the capacity the script used when the job's cost exceeds it
 // (outflow.Result.Never): that job can never pass. Backend errors, and

@@ -62,9 +62,8 @@ const (
 // used. Safe for concurrent use.
 type sendClock struct {
 	mu       sync.Mutex
-	set      bool
 	offset   time.Duration // local − bucket: the least answer latency, slewed
-	moved    time.Time     // when offset last fell or rose (local)
+	moved    time.Time     // when offset last fell or rose (local); zero: no offset yet
 	epoch    time.Time     // the current epoch's start (local)
 	epochMin time.Duration // the least latency in the current epoch
 	epochN   int           // answers in the current epoch
@@ -79,7 +78,7 @@ func (c *sendClock) observe(got, at time.Time) {
 	s := got.Sub(at)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.set {
+	if c.moved.IsZero() {
 		c.reset(got, s)
 		return
 	}
@@ -103,22 +102,31 @@ func (c *sendClock) observe(got, at time.Time) {
 // reset sets the offset to s outright: the first answer, or calibration's
 // least sample.
 func (c *sendClock) reset(got time.Time, s time.Duration) {
-	c.set, c.offset, c.moved, c.epoch, c.epochMin, c.epochN = true, s, got, got, s, 1
+	c.offset, c.moved, c.epoch, c.epochMin, c.epochN = s, got, got, s, 1
 }
 
 // sendAt is when a job whose turn falls delay after the bucket's clock at
 // is sent here: zero when at is zero or no offset is known yet (the caller
-// sends at the answer plus delay, as before).
+// sends at the answer plus delay, as before). The jobs of one answer share
+// at: sendAt(at, 0) once, then later(base, delay) for each.
 func (c *sendClock) sendAt(at time.Time, delay time.Duration) time.Time {
 	if at.IsZero() {
 		return time.Time{}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.set {
+	if c.moved.IsZero() {
 		return time.Time{}
 	}
 	return at.Add(delay + c.offset + sendMargin)
+}
+
+// later is base + d, zero when base is zero (no send time).
+func later(base time.Time, d time.Duration) time.Time {
+	if base.IsZero() {
+		return base
+	}
+	return base.Add(d)
 }
 
 // calibrationSamples is how many TIME round trips calibrate takes; the
@@ -150,7 +158,7 @@ func (c *sendClock) calibrate(ctx context.Context, rdb redis.UniversalClient) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.set || least < c.offset {
+	if c.moved.IsZero() || least < c.offset {
 		c.reset(time.Now(), least)
 	}
 }

@@ -29,6 +29,13 @@ func TestSendClockMapsTurnsToTheLeastLatency(t *testing.T) {
 	if got := c.sendAt(base, 40*time.Millisecond); !got.Equal(want) {
 		t.Fatalf("sendAt = %v, want %v", got, want)
 	}
+	// The jobs of one answer: later shifts the shared base, and keeps zero.
+	if got, want := later(c.sendAt(base, 0), 40*time.Millisecond), c.sendAt(base, 40*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("later(base, 40ms) = %v, want sendAt's %v", got, want)
+	}
+	if got := later(time.Time{}, time.Second); !got.IsZero() {
+		t.Fatalf("later of no send time = %v, want zero", got)
+	}
 	// A slower answer (a burst's, 3 ms) does not move the sends: they stay
 	// on the bucket's clock.
 	at := base.Add(time.Second)
@@ -82,7 +89,7 @@ func TestSendClockMapsTurnsToTheLeastLatency(t *testing.T) {
 func TestSendClockCalibrates(t *testing.T) {
 	var c sendClock
 	c.calibrate(context.Background(), testenv.Redis(t))
-	if !c.set {
+	if c.sendAt(time.Now(), 0).IsZero() {
 		t.Fatal("calibrate set no offset")
 	}
 	if got := c.offsetNow(); got < -time.Second || got > 2*time.Millisecond {

@@ -251,6 +251,7 @@ func (d *Drainer) takeTurn(ctx, workCtx context.Context, tenant string, t queue.
 // (their turns are spent; they are taken again) and launchTurns reports
 // false.
 func (d *Drainer) launchTurns(ctx, workCtx context.Context, jobs []*queue.Claimed, at, bucketAt time.Time, dispatches *sync.WaitGroup) bool {
+	sendBase := d.sends.sendAt(bucketAt, 0) // one lock per answer, not per job
 	live := true
 	for _, job := range jobs {
 		placed := job.SendDelay == 0
@@ -269,7 +270,7 @@ func (d *Drainer) launchTurns(ctx, workCtx context.Context, jobs []*queue.Claime
 			d.unreserve(1)
 			live = d.launch(ctx, workCtx, job, dispatches, false, time.Time{})
 		default:
-			live = d.launch(ctx, workCtx, job, dispatches, true, d.sends.sendAt(bucketAt, job.SendDelay))
+			live = d.launch(ctx, workCtx, job, dispatches, true, later(sendBase, job.SendDelay))
 		}
 	}
 	return live
