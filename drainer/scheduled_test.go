@@ -44,6 +44,13 @@ func TestScheduledJobDeliveredWhenDue(t *testing.T) {
 
 			testenv.WaitFor(t, 2500*time.Millisecond, "the ordinary job delivered before the scheduled one is due",
 				func() bool { return !s.deliveredAt("now").IsZero() })
+			// The backlog falls in the finish call, which also records the
+			// job done (ack.lua, kafka_finish.lua) and runs after the
+			// delivery returns: wait for that state, not the arrival.
+			testenv.WaitFor(t, 2*time.Second, "the ordinary job's finish recorded", func() bool {
+				r, _ := jobstate.Get(ctx, s.rdb, tenant, "now")
+				return r.State == jobstate.Done
+			})
 			if r, err := jobstate.Get(ctx, s.rdb, tenant, "later"); err != nil || r.State != "scheduled" {
 				t.Errorf("scheduled job before due: state %q (%v), want scheduled", r.State, err)
 			}
