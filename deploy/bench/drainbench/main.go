@@ -59,8 +59,8 @@
 //	BENCH_TPUT_WORKERS        worker processes per throughput row (1,3; quick 1)
 //	BENCH_TPUT_TENANTS        sluice tenants per throughput row (1,12; quick 1)
 //	BENCH_TPUT_ROUNDS         rounds of the throughput rows of each worker count (3; quick 1): each
-//	                          round runs every row once in the same order, BullMQ's rows in the
-//	                          middle of sluice's; the report states medians over the rounds
+//	                          round runs every row once, BullMQ's rows in the middle of sluice's,
+//	                          even rounds sluice's rows reversed; the report states medians
 //	BENCH_BULLMQ_CONCURRENCY  BullMQ Worker concurrency (16; BullMQ's own default is 1)
 //	BENCH_BULLMQ_WINDOW       BullMQ limiter duration (1s)
 //	BENCH_HOL_JOBS            tenant B's jobs in the head-of-line benchmarks (500; quick 100)

@@ -23,15 +23,23 @@ func profileSeconds(jobs int) int { return min(60, max(1, jobs/2000+1)) }
 func startProfile(ctx context.Context, addr, dir, name string, seconds int) (wait func() (string, error)) {
 	done := make(chan error, 1)
 	path := filepath.Join(dir, name+".cpu.pprof")
-	go func() { done <- fetchProfile(ctx, addr, path, seconds) }()
+	go func() { done <- fetchProfile(ctx, addr, fmt.Sprintf("profile?seconds=%d", seconds), path) }()
 	return func() (string, error) { return path, <-done }
 }
 
-func fetchProfile(ctx context.Context, addr, path string, seconds int) error {
+// saveHeapProfile saves the drainer's live heap (a GC runs first) into
+// dir/name.heap.pprof and returns its path.
+func saveHeapProfile(ctx context.Context, addr, dir, name string) (string, error) {
+	path := filepath.Join(dir, name+".heap.pprof")
+	return path, fetchProfile(ctx, addr, "heap?gc=1", path)
+}
+
+// fetchProfile saves the ops listener's /debug/pprof/<profile> into path.
+func fetchProfile(ctx context.Context, addr, profile, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("drainbench: profile dir: %w", err)
 	}
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
+	url := fmt.Sprintf("http://%s/debug/pprof/%s", addr, profile)
 	var resp *http.Response
 	var err error
 	// The ops listener comes up a moment after the process starts.

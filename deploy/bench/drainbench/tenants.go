@@ -98,16 +98,9 @@ func (b *bench) tenantsScenario(ctx context.Context, scenario string, configured
 		row.err = fmt.Errorf("the drainer died in the warm-up: %w", err)
 		return row
 	}
-	profiled := func() (string, error) { return "", nil }
-	if o.profileDir != "" { // a CPU profile of the window (BENCH_PROFILE)
-		profiled = startProfile(ctx, f[0].addr, o.profileDir, base, int(o.tenWindow.Seconds()))
-	}
+	profiled := b.profileWindow(ctx, f[0].addr, base)
 	row.err = b.tenantsWindow(ctx, f[0], from, &row.res)
-	if path, err := profiled(); err != nil {
-		row.note = "profile: " + err.Error()
-	} else if path != "" {
-		row.note = "CPU profile of the window: " + path
-	}
+	row.note = profiled()
 	if err := f.stop(20 * time.Second); err != nil {
 		row.note = "stop: " + err.Error()
 	}
@@ -202,4 +195,27 @@ func writeArrivalCounts(path string, arr []arrival, from time.Time) {
 		fmt.Fprintf(&buf, "%.1f %d\n", float64(k)/10, counts[k])
 	}
 	_ = os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// profileWindow, with BENCH_PROFILE, starts a CPU profile of the tenants
+// window of the drainer whose ops listener is addr; the returned func waits
+// for it, saves the live heap at the window's end and returns the row's
+// note naming both (or what failed). Without BENCH_PROFILE it does nothing.
+func (b *bench) profileWindow(ctx context.Context, addr, base string) func() string {
+	o := b.o
+	if o.profileDir == "" {
+		return func() string { return "" }
+	}
+	wait := startProfile(ctx, addr, o.profileDir, base, int(o.tenWindow.Seconds()))
+	return func() string {
+		path, err := wait()
+		if err != nil {
+			return "profile: " + err.Error()
+		}
+		heap, err := saveHeapProfile(ctx, addr, o.profileDir, base)
+		if err != nil {
+			return "CPU profile of the window: " + path + "; heap profile: " + err.Error()
+		}
+		return "CPU profile of the window: " + path + ", heap at its end: " + heap
+	}
 }

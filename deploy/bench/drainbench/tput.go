@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // tputCase is one throughput row to run: its system, backend, consumer
@@ -31,7 +32,10 @@ func (c tputCase) name(prefix string) string {
 // the order they run: sluice's rows (for each tenant count and backend, HTTP
 // then the Go Handler) with BullMQ's two (no-op, then HTTP) in their
 // middle, so that a drift of the shared machine across the round weighs on
-// BullMQ's rows about as much as on sluice's. Every round runs this order.
+// BullMQ's rows about as much as on sluice's. Even rounds run sluice's rows
+// in the reverse order (the last tenant count first), so that a drift
+// across a round does not always weigh on the same tenant count: the
+// 12-vs-1 ratio compares rows at the two ends of a round.
 func tputOrder(o *options, workers, round int) []tputCase {
 	var sl, bull []tputCase
 	if o.systems["sluice"] {
@@ -47,6 +51,9 @@ func tputOrder(o *options, workers, round int) []tputCase {
 		for _, sink := range []string{"noop", "http"} {
 			bull = append(bull, tputCase{system: "bullmq", backend: "redis", sink: sink, workers: workers, tenants: 1, round: round})
 		}
+	}
+	if round%2 == 0 {
+		slices.Reverse(sl)
 	}
 	mid := (len(sl) + 1) / 2
 	out := append([]tputCase{}, sl[:mid]...)

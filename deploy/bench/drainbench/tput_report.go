@@ -20,9 +20,9 @@ func (r *report) throughputSection(b *strings.Builder) {
 		"(the note says how long that took): the group's forming, a start-up cost of about 1 s per joining member, is not draining; "+
 		"the jobs wait on the topic meanwhile as BullMQ's wait in its list.\n\n",
 		r.o.tputJobs, kafkaPartitions, r.o.bullConcurrency)
-	fmt.Fprintf(b, "Rounds: the rows of each worker count ran %d round(s), alternated: every round runs each row once in the same order, "+
-		"sluice's rows (for each tenant count and backend, http then handler) with BullMQ's two (noop, then http) in their middle, "+
-		"so a drift of the shared machine weighs on both systems. jobs/s = the median over the rounds that ran (their figures in the next column, in round order); "+
+	fmt.Fprintf(b, "Rounds: the rows of each worker count ran %d round(s), alternated: every round runs each row once, "+
+		"sluice's rows (for each tenant count and backend, http then handler; even rounds in the reverse order, 12 tenants first) with BullMQ's two (noop, then http) in their middle, "+
+		"so a drift of the shared machine weighs on both systems and on both tenant counts. jobs/s = the median over the rounds that ran (their figures in the next column, in round order); "+
 		"vs BullMQ = the median of the per-round ratios jobs/s ÷ BullMQ's in the same round with the same workers (http vs http, handler vs noop), "+
 		"vs 1 tenant = the same against the same backend, consumer and workers with 1 tenant (the rounds' ratios in brackets); "+
 		"Redis cmds/job = the median over the rounds, counted as above (%s); dups = over all rounds.\n\n",
