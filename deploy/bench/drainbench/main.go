@@ -58,7 +58,7 @@
 //	BENCH_TPUT_JOBS           jobs per throughput row (100000; quick 10000)
 //	BENCH_TPUT_WORKERS        worker processes per throughput row (1,3; quick 1)
 //	BENCH_TPUT_TENANTS        sluice tenants per throughput row (1,12; quick 1)
-//	BENCH_TPUT_ROUNDS         rounds of the throughput rows of each worker count (3; quick 1): each
+//	BENCH_TPUT_ROUNDS         rounds of the throughput rows of each worker count (4; quick 1): each
 //	                          round runs every row once, BullMQ's rows in the middle of sluice's,
 //	                          even rounds sluice's rows reversed; the report states medians
 //	BENCH_BULLMQ_CONCURRENCY  BullMQ Worker concurrency (16; BullMQ's own default is 1)

@@ -81,7 +81,7 @@ func loadOptions(get func(string) string, root string) (*options, error) {
 	o.tputJobs = e.one("BENCH_TPUT_JOBS", "100000", "10000")
 	o.tputWorkers = e.ints("BENCH_TPUT_WORKERS", "1,3", "1")
 	o.tputTenants = e.ints("BENCH_TPUT_TENANTS", "1,12", "1")
-	o.tputRounds = e.one("BENCH_TPUT_ROUNDS", "3", "1")
+	o.tputRounds = e.one("BENCH_TPUT_ROUNDS", "4", "1")
 	o.bullConcurrency = e.one("BENCH_BULLMQ_CONCURRENCY", "16", "16")
 	o.bullWindow = e.dur("BENCH_BULLMQ_WINDOW", "1s", "1s")
 	o.holJobs = e.one("BENCH_HOL_JOBS", "500", "100")

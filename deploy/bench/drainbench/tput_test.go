@@ -83,7 +83,7 @@ func TestLoadOptionsRounds(t *testing.T) {
 		want    int
 		wantErr bool
 	}{
-		{nil, 3, false},
+		{nil, 4, false},
 		{map[string]string{"BENCH_QUICK": "1"}, 1, false},
 		{map[string]string{"BENCH_QUICK": "1", "BENCH_TPUT_ROUNDS": "5"}, 5, false},
 		{map[string]string{"BENCH_TPUT_ROUNDS": "0"}, 0, true},
