@@ -201,6 +201,11 @@ func TestPauseAndResumeThroughTheAdminAPI(t *testing.T) {
 			if answered != len(arr) {
 				t.Errorf("%d of %d deliveries answered: those in flight at the pause must finish", answered, len(arr))
 			}
+			// The backlog falls in each delivery's finish call, which runs
+			// after the sink answered: wait for the last of them.
+			testenv.WaitFor(t, 3*time.Second, "the answered deliveries finished", func() bool {
+				return readPauseStats(t, st).Backlog == int64(50-len(arr))
+			})
 			checkPausedViews(t, st, true, 50-len(arr))
 			before := len(arr)
 			t.Logf("%s: %d delivered before the pause, %d within 1 s after it", backend, before, since(arr, paused, paused.Add(time.Second)))
@@ -222,21 +227,32 @@ func TestPauseAndResumeThroughTheAdminAPI(t *testing.T) {
 	}
 }
 
+// pauseStats is acme's stats: paused, the backlog, and the body read.
+type pauseStats struct {
+	Paused  bool  `json:"paused"`
+	Backlog int64 `json:"backlog"`
+	body    []byte
+}
+
+func readPauseStats(t *testing.T, st *pauseStack) pauseStats {
+	t.Helper()
+	var stats pauseStats
+	r := st.admin(t, http.MethodGet, "/v1/tenants/acme/stats", aliceToken, "")
+	if err := json.Unmarshal(r.body, &stats); err != nil || r.status != http.StatusOK {
+		t.Fatalf("stats: %d %s", r.status, r.body)
+	}
+	stats.body = r.body
+	return stats
+}
+
 // checkPausedViews checks what shows a pause: the stats' paused and a
 // backlog of backlog units (-1: any), sluice_outflow_paused on ingest and
 // on the drainer, and the newest audit entry.
 func checkPausedViews(t *testing.T, st *pauseStack, paused bool, backlog int) {
 	t.Helper()
-	var stats struct {
-		Paused  bool  `json:"paused"`
-		Backlog int64 `json:"backlog"`
-	}
-	r := st.admin(t, http.MethodGet, "/v1/tenants/acme/stats", aliceToken, "")
-	if err := json.Unmarshal(r.body, &stats); err != nil || r.status != http.StatusOK {
-		t.Fatalf("stats: %d %s", r.status, r.body)
-	}
+	stats := readPauseStats(t, st)
 	if stats.Paused != paused || (backlog >= 0 && stats.Backlog != int64(backlog)) {
-		t.Errorf("stats %s; want paused %v, backlog %d", r.body, paused, backlog)
+		t.Errorf("stats %s; want paused %v, backlog %d", stats.body, paused, backlog)
 	}
 	want := 0.0
 	if paused {

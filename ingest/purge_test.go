@@ -155,7 +155,12 @@ func TestListAndPurge(t *testing.T) {
 			if len(p2.Jobs) != 10 || p2.NextCursor == nil {
 				t.Errorf("page 2: %d jobs, next %v; want 10 and a next cursor", len(p2.Jobs), p2.NextCursor)
 			}
-			done := h.list(t, key, "state=done")
+			// A job is done once its finish call ran, after the sink's answer.
+			var done listPage
+			testenv.WaitFor(t, 3*time.Second, "a done job listed", func() bool {
+				done = h.list(t, key, "state=done")
+				return len(done.Jobs) > 0
+			})
 			if len(done.Jobs) == 0 || done.Jobs[0].State != "done" || (len(done.Jobs) > 1 && *done.Jobs[0].UpdatedAt < *done.Jobs[1].UpdatedAt) {
 				t.Errorf("done list %+v: want the delivered jobs, newest first", done.Jobs)
 			}

@@ -196,6 +196,9 @@ func stepDeadLetter(t *testing.T, b *browser, st *stack, f features) {
 		notRun(t, "job list", "GET /v1/jobs?state= is not served here")
 		return
 	}
+	// The list is read once per press, and the job is done only once the
+	// drainer's finish call has run, after the sink answered.
+	waitState(t, st, id, "done")
 	b.do("state done", chromedp.SetValue(chromedp.CSS("#jobs-state"), "done"))
 	b.press("list done jobs", "#jobs-form button")
 	b.do("the job in the list", chromedp.WaitVisible(chromedp.CSS(`#jobs-rows tr[data-job="`+id+`"]`)))
