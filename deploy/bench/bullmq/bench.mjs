@@ -3,7 +3,11 @@
 //
 //   node bench.mjs load --queue Q --jobs N
 //       adds N jobs ({i}) to queue Q with addBulk in chunks of 1000, with
-//       removeOnComplete so finished jobs leave Redis as sluice's do.
+//       removeOnComplete, so a finished job leaves Redis at once. sluice
+//       keeps more per finished job (its state record for
+//       keys.JobStateTTL and its done listing, the last keys.DoneMax per
+//       tenant within keys.DoneRetention): BullMQ's side does less work
+//       per job here (docs/perf.md step 25, L24c).
 //   node bench.mjs work --queue Q --concurrency C [--max M --duration MS]
 //                       [--sink URL] --out FILE
 //       runs one Worker on Q until SIGTERM or SIGINT. With --max/--duration it

@@ -15,7 +15,7 @@ func (r *report) throughputSection(b *strings.Builder) {
 		"Consumers: http = sluice's HTTP sink or a BullMQ processor POSTing each job to the measuring server (a trivial 204 handler); "+
 		"handler = sluice's Go Handler embedding (drainer.Drainer instances inside the harness, one Redis client each); "+
 		"noop = a BullMQ processor that only records the time. sluice tenants share the jobs round-robin (Kafka: key = tenant, %d partitions); "+
-		"BullMQ uses one queue, concurrency %d per worker. "+
+		"BullMQ uses one queue, concurrency %d per worker, and removes a finished job at once (removeOnComplete), where sluice keeps its state record and done listing. "+
 		"sluice's Kafka http rows start their cmd/drainer processes with every tenant paused and resume them (a config rewrite) once the consumer group is Stable with every member holding partitions "+
 		"(the note says how long that took): the group's forming, a start-up cost of about 1 s per joining member, is not draining; "+
 		"the jobs wait on the topic meanwhile as BullMQ's wait in its list.\n\n",
