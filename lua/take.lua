@@ -84,9 +84,12 @@
 -- KEYS[7]  with a rate: the water hash (keys.Water)
 -- KEYS[8]  with a rate: the override hash (keys.Override)
 --
--- Returns {now_ms, next_due_ms, n, wait_us, water_micro, rate_milli,
--- now_us, then per job member, envelope, cancelled (0|1), beat_ms, done_ms, attempt,
--- enqueued_ms, delay_us}: next_due_ms is the due time of the earliest
+-- Returns {now_us, next_due_ms, n, wait_us, water_micro, rate_milli, then
+-- per job member, envelope, cancelled (0|1), beat_ms, done_ms, attempt,
+-- enqueued_ms, delay_us}: now_us is the call's clock, unix µs (the
+-- bucket's, or Redis TIME without one; its ms are the now of every other
+-- time here): a started job's turn falls at now_us + delay_us on it, which
+-- the drainer maps to its own clock; next_due_ms is the due time of the earliest
 -- delayed job, or -1 when there is none (read only when n is 0); attempt is
 -- the delivery's number when it was started here, 0 when not; enqueued_ms
 -- the recorded enqueued_at of a started job (0 otherwise); cancelled,
@@ -96,9 +99,7 @@
 -- when jobs were started, the wait until a further turn of cost 1 is free
 -- after theirs, 0 when it is free now, so the drainer makes no ask that is
 -- bound to be refused) and the bucket's level after the call and rate used
--- as leaky_bucket.lua returns them; all 0 without one. now_us is the
--- clock of the call in µs (now_ms's): a started job's turn falls at
--- now_us + delay_us on it, which the drainer maps to its own clock.
+-- as leaky_bucket.lua returns them; all 0 without one.
 -- Errors: "take: <argument> <value> is out of range", as leaky_bucket.lua
 -- names a refused rate, capacity, margin or override (and k, and the outflow
 -- TTL).
@@ -140,8 +141,8 @@ local ttl, state_ttl = ARGV[4], ARGV[8]
 local deadline = now + tonumber(ARGV[2])
 
 local function gate_reply(n, wait)
-  if not b then return {now, -1, n, 0, 0, 0, now_us} end
-  return {now, -1, n, wait, b.water, math.floor(b.rate * 1000), now_us}
+  if not b then return {now_us, -1, n, 0, 0, 0} end
+  return {now_us, -1, n, wait, b.water, math.floor(b.rate * 1000)}
 end
 
 -- No turn free within ahead even for a job of cost 1: nothing is popped.

@@ -28,7 +28,7 @@ func TestScriptRepliesChecked(t *testing.T) {
 				[]any{"a", "{}", int64(0), int64(-1), "0", int64(1), int64(0)}, []any{"a", "{}", int64(0), int64(-1), int64(0), "1", int64(0)},
 				[]any{"a", "{}", int64(0), int64(-1), int64(0), int64(1)}, []any{"a", "{}", int64(0), int64(-1), int64(0), int64(1), "0"}}},
 		{"take.lua", func(v any) error { _, err := parseTake(v, 2); return err },
-			[]any{int64(1), int64(-1), int64(1), int64(0), int64(0), int64(0), int64(1500), "a|t.1", "{}", int64(0), int64(0), int64(0), int64(1), int64(5), int64(900)},
+			[]any{int64(1500), int64(-1), int64(1), int64(0), int64(0), int64(0), "a|t.1", "{}", int64(0), int64(0), int64(0), int64(1), int64(5), int64(900)},
 			takeBadReplies()},
 		{"ack.lua", func(v any) error { _, err := parseAck(v, 2); return err },
 			[]any{int64(1), int64(0)}, []any{int64(1), []any{int64(1)}, []any{int64(1), int64(2)}, []any{int64(1), "1"}, []any{int64(1), int64(0), int64(1)}}},
@@ -57,11 +57,11 @@ func TestScriptRepliesChecked(t *testing.T) {
 // takeBadReplies are take.lua replies parseTake must refuse (k = 2).
 func takeBadReplies() []any {
 	head := func(n, wait int64) []any {
-		return []any{int64(1), int64(-1), n, wait, int64(0), int64(0), int64(1500)}
+		return []any{int64(1500), int64(-1), n, wait, int64(0), int64(0)}
 	}
 	clock := func(us int64) []any {
 		h := head(1, 0)
-		h[6] = us
+		h[0] = us
 		return h
 	}
 	job := func(member string, cancelled, attempt int64) []any {
@@ -85,8 +85,8 @@ func takeBadReplies() []any {
 		cat(head(1, 0), job("a|t.1", 2, 1)),
 		cat(head(1, 0), job("a|t.1", 0, -1)),
 		head(0, -1),
-		cat(clock(0), job("a|t.1", 0, 1)),    // no clock
-		cat(clock(2500), job("a|t.1", 0, 1)), // now_us another ms than now_ms
+		cat(clock(0), job("a|t.1", 0, 1)),  // no clock
+		cat(clock(-1), job("a|t.1", 0, 1)), // a clock before the epoch
 		cat(head(1, 0), delayed(1, -1)),
 		cat(head(1, 0), delayed(1, 1000001)), // over queue.TurnAheadMax
 		cat(head(1, 0), delayed(0, 100)),     // a delay of an unstarted job

@@ -69,7 +69,7 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 	turn.Next = time.Duration(r.WaitUS) * time.Microsecond // the turn after the ones granted
 	jobs := make([]*queue.Claimed, len(r.Jobs))
 	for i, jr := range r.Jobs {
-		jr.NowMS = r.NowMS
+		jr.NowMS = r.nowMS()
 		job := c.claimed(tenant, jr.claimReply)
 		job.SendDelay = time.Duration(jr.DelayUS) * time.Microsecond
 		if jr.Attempt > 0 {
@@ -82,7 +82,7 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 			}
 			job.Started = max(job.Started, job.Envelope.Attempt+1)
 			job.InLease, job.Counted = true, true
-			job.CountedAt = (r.NowMS + jr.DelayUS/1000) / 1000 // take.lua's second of the send
+			job.CountedAt = (r.nowMS() + jr.DelayUS/1000) / 1000 // take.lua's second of the send
 		}
 		jobs[i] = job
 	}
@@ -131,24 +131,27 @@ type takeReply struct {
 // takeHead and takeFields are how many reply elements take.lua gives
 // before the jobs and per job.
 const (
-	takeHead   = 7
+	takeHead   = 6
 	takeFields = 8
 )
 
 // takeResult is take.lua's whole reply.
 type takeResult struct {
-	NowMS, NextDueMS, NowUS       int64
+	NowUS, NextDueMS              int64
 	WaitUS, WaterMicro, RateMilli int64
 	Jobs                          []takeReply
 }
 
-// parseTake checks take.lua's reply {now_ms, next_due_ms, n, wait_us,
-// water_micro, rate_milli, now_us, n × {member, envelope, cancelled, beat_ms,
+// nowMS is the call's clock in ms, the now of the reply's other times.
+func (r takeResult) nowMS() int64 { return r.NowUS / 1000 }
+
+// parseTake checks take.lua's reply {now_us, next_due_ms, n, wait_us,
+// water_micro, rate_milli, n × {member, envelope, cancelled, beat_ms,
 // done_ms, attempt, enqueued_ms, delay_us}} for a take of at most k jobs
 // (wait_us is the refused turn's wait when n is 0, the next turn's after the
 // granted ones else): a job count outside [0, k] or not matching the length,
 // a negative wait, level, rate or delay, and a delay of an unstarted job are
-// refused, as is a now_us that is not now_ms in µs.
+// refused, as is a clock not after the epoch.
 func parseTake(v any, k int) (takeResult, error) {
 	s := lua.Take
 	var r takeResult
@@ -160,11 +163,11 @@ func parseTake(v any, k int) (takeResult, error) {
 	if err != nil {
 		return r, err
 	}
-	r.NowMS, r.NextDueMS, r.WaitUS, r.WaterMicro, r.RateMilli, r.NowUS = head[0], head[1], head[3], head[4], head[5], head[6]
+	r.NowUS, r.NextDueMS, r.WaitUS, r.WaterMicro, r.RateMilli = head[0], head[1], head[3], head[4], head[5]
 	n := int(head[2])
 	switch {
-	case r.NowUS <= 0 || r.NowUS/1000 != r.NowMS:
-		return r, s.ReplyError("now %d ms and %d µs, want > 0 and the same", r.NowMS, r.NowUS)
+	case r.NowUS <= 0:
+		return r, s.ReplyError("clock %d µs, want after the epoch", r.NowUS)
 	case n < 0 || n > k || len(arr) != takeHead+takeFields*n:
 		return r, s.ReplyError("%d jobs in a reply of %d elements (k %d)", n, len(arr), k)
 	case r.WaitUS < 0 || r.WaterMicro < 0 || r.RateMilli < 0:
