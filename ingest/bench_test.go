@@ -1,10 +1,7 @@
 package ingest_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -123,33 +120,18 @@ func bareHandler(w http.ResponseWriter, r *http.Request) {
 // reports jobs/s, p50_ms and p99_ms, and, when rdb is the private Redis the
 // handler uses, redis_cpu_us: the server's CPU time (INFO cpu) per 202.
 func runIngestBench(b *testing.B, url, key string, rdb *redis.Client) {
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConnsPerHost: benchConcurrency,
-		MaxConnsPerHost:     benchConcurrency,
-	}}
-	b.Cleanup(client.CloseIdleConnections)
-	post := func() (time.Duration, error) {
-		req, err := http.NewRequest(http.MethodPost, url+"/v1/jobs", bytes.NewReader(benchBody))
+	conns := make([]*loadConn, benchConcurrency)
+	for i := range conns {
+		c, err := dialLoad(url, key, benchBody)
 		if err != nil {
-			return 0, err
+			b.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		start := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			return 0, fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return time.Since(start), nil
+		b.Cleanup(func() { c.c.Close() })
+		conns[i] = c
 	}
 	// Warm the connections and the script cache outside the measurement.
-	for range benchConcurrency {
-		if _, err := post(); err != nil {
+	for _, c := range conns {
+		if _, err := c.timedPost(); err != nil {
 			b.Fatalf("warm-up: %v", err)
 		}
 	}
@@ -169,7 +151,7 @@ func runIngestBench(b *testing.B, url, key string, rdb *redis.Client) {
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, b.N/benchConcurrency+1)
 			for next.Add(1) <= int64(b.N) {
-				d, err := post()
+				d, err := conns[w].timedPost()
 				if err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 					return
