@@ -35,15 +35,6 @@ type charge struct {
 	jobs int
 }
 
-// names returns the charged policies' names.
-func (c *charge) names() []string {
-	out := make([]string, len(c.policies))
-	for i, p := range c.policies {
-		out[i] = p.Name
-	}
-	return out
-}
-
 // chargeOf works out which of ts's policies jobs use and what each is
 // charged, every sum checked (limits.AddCost), so nothing wrapped or beyond
 // what the admission script can take ever reaches the Admitter. It refuses,
@@ -81,7 +72,7 @@ func chargeOf(ts *tenantState, jobs []job) (charge, *problem) {
 		}
 	}
 	if ts.tenantPolicy != nil {
-		c.policies = append(c.policies, *ts.tenantPolicy)
+		c.policies = ts.tenantOnly // shared (read only): an append below copies
 		c.costs = append(c.costs, c.total)
 	}
 	sort.Strings(types)

@@ -37,17 +37,19 @@ var (
 //
 // It needs only the configuration, so every authenticated answer has it,
 // also when the request failed before admission.
-func setPolicyHeader(h http.Header, ts *tenantState, policies []string) {
+func setPolicyHeader(h http.Header, ts *tenantState, policies []limits.Policy) {
 	switch len(policies) {
 	case 0:
 		return
-	case 1: // the common case: no list to join
-		h[cRateLimitPolicy] = []string{ts.items[policies[0]]}
+	case 1: // the common case: no list to join, the tenant's value shared
+		if v, ok := ts.itemHeader[policies[0].Name]; ok {
+			h[cRateLimitPolicy] = v
+		}
 		return
 	}
 	items := make([]string, 0, len(policies))
-	for _, name := range policies {
-		if it, ok := ts.items[name]; ok {
+	for _, p := range policies {
+		if it, ok := ts.items[p.Name]; ok {
 			items = append(items, it)
 		}
 	}
@@ -70,25 +72,35 @@ func setStateHeaders(h http.Header, results []limits.Result, violated string) {
 	if len(results) == 0 {
 		return
 	}
-	var b strings.Builder
+	// One byte buffer and one string for the four values, sliced (Header.Set
+	// and a strings.Builder would make one each).
+	var buf [256]byte
+	b := buf[:0]
 	most := 0
 	for i, r := range results {
 		if i > 0 {
-			b.WriteString(", ")
+			b = append(b, ", "...)
 		}
-		b.WriteString(strconv.Quote(r.Policy))
-		b.WriteString(";r=")
-		b.WriteString(strconv.FormatInt(max(0, r.Remaining), 10))
-		b.WriteString(";t=")
-		b.WriteString(strconv.FormatInt(ceilSeconds(r.ResetAfter), 10))
+		b = strconv.AppendQuote(b, r.Policy)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, max(0, r.Remaining), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(r.ResetAfter), 10)
 		if moreRestrictive(r, results[most], violated) {
 			most = i
 		}
 	}
 	m := results[most]
-	// One backing array for the four values (Header.Set makes one each).
-	v := []string{b.String(), strconv.FormatInt(m.Limit, 10), strconv.FormatInt(max(0, m.Remaining), 10),
-		strconv.FormatInt(ceilSeconds(m.ResetAfter), 10)}
+	var end [4]int
+	end[0] = len(b)
+	b = strconv.AppendInt(b, m.Limit, 10)
+	end[1] = len(b)
+	b = strconv.AppendInt(b, max(0, m.Remaining), 10)
+	end[2] = len(b)
+	b = strconv.AppendInt(b, ceilSeconds(m.ResetAfter), 10)
+	end[3] = len(b)
+	all := string(b)
+	v := []string{all[:end[0]], all[end[0]:end[1]], all[end[1]:end[2]], all[end[2]:end[3]]}
 	h[cRateLimit], h[cXLimit], h[cXRemaining], h[cXReset] = v[0:1:1], v[1:2:2], v[2:3:3], v[3:4:4]
 }
 

@@ -149,6 +149,8 @@ type submission struct {
 	// retried are the jobs whose id had an unknown outcome, held by this
 	// request to enqueue them again (unknown.go); they are in fresh too.
 	retried []retried
+	// one holds answers for a request of one job (no allocation of its own).
+	one [1]json.RawMessage
 }
 
 // reserveIDs reserves the client ids of jobs. Jobs whose id was accepted
@@ -161,7 +163,11 @@ type submission struct {
 // id as job id, so the sink, which receives the job id as an idempotency key,
 // can still drop a duplicate.
 func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState, jobs []job) (*submission, *problem) {
-	sub := &submission{answers: make([]json.RawMessage, len(jobs))}
+	sub := &submission{}
+	sub.answers = sub.one[:]
+	if len(jobs) != 1 {
+		sub.answers = make([]json.RawMessage, len(jobs))
+	}
 	var ids []string
 	var idx []int
 	for i, j := range jobs {

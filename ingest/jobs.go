@@ -51,8 +51,8 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, batch bool) {
 	}
 	q := &request{w: w, r: r, snap: snap, ts: ts, batch: batch}
 	if ts.tenantPolicy != nil {
-		q.policies = []limits.Policy{*ts.tenantPolicy}
-		setPolicyHeader(w.Header(), ts, []string{ts.tenantPolicy.Name})
+		q.policies = ts.tenantOnly
+		setPolicyHeader(w.Header(), ts, ts.tenantOnly)
 	}
 	jobs, all, ok := s.read(q)
 	if !ok {
@@ -120,7 +120,7 @@ func (s *Server) read(q *request) (jobs []job, all charge, ok bool) {
 	}
 	all, p = chargeOf(q.ts, jobs)
 	q.policies = all.policies
-	setPolicyHeader(q.w.Header(), q.ts, all.names())
+	setPolicyHeader(q.w.Header(), q.ts, all.policies)
 	if p != nil {
 		s.fail(q, p)
 		return nil, charge{}, false
@@ -137,16 +137,19 @@ func (s *Server) read(q *request) (jobs []job, all charge, ok bool) {
 // the same job.
 func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submission) {
 	ctx, ts := q.r.Context(), q.ts
-	fresh := make([]job, len(sub.fresh))
-	again := make(map[int]time.Time, len(sub.retried))
-	for _, r := range sub.retried {
-		again[r.idx] = r.rec.EnqueuedAt
-	}
-	var admit []job
-	for i, k := range sub.fresh {
-		fresh[i] = jobs[k]
-		if _, ok := again[k]; !ok {
-			admit = append(admit, jobs[k])
+	fresh, admit := jobs, jobs // every job fresh (sub.fresh is then 0..n-1) and none retried: no copies
+	var again map[int]time.Time
+	if len(sub.fresh) != len(jobs) || len(sub.retried) > 0 {
+		fresh, admit = make([]job, len(sub.fresh)), nil
+		again = make(map[int]time.Time, len(sub.retried))
+		for _, r := range sub.retried {
+			again[r.idx] = r.rec.EnqueuedAt
+		}
+		for i, k := range sub.fresh {
+			fresh[i] = jobs[k]
+			if _, ok := again[k]; !ok {
+				admit = append(admit, jobs[k])
+			}
 		}
 	}
 	if s.submitInOne(q, jobs, all, sub, fresh) {
@@ -181,7 +184,8 @@ func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submis
 func (s *Server) accept(q *request, sub *submission, envs []queue.Envelope) {
 	ts := q.ts
 	for i, k := range sub.fresh {
-		b, err := json.Marshal(jobAnswer{JobID: envs[i].ID, Tenant: ts.name, EnqueuedAt: envs[i].EnqueuedAt, DueAt: envs[i].NotBefore})
+		// Room for the answer and writeRawJSON's newline.
+		b, err := jobAnswer{JobID: envs[i].ID, Tenant: ts.name, EnqueuedAt: envs[i].EnqueuedAt, DueAt: envs[i].NotBefore}.appendJSON(make([]byte, 0, 160))
 		if err != nil {
 			s.fail(q, newProblem(http.StatusInternalServerError, "", "encode answer"))
 			return

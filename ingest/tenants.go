@@ -71,11 +71,18 @@ type tenantState struct {
 	// tenantPolicy is the tenant-wide policy (name "tenant"), nil when the
 	// tenant has no admission algorithm.
 	tenantPolicy *limits.Policy
+	// tenantOnly is the tenant policy alone as a charge's policy list (nil
+	// when there is none): one slice shared by every request that charges no
+	// job-type policy, read only (its capacity is 1, so an append copies).
+	tenantOnly []limits.Policy
 	// typePolicies holds the policy (name "type.<type>") of each job type
 	// that has an admission algorithm.
 	typePolicies map[string]limits.Policy
-	// items holds each policy's RateLimit-Policy list member, by policy name.
-	items map[string]string
+	// items holds each policy's RateLimit-Policy list member, by policy name,
+	// and itemHeader the same as a header value of that member alone (a
+	// slice of capacity 1 shared by the answers, never written).
+	items      map[string]string
+	itemHeader map[string][]string
 	// local holds the in-process fail-open limiter of each policy.
 	local map[string]*limits.Local
 	// algorithm is the metric label of the tenant's decisions: the tenant
@@ -166,13 +173,15 @@ func newTenantState(name string, t config.Tenant, old *tenantState, maxJobCost i
 		typePolicies: map[string]limits.Policy{},
 		typeMaxCost:  map[string]costBound{},
 		items:        map[string]string{},
+		itemHeader:   map[string][]string{},
 		local:        map[string]*limits.Local{},
 		algorithm:    "none",
 		maxBacklog:   t.Outflow.MaxBacklog,
 		outflow:      t.Outflow.WithDefaults(),
 	}
 	add := func(p limits.Policy) {
-		ts.items[p.Name] = policyItem(p)
+		it := policyItem(p)
+		ts.items[p.Name], ts.itemHeader[p.Name] = it, []string{it}
 		if old != nil {
 			if prev, ok := old.policy(p.Name); ok && prev == p {
 				ts.local[p.Name] = old.local[p.Name]
@@ -183,6 +192,7 @@ func newTenantState(name string, t config.Tenant, old *tenantState, maxJobCost i
 	}
 	if p, ok := t.Admission.Policy("tenant"); ok {
 		ts.tenantPolicy = &p
+		ts.tenantOnly = []limits.Policy{p}
 		ts.algorithm = string(p.Algorithm)
 		add(p)
 	}

@@ -59,6 +59,11 @@ type encoded struct {
 	dry        bool
 	pols       []polRef
 	then       *Then // submit.lua's part after admission; nil for admit.lua
+	// The common request's keys, policies and Then live in e itself, so
+	// encoding one costs e's own allocation only.
+	keyBuf  [3]string
+	polBuf  [2]polRef
+	thenBuf Then
 }
 
 // admitCall is the call of s (lua.Admit or a lua.AdmitFor script) deciding
@@ -169,7 +174,7 @@ func (a *Admitter) encode(r Request, e *encoded) error {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("limits: admit %s: %w: %s", r.Tenant, ErrInvalidRequest, fmt.Sprintf(format, args...))
 	}
-	backlog := a.tenants.get(r.Tenant, backlogKey)
+	backlog := a.tenants.Get(r.Tenant, backlogKey)
 	if backlog == "" {
 		return fmt.Errorf("limits: admit: %w: invalid tenant %q", ErrInvalidRequest, r.Tenant)
 	}
@@ -189,13 +194,19 @@ func (a *Admitter) encode(r Request, e *encoded) error {
 		return invalid("%d costs for %d policies", len(r.Costs), len(r.Policies))
 	}
 	e.cost, e.maxBacklog, e.dry = cost, r.MaxBacklog, r.DryRun
-	e.keys = make([]string, 0, 1+len(r.Policies))
+	e.keys = e.keyBuf[:0]
+	if 1+len(r.Policies) > len(e.keyBuf) {
+		e.keys = make([]string, 0, 1+len(r.Policies))
+	}
 	if r.MaxBacklog > 0 {
 		e.keys = append(e.keys, backlog)
 	}
-	e.pols = make([]polRef, 0, len(r.Policies))
+	e.pols = e.polBuf[:0]
+	if len(r.Policies) > len(e.polBuf) {
+		e.pols = make([]polRef, 0, len(r.Policies))
+	}
 	for i, p := range r.Policies {
-		def := a.policies.get(p, encodePolicy)
+		def := a.policies.Get(p, encodePolicy)
 		if def.err != nil {
 			return invalid("%v", def.err)
 		}
@@ -204,7 +215,7 @@ func (a *Admitter) encode(r Request, e *encoded) error {
 				return invalid("policy name %q used twice", p.Name)
 			}
 		}
-		e.keys = append(e.keys, a.stateKey.get(stateKeyOf{r.Tenant, string(p.Algorithm), p.Name}, stateKey))
+		e.keys = append(e.keys, a.stateKey.Get(stateKeyOf{r.Tenant, string(p.Algorithm), p.Name}, stateKey))
 		pcost := cost
 		if len(r.Costs) != 0 && r.Costs[i] != 0 {
 			pcost = r.Costs[i]

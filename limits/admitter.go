@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/memo"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -32,9 +33,9 @@ type Admitter struct {
 
 	// Memoized per tenant and per policy, so the hot path neither matches
 	// regexps, formats keys nor boxes integers on every call.
-	tenants  memo[string, string]         // tenant → backlog key, "" if invalid
-	policies memo[Policy, *encodedPolicy] // validation and ARGV values
-	stateKey memo[stateKeyOf, string]     // keys.Admission
+	tenants  memo.Memo[string, string]         // tenant → backlog key, "" if invalid
+	policies memo.Memo[Policy, *encodedPolicy] // validation and ARGV values
+	stateKey memo.Memo[stateKeyOf, string]     // keys.Admission
 }
 
 // Defaults of AdmitterConfig.
@@ -97,7 +98,7 @@ func NewAdmitter(cfg AdmitterConfig) (*Admitter, error) {
 			a.submitSingle[alg] = s
 		}
 	}
-	a.tenants.max, a.policies.max, a.stateKey.max = maxMemo, maxMemo, maxMemo
+	a.tenants.Max, a.policies.Max, a.stateKey.Max = maxMemo, maxMemo, maxMemo
 	if !cfg.Unbatched {
 		maxBatch, pipes := cfg.MaxBatch, cfg.Pipelines
 		if maxBatch <= 0 {

@@ -45,20 +45,21 @@ func (a *Admitter) Submit(ctx context.Context, r Request, then Then) (Submitted,
 	if len(then.Keys) == 0 || len(then.Args) == 0 {
 		return Submitted{}, fmt.Errorf("limits: submit %s: %w: nothing to run after admission", r.Tenant, ErrInvalidRequest)
 	}
-	var e encoded
-	if err := a.encode(r, &e); err != nil {
+	e := new(encoded)
+	if err := a.encode(r, e); err != nil {
 		return Submitted{}, err
 	}
-	e.then = &then
+	e.thenBuf = then
+	e.then = &e.thenBuf
 	s := a.submitFor(r)
 	var (
 		reply any
 		err   error
 	)
 	if a.batch != nil {
-		reply, err = a.batch.do(ctx, s, r.Tenant, &e)
+		reply, err = a.batch.do(ctx, s, r.Tenant, e)
 	} else {
-		reply, err = a.run(ctx, s, &e)
+		reply, err = a.run(ctx, s, e)
 	}
 	if err != nil {
 		return Submitted{}, fmt.Errorf("limits: submit %s: %w", r.Tenant, err)

@@ -3,6 +3,7 @@ package redisq
 import (
 	"time"
 
+	"github.com/sluicehq/sluice/internal/memo"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue/internal/batch"
@@ -35,7 +36,8 @@ var (
 // places at the front.
 func enqueueArgs(b *batch.Tenant, lead int) ([]string, []any) {
 	ks := make([]string, 0, 4+len(b.Jobs))
-	ks = append(ks, keys.Queue(b.Tenant), keys.Backlog(b.Tenant), keys.JobSeq(b.Tenant), keys.JobsDispatched(b.Tenant))
+	tk := tenantKeys.Get(b.Tenant, enqueueTenantKeys)
+	ks = append(ks, tk[:]...)
 	for _, j := range b.Jobs {
 		ks = append(ks, keys.JobState(b.Tenant, j.ID))
 	}
@@ -48,6 +50,16 @@ func enqueueArgs(b *batch.Tenant, lead int) ([]string, []any) {
 		args = append(args, j.Type, j.EnqueuedAt.UnixMilli(), j.Cost, j.HeartbeatMS)
 	}
 	return ks, args
+}
+
+// tenantKeys memoizes enqueueTenantKeys: every enqueue of a tenant names the
+// same four keys, and building them cost four allocations a job.
+var tenantKeys = memo.Memo[string, [4]string]{Max: 1 << 16}
+
+// enqueueTenantKeys are enqueue.lua's tenant-wide KEYS[1..4]: queue,
+// backlog, job sequence, dispatched sequence.
+func enqueueTenantKeys(t string) [4]string {
+	return [4]string{keys.Queue(t), keys.Backlog(t), keys.JobSeq(t), keys.JobsDispatched(t)}
 }
 
 // parseEnqueue checks enqueue.lua's reply {queue_length, backlog}.

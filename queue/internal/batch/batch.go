@@ -29,22 +29,16 @@ type Tenant struct {
 // in a copy: the caller's jobs are not modified. Any invalid job fails the
 // whole call with an error wrapping queue.ErrInvalidJob.
 func Prepare(jobs []queue.Envelope, now time.Time) ([]Tenant, error) {
+	if len(jobs) == 1 {
+		return prepareOne(jobs[0], now)
+	}
 	var batches []Tenant
 	index := make(map[string]int, 1)
 	for i := range jobs {
 		e := jobs[i]
-		if err := checkJob(&e); err != nil {
-			return nil, err
-		}
-		if e.Version == 0 {
-			e.Version = queue.EnvelopeVersion
-		}
-		if e.EnqueuedAt.IsZero() {
-			e.EnqueuedAt = now
-		}
-		b, err := e.Encode()
+		b, err := prepare(&e, now)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", queue.ErrInvalidJob, err)
+			return nil, err
 		}
 		k, ok := index[e.Tenant]
 		if !ok {
@@ -58,6 +52,45 @@ func Prepare(jobs []queue.Envelope, now time.Time) ([]Tenant, error) {
 		tb.Values = append(tb.Values, b)
 	}
 	return batches, nil
+}
+
+// lone is the batch of one job, in one allocation: Prepare's common call
+// (an ingest request of one job) made four.
+type lone struct {
+	t [1]Tenant
+	e queue.Envelope
+	j [1]*queue.Envelope
+	v [1][]byte
+}
+
+// prepareOne is Prepare of the one job e.
+func prepareOne(e queue.Envelope, now time.Time) ([]Tenant, error) {
+	o := &lone{e: e}
+	b, err := prepare(&o.e, now)
+	if err != nil {
+		return nil, err
+	}
+	o.j[0], o.v[0] = &o.e, b
+	o.t[0] = Tenant{Tenant: o.e.Tenant, Cost: o.e.Cost, Jobs: o.j[:], Values: o.v[:]}
+	return o.t[:], nil
+}
+
+// prepare checks e, fills its zero Version and EnqueuedAt, and encodes it.
+func prepare(e *queue.Envelope, now time.Time) ([]byte, error) {
+	if err := checkJob(e); err != nil {
+		return nil, err
+	}
+	if e.Version == 0 {
+		e.Version = queue.EnvelopeVersion
+	}
+	if e.EnqueuedAt.IsZero() {
+		e.EnqueuedAt = now
+	}
+	b, err := e.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", queue.ErrInvalidJob, err)
+	}
+	return b, nil
 }
 
 // checkJob returns an error wrapping queue.ErrInvalidJob when e cannot be queued.
