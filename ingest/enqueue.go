@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/plainjson"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -26,11 +27,13 @@ type jobAnswer struct {
 
 // appendJSON appends a's JSON to dst: exactly the bytes json.Marshal(a)
 // makes (TestJobAnswerJSONIsMarshals), written by hand for the common
-// answer (ids, tenant names and times that need no escaping or check) and
-// by json.Marshal otherwise. The 202 path makes one answer per job, and
-// encoding/json's reflection cost five allocations of each.
+// answer (ids, tenant names and times that need no escaping or check,
+// package plainjson) and by json.Marshal otherwise. The 202 path makes one
+// answer per job, and encoding/json's reflection cost five allocations of
+// each.
 func (a jobAnswer) appendJSON(dst []byte) ([]byte, error) {
-	if !plainJSON(a.JobID) || !plainJSON(a.Tenant) || !plainYear(a.EnqueuedAt) || (a.DueAt != nil && !plainYear(*a.DueAt)) {
+	if !plainjson.String(a.JobID) || !plainjson.String(a.Tenant) || !plainjson.Time(a.EnqueuedAt) ||
+		(a.DueAt != nil && !plainjson.Time(*a.DueAt)) {
 		b, err := json.Marshal(a)
 		return append(dst, b...), err
 	}
@@ -38,34 +41,13 @@ func (a jobAnswer) appendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, a.JobID...)
 	dst = append(dst, `","tenant":"`...)
 	dst = append(dst, a.Tenant...)
-	dst = append(dst, `","enqueued_at":"`...)
-	dst = a.EnqueuedAt.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","enqueued_at":`...)
+	dst = plainjson.AppendTime(dst, a.EnqueuedAt)
 	if a.DueAt != nil {
-		dst = append(dst, `","due_at":"`...)
-		dst = a.DueAt.AppendFormat(dst, time.RFC3339Nano)
+		dst = append(dst, `,"due_at":`...)
+		dst = plainjson.AppendTime(dst, *a.DueAt)
 	}
-	return append(dst, `"}`...), nil
-}
-
-// plainJSON reports whether s is a JSON string body as it stands: printable
-// ASCII that encoding/json writes unescaped (it escapes ", \, <, > and &).
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
-}
-
-// plainYear reports whether t is one time.Time.MarshalJSON writes without
-// an error (year 0 to 9999, zone offset under 24 hours) and in whole minutes
-// of offset, so AppendFormat with RFC 3339 gives MarshalJSON's bytes;
-// json.Marshal answers the rest, errors included.
-func plainYear(t time.Time) bool {
-	_, off := t.Zone()
-	return t.Year() >= 0 && t.Year() <= 9999 && off%60 == 0 && off > -24*3600 && off < 24*3600
+	return append(dst, '}'), nil
 }
 
 // newJobID returns a time-ordered, unique 128-bit id as 32 hex digits: the
