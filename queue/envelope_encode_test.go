@@ -20,8 +20,10 @@ func TestEncodeIsMarshals(t *testing.T) {
 	base := queue.Envelope{Version: queue.EnvelopeVersion, ID: "019af0c3d2e14b6f8a9c0d1e2f3a4b5c", Tenant: "acme",
 		Type: "email", Payload: json.RawMessage(`{"to":"ada@example.com","template":"welcome"}`), Cost: 1, EnqueuedAt: at}
 	cases := map[string]func(e *queue.Envelope){
-		"plain":           func(*queue.Envelope) {},
-		"every field":     func(e *queue.Envelope) { e.Deadline, e.NotBefore, e.HeartbeatMS, e.Attempt, e.Cost = &later, &later, 30000, 3, 1 << 40 },
+		"plain": func(*queue.Envelope) {},
+		"every field": func(e *queue.Envelope) {
+			e.Deadline, e.NotBefore, e.HeartbeatMS, e.Attempt, e.Cost = &later, &later, 30000, 3, 1<<40
+		},
 		"no payload":      func(e *queue.Envelope) { e.Payload = nil },
 		"spaced payload":  func(e *queue.Envelope) { e.Payload = json.RawMessage("{ \"a\" : [1, 2] }\n") },
 		"html payload":    func(e *queue.Envelope) { e.Payload = json.RawMessage(`{"h":"<b>&</b>"}`) },
