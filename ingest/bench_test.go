@@ -33,9 +33,10 @@ var benchBody = []byte(`{"type":"email","payload":{"to":"ada@example.com","templ
 // (EVALSHA admission + enqueue script) or the Kafka backend (acks=all), and,
 // as the floor measured in the same run, a bare net/http handler that
 // decodes the same JSON and answers 202 without Redis or a queue. The
-// tenant's limit is high enough never to refuse. Allocations include the
-// client's. The Kafka producer's batch timeout is SLUICE_BENCH_BATCH_TIMEOUT
-// (default 2ms, the product's default).
+// tenant's limit is high enough never to refuse. The clients are
+// loadConn's (loadgen_test.go), which allocate nothing per request, so
+// allocs/op is the server's. The Kafka producer's batch timeout is
+// SLUICE_BENCH_BATCH_TIMEOUT (default 2ms, the product's default).
 //
 //	go test ./ingest -run '^$' -bench BenchmarkIngest -benchtime 20000x
 func BenchmarkIngest(b *testing.B) {

@@ -195,3 +195,22 @@ func TestAccuracyNoBackend(t *testing.T) {
 		t.Errorf("accuracy rows' met (-want +got):\n%s", diff)
 	}
 }
+
+// TestPairedRowIsTheMedianOfRoundRatios: with the same rounds on both
+// sides (go test -count), the ratio is the median of the rounds' ratios,
+// not the ratio of the medians; with unequal rounds it falls back to the
+// ratio of the medians.
+func TestPairedRowIsTheMedianOfRoundRatios(t *testing.T) {
+	b := benches{
+		"S": {"jobs/s": {100, 300, 200}, "x": {100, 200}},
+		"P": {"jobs/s": {100, 100, 400}, "x": {100}},
+	}
+	r := b.pairedRow("w", "S", "P", "jobs/s", "%.0f", "≥ 1.3×", atLeast(1.3))
+	// Rounds' ratios 1.0, 3.0, 0.5: median 1.0 (the medians' ratio would be 200/100 = 2.0).
+	if r.ratio != "1.00× (3 rounds)" || r.met != "**no**" || r.sluice != "200" || r.peer != "100" {
+		t.Errorf("paired row = %+v, want ratio 1.00× (3 rounds), not met, medians 200 and 100", r)
+	}
+	if r := b.pairedRow("w", "S", "P", "x", "%.0f", "≥ 1.3×", atLeast(1.3)); r.ratio != "1.50×" || r.met != "yes" {
+		t.Errorf("unequal rounds: %+v, want the medians' ratio 1.50×, met", r)
+	}
+}
