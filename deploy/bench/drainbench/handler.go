@@ -107,7 +107,11 @@ func (b *bench) handlerThroughput(ctx context.Context, c tputCase) tputRow {
 
 	b.rec.take()
 	cnt := startCounter(ctx, b.rdb)
+	stopProfile := b.profileHarness(base)
 	waitErr, stopErr := b.driveEmbedded(ctx, fleet, row.jobs)
+	if note := stopProfile(); note != "" {
+		row.note = note
+	}
 	row.finish(b.rec.take(), waitErr, stopErr)
 	row.cmds = cnt.perJob(ctx, row.res.Jobs)
 	return row

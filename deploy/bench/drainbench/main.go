@@ -82,8 +82,10 @@
 //	BENCH_PROFILE             a directory: each cmd/drainer throughput row runs its drainers with
 //	                          drainer.pprof on and saves the first one's CPU profile there
 //	                          (<row>.cpu.pprof, over the row's expected drain time; read it with
-//	                          go tool pprof -top), and the tenants part saves its drainer's
-//	                          profile over each scenario's window (<scenario>.cpu.pprof)
+//	                          go tool pprof -top); a Go Handler row saves the harness's own
+//	                          profile over its drain (its drainers run embedded); and the
+//	                          tenants part saves its drainer's profile over each scenario's
+//	                          window (<scenario>.cpu.pprof)
 //
 // The report goes to stdout and to $BENCH_RESULTS/<UTC timestamp>.md (and
 // .json), and

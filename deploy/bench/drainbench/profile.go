@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 )
 
@@ -27,6 +28,42 @@ func startProfile(ctx context.Context, addr, dir, name string, seconds int) (wai
 	return func() (string, error) { return path, <-done }
 }
 
+// profileHarness starts a CPU profile of the harness's own process into
+// BENCH_PROFILE/name.cpu.pprof: a Go Handler row's drainers run embedded
+// in it, so this is their profile (with the harness's arrival counting).
+// The returned stop ends it and says where it went, or why it did not
+// start; without BENCH_PROFILE both do nothing.
+func (b *bench) profileHarness(name string) (stop func() (note string)) {
+	if b.o.profileDir == "" {
+		return func() string { return "" }
+	}
+	path := filepath.Join(b.o.profileDir, name+".cpu.pprof")
+	f, err := createProfile(path)
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		return func() string { return "profile: " + err.Error() }
+	}
+	return func() string {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return "profile: " + err.Error()
+		}
+		return "CPU profile of the harness (the embedded drainers): " + path
+	}
+}
+
+// createProfile creates path, and its directory.
+func createProfile(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("drainbench: profile dir: %w", err)
+	}
+	return os.Create(path)
+}
+
 // saveHeapProfile saves the drainer's live heap (a GC runs first) into
 // dir/name.heap.pprof and returns its path.
 func saveHeapProfile(ctx context.Context, addr, dir, name string) (string, error) {
@@ -36,9 +73,6 @@ func saveHeapProfile(ctx context.Context, addr, dir, name string) (string, error
 
 // fetchProfile saves the ops listener's /debug/pprof/<profile> into path.
 func fetchProfile(ctx context.Context, addr, profile, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("drainbench: profile dir: %w", err)
-	}
 	url := fmt.Sprintf("http://%s/debug/pprof/%s", addr, profile)
 	var resp *http.Response
 	var err error
@@ -61,7 +95,7 @@ func fetchProfile(ctx context.Context, addr, profile, path string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("drainbench: profile %s: %s", url, resp.Status)
 	}
-	f, err := os.Create(path)
+	f, err := createProfile(path)
 	if err != nil {
 		return fmt.Errorf("drainbench: profile: %w", err)
 	}
