@@ -76,8 +76,9 @@ func (b benches) pair(s, p, unit string) (float64, float64, bool) {
 }
 
 // pairedRow is ratioRow of s's and p's medians of unit, whose ratio, when
-// both ran the same rounds (go test -count, each round running them in
-// turn), is the median of the rounds' ratios, with the number of rounds.
+// both ran the same rounds (make bench runs go test BENCH_COUNT times,
+// each run taking them in turn), is the median of the rounds' ratios, with
+// the number of rounds.
 func (b benches) pairedRow(what, s, p, unit, format, goal string, met func(float64) bool) row {
 	vs, vp, ok := b.pair(s, p, unit)
 	r := ratioRow(what, vs, vp, ok, format, goal, met)

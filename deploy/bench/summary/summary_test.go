@@ -197,9 +197,9 @@ func TestAccuracyNoBackend(t *testing.T) {
 }
 
 // TestPairedRowIsTheMedianOfRoundRatios: with the same rounds on both
-// sides (go test -count), the ratio is the median of the rounds' ratios,
-// not the ratio of the medians; with unequal rounds it falls back to the
-// ratio of the medians.
+// sides (make bench's BENCH_COUNT rounds), the ratio is the median of the
+// rounds' ratios, not the ratio of the medians; with unequal rounds it
+// falls back to the ratio of the medians.
 func TestPairedRowIsTheMedianOfRoundRatios(t *testing.T) {
 	b := benches{
 		"S": {"jobs/s": {100, 300, 200}, "x": {100, 200}},
