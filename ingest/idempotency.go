@@ -153,6 +153,17 @@ type submission struct {
 	one [1]json.RawMessage
 }
 
+// newSubmission is the submission of n jobs, before reservation: a lone
+// job's answer slot lives in the submission itself.
+func newSubmission(n int) *submission {
+	sub := &submission{}
+	sub.answers = sub.one[:]
+	if n != 1 {
+		sub.answers = make([]json.RawMessage, n)
+	}
+	return sub
+}
+
 // reserveIDs reserves the client ids of jobs. Jobs whose id was accepted
 // before are answered from storage and not enqueued again. An id held by a
 // concurrent request makes the whole request a 409 with Retry-After: 1 (it
@@ -163,11 +174,7 @@ type submission struct {
 // id as job id, so the sink, which receives the job id as an idempotency key,
 // can still drop a duplicate.
 func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState, jobs []job) (*submission, *problem) {
-	sub := &submission{}
-	sub.answers = sub.one[:]
-	if len(jobs) != 1 {
-		sub.answers = make([]json.RawMessage, len(jobs))
-	}
+	sub := newSubmission(len(jobs))
 	var ids []string
 	var idx []int
 	for i, j := range jobs {
