@@ -58,7 +58,8 @@ func TestChargeOfNeverWraps(t *testing.T) {
 	t.Parallel()
 	p := limits.Policy{Name: "tenant", Algorithm: limits.AlgFixedWindow, Limit: 100, Period: time.Minute}
 	ts := newTenantState("acme", config.Tenant{}, nil, config.MaxMaxJobCost)
-	ts.tenantPolicy, ts.tenantOnly = &p, []limits.Policy{p} // as newTenantState would set them, with the bound left at max_job_cost
+	ts.tenantOnly = []limits.Policy{p} // as newTenantState would set them, with the bound left at max_job_cost
+	ts.tenantPolicy = &ts.tenantOnly[0]
 	jobs := func(costs ...int64) []job {
 		out := make([]job, len(costs))
 		for i, c := range costs {

@@ -25,6 +25,12 @@ type jobAnswer struct {
 	DueAt *time.Time `json:"due_at,omitempty"`
 }
 
+// marshal is a's JSON (appendJSON) in a buffer with room for all of it
+// (names, two times, the id and tenant) and writeRawJSON's newline.
+func (a jobAnswer) marshal() ([]byte, error) {
+	return a.appendJSON(make([]byte, 0, 176+len(a.JobID)+len(a.Tenant)))
+}
+
 // appendJSON appends a's JSON to dst: exactly the bytes json.Marshal(a)
 // makes (TestJobAnswerJSONIsMarshals), written by hand for the common
 // answer (ids, tenant names and times that need no escaping or check,

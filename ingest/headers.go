@@ -42,7 +42,7 @@ func setPolicyHeader(h http.Header, ts *tenantState, policies []limits.Policy) {
 	case 0:
 		return
 	case 1: // the common case: no list to join, the tenant's value shared
-		if v, ok := ts.itemHeader[policies[0].Name]; ok {
+		if v, ok := ts.items[policies[0].Name]; ok {
 			h[cRateLimitPolicy] = v
 		}
 		return
@@ -50,7 +50,7 @@ func setPolicyHeader(h http.Header, ts *tenantState, policies []limits.Policy) {
 	items := make([]string, 0, len(policies))
 	for _, p := range policies {
 		if it, ok := ts.items[p.Name]; ok {
-			items = append(items, it)
+			items = append(items, it[0])
 		}
 	}
 	h[cRateLimitPolicy] = []string{strings.Join(items, ", ")}

@@ -184,10 +184,7 @@ func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submis
 func (s *Server) accept(q *request, sub *submission, envs []queue.Envelope) {
 	ts := q.ts
 	for i, k := range sub.fresh {
-		// Room for the answer (names, two times, id and tenant) and
-		// writeRawJSON's newline.
-		room := 176 + len(envs[i].ID) + len(ts.name)
-		b, err := jobAnswer{JobID: envs[i].ID, Tenant: ts.name, EnqueuedAt: envs[i].EnqueuedAt, DueAt: envs[i].NotBefore}.appendJSON(make([]byte, 0, room))
+		b, err := jobAnswer{JobID: envs[i].ID, Tenant: ts.name, EnqueuedAt: envs[i].EnqueuedAt, DueAt: envs[i].NotBefore}.marshal()
 		if err != nil {
 			s.fail(q, newProblem(http.StatusInternalServerError, "", "encode answer"))
 			return

@@ -69,7 +69,7 @@ type tenantState struct {
 	// allowOnError is on_limiter_error == "allow" (fail open).
 	allowOnError bool
 	// tenantPolicy is the tenant-wide policy (name "tenant"), nil when the
-	// tenant has no admission algorithm.
+	// tenant has no admission algorithm: tenantOnly's element.
 	tenantPolicy *limits.Policy
 	// tenantOnly is the tenant policy alone as a charge's policy list (nil
 	// when there is none): one slice shared by every request that charges no
@@ -78,11 +78,10 @@ type tenantState struct {
 	// typePolicies holds the policy (name "type.<type>") of each job type
 	// that has an admission algorithm.
 	typePolicies map[string]limits.Policy
-	// items holds each policy's RateLimit-Policy list member, by policy name,
-	// and itemHeader the same as a header value of that member alone (a
-	// slice of capacity 1 shared by the answers, never written).
-	items      map[string]string
-	itemHeader map[string][]string
+	// items holds each policy's RateLimit-Policy list member, by policy
+	// name, as the header value of that member alone: a slice of one
+	// element and capacity 1 shared by the answers, never written.
+	items map[string][]string
 	// local holds the in-process fail-open limiter of each policy.
 	local map[string]*limits.Local
 	// algorithm is the metric label of the tenant's decisions: the tenant
@@ -172,16 +171,14 @@ func newTenantState(name string, t config.Tenant, old *tenantState, maxJobCost i
 		allowOnError: t.OnLimiterError != "deny",
 		typePolicies: map[string]limits.Policy{},
 		typeMaxCost:  map[string]costBound{},
-		items:        map[string]string{},
-		itemHeader:   map[string][]string{},
+		items:        map[string][]string{},
 		local:        map[string]*limits.Local{},
 		algorithm:    "none",
 		maxBacklog:   t.Outflow.MaxBacklog,
 		outflow:      t.Outflow.WithDefaults(),
 	}
 	add := func(p limits.Policy) {
-		it := policyItem(p)
-		ts.items[p.Name], ts.itemHeader[p.Name] = it, []string{it}
+		ts.items[p.Name] = []string{policyItem(p)}
 		if old != nil {
 			if prev, ok := old.policy(p.Name); ok && prev == p {
 				ts.local[p.Name] = old.local[p.Name]
@@ -191,8 +188,8 @@ func newTenantState(name string, t config.Tenant, old *tenantState, maxJobCost i
 		ts.local[p.Name] = limits.NewLocal(p)
 	}
 	if p, ok := t.Admission.Policy("tenant"); ok {
-		ts.tenantPolicy = &p
 		ts.tenantOnly = []limits.Policy{p}
+		ts.tenantPolicy = &ts.tenantOnly[0]
 		ts.algorithm = string(p.Algorithm)
 		add(p)
 	}

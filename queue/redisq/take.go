@@ -68,8 +68,9 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 	}
 	turn.Next = time.Duration(r.WaitUS) * time.Microsecond // the turn after the ones granted
 	jobs := make([]*queue.Claimed, len(r.Jobs))
+	nowMS := r.nowMS()
 	for i, jr := range r.Jobs {
-		jr.NowMS = r.nowMS()
+		jr.NowMS = nowMS
 		job := c.claimed(tenant, jr.claimReply)
 		job.SendDelay = time.Duration(jr.DelayUS) * time.Microsecond
 		if jr.Attempt > 0 {
@@ -82,7 +83,7 @@ func (c *Consumer) take(ctx context.Context, tenant string, a takeArgs) ([]*queu
 			}
 			job.Started = max(job.Started, job.Envelope.Attempt+1)
 			job.InLease, job.Counted = true, true
-			job.CountedAt = (r.nowMS() + jr.DelayUS/1000) / 1000 // take.lua's second of the send
+			job.CountedAt = (nowMS + jr.DelayUS/1000) / 1000 // take.lua's second of the send
 		}
 		jobs[i] = job
 	}
