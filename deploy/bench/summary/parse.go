@@ -55,13 +55,18 @@ type kafkaPerf struct {
 	sluice, kafka       float64 // records/s
 	sluiceP99, kafkaP99 float64 // ms; 0 when not printed
 	ok                  bool    // both records/s found
+	// bare is sluice's producer without the post-ack Redis write
+	// (BenchmarkEnqueue/kafka_no_state), bareOK when it was printed.
+	bare, bareP99 float64
+	bareOK        bool
 }
 
 var p99Re = regexp.MustCompile(`p99 latency ([0-9.]+) ms`)
 
 // parseKafkaPerf reads kafka-perf.sh's output: the rows "sluice
-// kafkaq.Producer.Enqueue <records/s> <MB/s> (... p99 latency <ms> ms)"
-// and "kafka-producer-perf-test <records/s> <MB/s> (...)".
+// kafkaq.Producer.Enqueue <records/s> <MB/s> (... p99 latency <ms> ms)",
+// "sluice-without-state-write <records/s> <MB/s> (...)" and
+// "kafka-producer-perf-test <records/s> <MB/s> (...)".
 func parseKafkaPerf(r io.Reader) kafkaPerf {
 	var k kafkaPerf
 	var gotS, gotK bool
@@ -77,6 +82,10 @@ func parseKafkaPerf(r io.Reader) kafkaPerf {
 		case len(f) >= 3 && f[0] == "sluice" && f[1] == "kafkaq.Producer.Enqueue":
 			if v, err := strconv.ParseFloat(f[2], 64); err == nil {
 				k.sluice, k.sluiceP99, gotS = v, p99, true
+			}
+		case len(f) >= 2 && f[0] == "sluice-without-state-write":
+			if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+				k.bare, k.bareP99, k.bareOK = v, p99, true
 			}
 		case len(f) >= 2 && f[0] == "kafka-producer-perf-test":
 			if v, err := strconv.ParseFloat(f[1], 64); err == nil {

@@ -136,6 +136,12 @@ func (in inputs) ingestRows() []row {
 		r.sluice += p99Note(k.sluiceP99)
 		r.peer += p99Note(k.kafkaP99)
 	}
+	out = append(out, r)
+	r = ratioRow("Kafka enqueue without the post-ack Redis write (the produce path alone): records/s vs kafka-producer-perf-test", k.bare, k.kafka, k.bareOK && k.ok, "%.0f", "stated", nil)
+	if k.bareOK && k.ok {
+		r.sluice += p99Note(k.bareP99)
+		r.peer += p99Note(k.kafkaP99)
+	}
 	return append(out, r)
 }
 
