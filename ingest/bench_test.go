@@ -36,7 +36,7 @@ var benchBody = []byte(`{"type":"email","payload":{"to":"ada@example.com","templ
 // tenant's limit is high enough never to refuse. The clients are
 // loadConn's (loadgen_test.go), which allocate nothing per request, so
 // allocs/op is the server's. The Kafka producer's batch timeout is
-// SLUICE_BENCH_BATCH_TIMEOUT (default 2ms, the product's default).
+// SLUICE_BENCH_BATCH_TIMEOUT (default 100us, the product's kafka.batch_timeout).
 //
 //	go test ./ingest -run '^$' -bench BenchmarkIngest -benchtime 20000x
 func BenchmarkIngest(b *testing.B) {
