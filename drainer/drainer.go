@@ -134,6 +134,7 @@ func New(cfg Config) (*Drainer, error) {
 		starts:  lua.NewGroup(cfg.Redis, startPipelines, startTimeout),
 		wake:    make(chan struct{}, 1),
 	}
+	d.sends.gauge = m.sendOffset
 	d.SetTenants(cfg.Tenants)
 	d.handler = cfg.Handler
 	if d.handler == nil {
@@ -273,7 +274,10 @@ func (d *Drainer) Run(ctx context.Context) error {
 	defer cancelBg()
 
 	calCtx, cancelCal := context.WithTimeout(ctx, time.Second)
-	d.sends.calibrate(calCtx, d.cfg.Redis)
+	if offset, n := d.sends.calibrate(calCtx, d.cfg.Redis); n > 0 {
+		d.log.Info("send clock calibrated: shaped jobs go at their turn on Redis' clock + this offset + 5ms",
+			"offset", offset.String(), "samples", n)
+	}
 	cancelCal()
 	ls := newLaneSet(ctx, workCtx, d)
 	var bg sync.WaitGroup

@@ -37,6 +37,7 @@ type metrics struct {
 	reaped       prometheus.Counter
 	outflowWaits prometheus.Histogram
 	lateSends    prometheus.Counter
+	sendOffset   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -76,12 +77,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lateSends: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_drainer_late_sends_total", Help: "Shaped jobs whose dispatch reached its send time on the bucket's clock (the turn + the least answer latency + 5 ms) after it had passed (a slow answer, or a wait for room or for the start's record): sent at once, that much behind their turn.",
 		}),
+		sendOffset: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_drainer_send_offset_seconds", Help: "This drainer's send clock offset: its clock less the bucket's (Redis TIME), the least answer latency it saw; a shaped job is sent at its turn + this + 5 ms. Drainers of one tenant whose offsets differ by d can send rate × d more jobs in a 1-s window than the bucket granted.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.dispatch, m.duration, m.retries, m.dlq, m.dropped, m.duplicates, m.water,
-		m.configured, m.effective, m.measured, m.depth, m.paused.Vec, m.inflight, m.lanes, m.errors, m.leaseLost, m.reaped, m.outflowWaits, m.lateSends} {
+		m.configured, m.effective, m.measured, m.depth, m.paused.Vec, m.inflight, m.lanes, m.errors, m.leaseLost, m.reaped, m.outflowWaits, m.lateSends, m.sendOffset} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("drainer: register metrics: %w", err)
 		}

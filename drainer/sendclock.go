@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -61,6 +62,9 @@ const (
 // late (sent at once, counted), as they were before the bucket's clock was
 // used. Safe for concurrent use.
 type sendClock struct {
+	// gauge, when set, follows offset (sluice_drainer_send_offset_seconds).
+	gauge prometheus.Gauge
+
 	mu       sync.Mutex
 	offset   time.Duration // local − bucket: the least answer latency, slewed
 	moved    time.Time     // when offset last fell or rose (local); zero: no offset yet
@@ -90,12 +94,21 @@ func (c *sendClock) observe(got, at time.Time) {
 		allowance := min(got.Sub(c.moved), time.Second)
 		floor := c.offset - time.Duration(float64(allowance)*float64(clockSlew)/float64(time.Second))
 		c.offset, c.moved = max(s, floor), got
+		c.show()
 	}
 	if since := got.Sub(c.epoch); since >= clockEpoch {
 		if since < 2*clockEpoch && c.epochN >= clockEpochSamples && c.epochMin > c.offset {
 			c.offset, c.moved = c.epochMin, got
+			c.show()
 		}
 		c.epoch, c.epochN = got, 0
+	}
+}
+
+// show sets the gauge to the offset (c.mu held).
+func (c *sendClock) show() {
+	if c.gauge != nil {
+		c.gauge.Set(c.offset.Seconds())
 	}
 }
 
@@ -103,6 +116,7 @@ func (c *sendClock) observe(got, at time.Time) {
 // least sample.
 func (c *sendClock) reset(got time.Time, s time.Duration) {
 	c.offset, c.moved, c.epoch, c.epochMin, c.epochN = s, got, got, s, 1
+	c.show()
 }
 
 // sendAt is when a job whose turn falls delay after the bucket's clock at
@@ -129,21 +143,41 @@ func later(base time.Time, d time.Duration) time.Time {
 	return base.Add(d)
 }
 
-// calibrationSamples is how many TIME round trips calibrate takes; the
-// first, which may open the connection, is not counted.
-const calibrationSamples = 8
+// calibrationSamples is how many TIME round trips calibrate takes, spread
+// over calibrationSpan; the first, which may open the connection, is not
+// counted. Drainers started together calibrate while the others start, and
+// a sample's latency then includes waits for the CPU: with 8 back-to-back
+// samples, 8 drainers on 2 cores calibrated offsets 15–680 µs apart
+// (docs/perf.md step 31), and the offsets' spread across drainers is what
+// can put more sends in a 1-s window than the bucket granted. More samples,
+// spread out, make a quick one likelier.
+const (
+	calibrationSamples = 32
+	calibrationSpan    = 50 * time.Millisecond
+)
 
 // calibrate sets the offset to the least of a few TIME round trips before
 // the first take (not slewed: nothing was sent yet), so the start-up
 // burst's sends already sit on the bucket's clock (its own answers are the
-// slowest). Errors leave the offset to the answers.
-func (c *sendClock) calibrate(ctx context.Context, rdb redis.UniversalClient) {
+// slowest). It returns the least latency and how many samples it took
+// (0: none, the offset is left to the answers). Every drainer of a tenant
+// sends at its own offset, so two drainers whose offsets differ by d can
+// put rate × d more sends in a 1-s window than the bucket granted in one
+// second of its clock: the offset is logged and kept in a gauge so a
+// spread can be seen.
+func (c *sendClock) calibrate(ctx context.Context, rdb redis.UniversalClient) (time.Duration, int) {
 	if err := rdb.Time(ctx).Err(); err != nil {
-		return
+		return 0, 0
 	}
 	var least time.Duration
 	n := 0
-	for range calibrationSamples {
+	for i := range calibrationSamples {
+		if i > 0 {
+			select {
+			case <-time.After(calibrationSpan / calibrationSamples):
+			case <-ctx.Done():
+			}
+		}
 		at, err := rdb.Time(ctx).Result()
 		if err != nil {
 			break
@@ -154,13 +188,14 @@ func (c *sendClock) calibrate(ctx context.Context, rdb redis.UniversalClient) {
 		n++
 	}
 	if n == 0 {
-		return
+		return 0, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.moved.IsZero() || least < c.offset {
 		c.reset(time.Now(), least)
 	}
+	return least, n
 }
 
 // waitSend holds a dispatch until its send time t (zero: none), at most

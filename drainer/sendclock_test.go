@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -85,15 +88,25 @@ func TestSendClockMapsTurnsToTheLeastLatency(t *testing.T) {
 
 // TestSendClockCalibrates: calibrate sets the offset from TIME round trips
 // on the real Redis before any answer: a loopback latency, well under the
-// margin.
+// margin, returned with its samples and shown in the gauge, which then
+// follows the offset as answers lower it.
 func TestSendClockCalibrates(t *testing.T) {
-	var c sendClock
-	c.calibrate(context.Background(), testenv.Redis(t))
-	if c.sendAt(time.Now(), 0).IsZero() {
-		t.Fatal("calibrate set no offset")
+	c := sendClock{gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}
+	offset, n := c.calibrate(context.Background(), testenv.Redis(t))
+	if c.sendAt(time.Now(), 0).IsZero() || n != calibrationSamples {
+		t.Fatalf("calibrate set no offset, or took %d samples (want %d)", n, calibrationSamples)
 	}
-	if got := c.offsetNow(); got < -time.Second || got > 2*time.Millisecond {
-		t.Errorf("calibrated offset %v, want a loopback latency (under 2ms; the clocks are the same host's)", got)
+	if got := c.offsetNow(); got != offset || got < -time.Second || got > 2*time.Millisecond {
+		t.Errorf("calibrated offset %v (returned %v), want it returned and a loopback latency (under 2ms; the clocks are the same host's)", got, offset)
+	}
+	if g := testutil.ToFloat64(c.gauge); g != offset.Seconds() {
+		t.Errorf("gauge %v after calibration, want the offset %v", g, offset.Seconds())
+	}
+	now := time.Now()
+	c.observe(now.Add(2*time.Second), now.Add(2*time.Second).Add(-offset+50*time.Microsecond)) // higher: no fall
+	c.observe(now.Add(3*time.Second), now.Add(3*time.Second).Add(-offset/2))                   // lower: falls, slewed
+	if got, g := c.offsetNow(), testutil.ToFloat64(c.gauge); g != got.Seconds() {
+		t.Errorf("gauge %v after a fall, want the offset %v", g, got.Seconds())
 	}
 }
 
