@@ -275,8 +275,8 @@ func (d *Drainer) Run(ctx context.Context) error {
 
 	calCtx, cancelCal := context.WithTimeout(ctx, time.Second)
 	if offset, n := d.sends.calibrate(calCtx, d.cfg.Redis); n > 0 {
-		d.log.Info("send clock calibrated: shaped jobs go at their turn on Redis' clock + this offset + 5ms",
-			"offset", offset.String(), "samples", n)
+		d.log.Info("send clock calibrated: shaped jobs go at their turn on Redis' clock + offset + margin",
+			"offset", offset.String(), "margin", sendMargin.String(), "samples", n)
 	}
 	cancelCal()
 	ls := newLaneSet(ctx, workCtx, d)

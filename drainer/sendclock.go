@@ -147,7 +147,7 @@ func later(base time.Time, d time.Duration) time.Time {
 // over calibrationSpan; the first, which may open the connection, is not
 // counted. Drainers started together calibrate while the others start, and
 // a sample's latency then includes waits for the CPU: with 8 back-to-back
-// samples, 8 drainers on 2 cores calibrated offsets 15–680 µs apart
+// samples, 8 drainers on 2 cores calibrated offsets of 15–682 µs
 // (docs/perf.md step 31), and the offsets' spread across drainers is what
 // can put more sends in a 1-s window than the bucket granted. More samples,
 // spread out, make a quick one likelier.
@@ -156,10 +156,10 @@ const (
 	calibrationSpan    = 50 * time.Millisecond
 )
 
-// calibrate sets the offset to the least of a few TIME round trips before
-// the first take (not slewed: nothing was sent yet), so the start-up
+// calibrate sets the offset to the least of calibrationSamples TIME round
+// trips before the first take (not slewed: nothing was sent yet), so the start-up
 // burst's sends already sit on the bucket's clock (its own answers are the
-// slowest). It returns the least latency and how many samples it took
+// slowest). It returns the offset it leaves and how many samples it took
 // (0: none, the offset is left to the answers). Every drainer of a tenant
 // sends at its own offset, so two drainers whose offsets differ by d can
 // put rate × d more sends in a 1-s window than the bucket granted in one
@@ -195,7 +195,7 @@ func (c *sendClock) calibrate(ctx context.Context, rdb redis.UniversalClient) (t
 	if c.moved.IsZero() || least < c.offset {
 		c.reset(time.Now(), least)
 	}
-	return least, n
+	return c.offset, n
 }
 
 // waitSend holds a dispatch until its send time t (zero: none), at most

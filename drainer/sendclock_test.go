@@ -92,7 +92,11 @@ func TestSendClockMapsTurnsToTheLeastLatency(t *testing.T) {
 // follows the offset as answers lower it.
 func TestSendClockCalibrates(t *testing.T) {
 	c := sendClock{gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}
+	start := time.Now()
 	offset, n := c.calibrate(context.Background(), testenv.Redis(t))
+	if took := time.Since(start); took < calibrationSpan*3/4 {
+		t.Errorf("calibrate took %v, want its samples spread over about %v", took, calibrationSpan)
+	}
 	if c.sendAt(time.Now(), 0).IsZero() || n != calibrationSamples {
 		t.Fatalf("calibrate set no offset, or took %d samples (want %d)", n, calibrationSamples)
 	}
@@ -103,9 +107,12 @@ func TestSendClockCalibrates(t *testing.T) {
 		t.Errorf("gauge %v after calibration, want the offset %v", g, offset.Seconds())
 	}
 	now := time.Now()
-	c.observe(now.Add(2*time.Second), now.Add(2*time.Second).Add(-offset+50*time.Microsecond)) // higher: no fall
-	c.observe(now.Add(3*time.Second), now.Add(3*time.Second).Add(-offset/2))                   // lower: falls, slewed
-	if got, g := c.offsetNow(), testutil.ToFloat64(c.gauge); g != got.Seconds() {
+	c.observe(now.Add(2*time.Second), now.Add(2*time.Second).Add(-offset+50*time.Microsecond)) // 50 µs quicker: falls (slewed: 100 µs a second)
+	got := c.offsetNow()
+	if got >= offset {
+		t.Fatalf("offset %v after a quicker answer, want below %v", got, offset)
+	}
+	if g := testutil.ToFloat64(c.gauge); g != got.Seconds() {
 		t.Errorf("gauge %v after a fall, want the offset %v", g, got.Seconds())
 	}
 }

@@ -10,7 +10,7 @@
 # Both sides write RECORDS records to a fresh topic of PARTITIONS partitions
 # (replication 1, the local broker) with acks=all and the same record value size:
 #
-#   sluice   go test -bench 'BenchmarkEnqueue/kafka' -benchtime=<RECORDS>x ./queue/kafkaq:
+#   sluice   go test -bench 'BenchmarkEnqueue/kafka(_no_state)?' -benchtime=<RECORDS>x ./queue/kafkaq:
 #            kafkaq.Producer.Enqueue of one job per call (a 1 KiB payload in its
 #            JSON envelope) from many goroutines, each waiting for its ack and
 #            then for the post-ack Redis write (the tenant's backlog counter and
@@ -89,16 +89,18 @@ if ! (cd "$ROOT" && SLUICE_TEST_KAFKA=$BROKER SLUICE_BENCH_PARTITIONS=$PARTITION
 	cat "$bench_out" >&2
 	die "the sluice benchmark failed"
 fi
-line=$(grep -E '^BenchmarkEnqueue/kafka-[0-9]+ ' "$bench_out" | tail -1)
-bare=$(grep -E '^BenchmarkEnqueue/kafka_no_state-[0-9]+ ' "$bench_out" | tail -1)
-metric() { awk -v unit="$1" '{for (i = 2; i <= NF; i++) if ($i == unit) print $(i - 1)}' <<<"${2:-$line}"; }
-sluice_rps=$(metric jobs/s)
-value_bytes=$(metric value_bytes)
-per_request=$(metric jobs/request)
-sluice_p99=$(metric p99_ms)
-bare_rps=$(metric jobs/s "$bare")
-bare_per_request=$(metric jobs/request "$bare")
-bare_p99=$(metric p99_ms "$bare")
+# go test names a sub-benchmark <name>-<GOMAXPROCS>, or <name> alone when
+# GOMAXPROCS is 1; either is followed by blanks.
+line=$(grep -E '^BenchmarkEnqueue/kafka(-[0-9]+)?[[:space:]]' "$bench_out" | tail -1 || true)
+bare=$(grep -E '^BenchmarkEnqueue/kafka_no_state(-[0-9]+)?[[:space:]]' "$bench_out" | tail -1 || true)
+metric() { awk -v unit="$2" '{for (i = 2; i <= NF; i++) if ($i == unit) print $(i - 1)}' <<<"$1"; }
+sluice_rps=$(metric "$line" jobs/s)
+value_bytes=$(metric "$line" value_bytes)
+per_request=$(metric "$line" jobs/request)
+sluice_p99=$(metric "$line" p99_ms)
+bare_rps=$(metric "$bare" jobs/s)
+bare_per_request=$(metric "$bare" jobs/request)
+bare_p99=$(metric "$bare" p99_ms)
 [[ -n $sluice_rps && -n $value_bytes && -n $bare_rps ]] || {
 	cat "$bench_out" >&2
 	die "no jobs/s or value_bytes in the benchmark output (both sub-benchmarks)"
