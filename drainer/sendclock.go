@@ -157,9 +157,9 @@ const (
 )
 
 // calibrate sets the offset to the least of calibrationSamples TIME round
-// trips before the first take (not slewed: nothing was sent yet), so the start-up
-// burst's sends already sit on the bucket's clock (its own answers are the
-// slowest). It returns the offset it leaves and how many samples it took
+// trips before the first take (not slewed: nothing was sent yet), so the
+// start-up burst's sends already sit on the bucket's clock (its own answers
+// are the slowest). It returns the offset it leaves and how many samples it took
 // (0: none, the offset is left to the answers). Every drainer of a tenant
 // sends at its own offset, so two drainers whose offsets differ by d can
 // put rate × d more sends in a 1-s window than the bucket granted in one
