@@ -132,7 +132,7 @@ drainer:
   backoff_base: 10ms
   backoff_max: 100ms
 tenants:
-`, testenv.RedisAddr(t), strings.Join(k.cfg.Brokers, ", "), k.cfg.Topic, k.cfg.Partitions, k.cfg.DLQTopic, k.cfg.ConsumerGroup, freeAddr(t))
+`, testenv.RedisAddr(t), strings.Join(k.cfg.Brokers, ", "), k.cfg.Topic, k.cfg.Partitions, k.cfg.DLQTopic, k.cfg.ConsumerGroup, testenv.FreeAddr(t))
 	for _, tenant := range tenants {
 		fmt.Fprintf(&b, "  %s:\n    outflow: {%s}\n    target: {url: %q, timeout: 5s}\n", tenant, outflow, sinkURL)
 	}

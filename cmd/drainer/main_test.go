@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -71,15 +70,6 @@ func (s *countingSink) counts() (unique, total int) {
 	return len(s.seen), s.total
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // writeConfig writes a drainer config for one tenant and returns its path.
 func writeConfig(t *testing.T, tenant, sinkURL, extraOutflow string) string {
 	y := fmt.Sprintf(`redis:
@@ -94,7 +84,7 @@ tenants:
   %s:
     outflow: {%s}
     target: {url: %q, timeout: 5s}
-`, testenv.RedisAddr(t), freeAddr(t), tenant, extraOutflow, sinkURL)
+`, testenv.RedisAddr(t), testenv.FreeAddr(t), tenant, extraOutflow, sinkURL)
 	p := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
 		t.Fatal(err)

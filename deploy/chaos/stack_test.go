@@ -110,7 +110,7 @@ func startStack(t *testing.T, backend string, topo topology) *stack {
 	for i := range topo.tenants {
 		st.tenants = append(st.tenants, fmt.Sprintf("t%d", i))
 	}
-	ingestAddr := freeAddr(t)
+	ingestAddr := testenv.FreeAddr(t)
 	st.ingestURL = "http://" + ingestAddr
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(path, []byte(st.configYAML(topo, ingestAddr)), 0o600); err != nil {
@@ -119,7 +119,7 @@ func startStack(t *testing.T, backend string, topo topology) *stack {
 	st.ingest = newProc(t, "ingest", "ingest", path, ingestAddr)
 	st.ingest.start()
 	for i := range topo.drainers {
-		addr := freeAddr(t)
+		addr := testenv.FreeAddr(t)
 		st.drainers = append(st.drainers, newProc(t, fmt.Sprintf("drainer-%d", i), "drainer", path, addr,
 			"SLUICE_DRAINER_LISTEN="+addr))
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -101,15 +100,6 @@ type stack struct {
 	sink        *sink
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startStack starts the stack on the queue backend ("redis" or "kafka":
 // topics and a consumer group of the test's own on the shared Kafka).
 func startStack(t *testing.T, backend string) *stack {
@@ -117,7 +107,7 @@ func startStack(t *testing.T, backend string) *stack {
 	// A Redis of the test's own: ingest's registry reads every runtime
 	// tenant, and other tests create and delete theirs on the shared one.
 	redisAddr := testenv.StartRedis(t).Addr()
-	ingestAddr := freeAddr(t)
+	ingestAddr := testenv.FreeAddr(t)
 	// A roomy Redis timeout: the shared servers are busy while tests run.
 	y := fmt.Sprintf(`redis: {addr: %q, timeout: 2s}
 queue: {backend: %s}
@@ -140,7 +130,7 @@ tenants:
   %s:
     api_keys: [%q]
     target: {url: %q, timeout: 5s}
-`, redisAddr, backend, kafkaSection(t, backend), ingestAddr, config.HashKey(adminToken), freeAddr(t),
+`, redisAddr, backend, kafkaSection(t, backend), ingestAddr, config.HashKey(adminToken), testenv.FreeAddr(t),
 		st.busy, config.HashKey("key-"+st.busy), st.sink.srv.URL+"/"+st.busy,
 		st.spare, config.HashKey("key-"+st.spare), st.sink.srv.URL+"/"+st.spare)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")

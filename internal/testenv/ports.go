@@ -2,35 +2,31 @@ package testenv
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/freeport"
 )
 
 // freePorts returns n distinct loopback TCP ports that were free a moment ago,
-// drawn at random from 20000-31999. That range lies below Linux's ephemeral
-// ports (32768-60999), which the kernel hands to every bind(":0") and outgoing
-// connection of every process: a port of a private server that a test stopped
-// is then not taken by an unrelated socket before the test starts it again.
+// below Linux's ephemeral ports (package freeport): a port of a private server
+// that a test stopped is then not taken by an unrelated socket before the test
+// starts it again.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n; tries++ {
-		if tries == 1000 {
-			t.Fatalf("testenv: no free port in 20000-31999 after %d tries", tries)
-		}
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		defer l.Close() // held until all n are chosen, so they differ
-		ports = append(ports, port)
+	ports, err := freeport.Loopback(n)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
 	return ports
+}
+
+// FreeAddr returns a loopback host:port for a server another process will
+// bind (package freeport).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return freeport.Addr(freePorts(t, 1)[0])
 }
 
 // servicesScript returns the path of deploy/local/services.sh, found by walking

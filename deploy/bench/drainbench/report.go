@@ -123,7 +123,8 @@ func (r *report) accuracySection(b *strings.Builder) {
 	fmt.Fprintf(b, "Each row pre-loads enough jobs for one tenant (sluice) or one queue (BullMQ), starts the worker processes and measures at the sink. "+
 		"The %s steady window opens %s after the first arrival; for sluice not before its bucket is full (arrivals ≥ rate × time since the first + capacity), "+
 		"as an idle bucket's start-up burst would otherwise count as rate (warm-up s says when it opened). "+
-		"sluice: cmd/drainer processes, one row per backend (Redis lists; Kafka: %d partitions, a topic and consumer group of the row's own), `outflow.rate` = target, `outflow.capacity` left at its default max(1, rate), "+
+		"sluice: cmd/drainer processes, one row per backend (Redis lists; Kafka: %d partitions, a topic and consumer group of the row's own; its drainers start paused and resume once the group is Stable with every member holding partitions, "+
+		"so no member's join pauses the group inside the window), `outflow.rate` = target, `outflow.capacity` left at its default max(1, rate), "+
 		"HTTP sink to the measuring server. BullMQ %s: `limiter: {max: rate × %s, duration: %d}`, concurrency %d per worker, "+
 		"the processor POSTs each job to the same measuring server.\n\n",
 		o.duration, o.warmup, kafkaPartitions, r.bullmq, o.bullWindow, o.bullWindow.Milliseconds(), o.bullConcurrency)

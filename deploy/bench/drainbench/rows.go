@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,14 +142,27 @@ func (b *bench) sluiceAccuracy(ctx context.Context, c accCase) accRow {
 	}
 	b.rec.take()
 	cnt := startCounter(ctx, b.rdb)
-	f, err := startDrainers(b.bin, b.dir, tenant, c.workers, conf)
+	// On Kafka the drainers start paused and resume once their group is
+	// Stable, as in the throughput rows: otherwise a member that joins late
+	// on a busy host pauses the group for a rebalance (about 1 s) after the
+	// window opened, and the bucket, idle meanwhile, lets its capacity go at
+	// once when the group resumes: start-up, measured as steady outflow.
+	var f fleet
+	groupNote := ""
+	if c.backend == "kafka" {
+		var settled time.Duration
+		f, settled, err = b.startStableKafka(ctx, tenant, c.workers, conf)
+		groupNote = fmt.Sprintf("drainers started paused; group stable after %.1fs, then resumed", settled.Seconds())
+	} else {
+		f, err = startDrainers(b.bin, b.dir, tenant, c.workers, conf)
+	}
 	if err != nil {
 		row.err = err
 		return row
 	}
 	arr, from, note, err := b.accuracyWindow(ctx, f, c.rate, row.capacity, true)
 	if c.backend == "kafka" {
-		note = strings.TrimPrefix(note+"; "+kafkaCmdsNote, "; ")
+		note = strings.Join(slices.DeleteFunc([]string{groupNote, note, kafkaCmdsNote}, func(s string) bool { return s == "" }), "; ")
 	}
 	row.note, row.err = note, err
 	row.res = measureAccuracy(arr, from, b.o.duration, c.rate, row.capacity)

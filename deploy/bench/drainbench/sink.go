@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/freeport"
 )
 
 // arrival is one job reaching the measuring point: the sink's handler, a Go
@@ -132,12 +134,6 @@ func (s *sink) close() {
 	_ = s.srv.Shutdown(ctx)
 }
 
-// freePort returns a loopback address with a port free right now.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("drainbench: free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// freePort returns a loopback address for a child process to bind, below
+// the kernel's ephemeral ports (package freeport).
+func freePort() (string, error) { return freeport.LoopbackAddr() }
