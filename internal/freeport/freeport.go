@@ -6,7 +6,7 @@
 // can be taken by any outgoing connection of any process before the child
 // binds it: Linux hands out its ephemeral ports (32768–60999 by default) to
 // both. The child then fails with "address already in use", as a drainer
-// did in a make bench run (2026-12-07). The ports here come from 20000–31999,
+// did in a benchmark run (2026-12-07). The ports here come from 20000–31999,
 // which the kernel never picks, so only an explicit bind can race for them,
 // and a process is never handed the same port twice while unused ones are
 // left (a port handed out a moment ago may not be bound yet).
