@@ -7,9 +7,10 @@
 // binds it: Linux hands out its ephemeral ports (32768–60999 by default) to
 // both. The child then fails with "address already in use", as a drainer
 // did in a benchmark run (2026-12-07). The ports here come from 20000–31999,
-// which the kernel never picks, so only an explicit bind can race for them,
-// and a process is never handed the same port twice while unused ones are
-// left (a port handed out a moment ago may not be bound yet).
+// which the kernel never picks, so only an explicit bind can race for them.
+// A process walks the range from a random start, so it hands out a port again
+// only after the other 11,999 (a port handed out a moment ago may not be bound
+// yet), and test binaries running side by side seldom try the same ports.
 package freeport
 
 import (
@@ -24,34 +25,27 @@ import (
 const Low, High = 20000, 32000
 
 var (
-	mu     sync.Mutex
-	handed = map[int]bool{}
+	mu   sync.Mutex
+	next = Low + rand.IntN(High-Low) // the next port to try
 )
 
-// Loopback returns n distinct ports of 127.0.0.1, each free a moment ago and
-// none handed out before by this process (until all of the range has been,
-// when the record starts over).
+// Loopback returns n distinct ports of 127.0.0.1, each free a moment ago: the
+// next n of the range, from where the last call stopped, that bind.
 func Loopback(n int) ([]int, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	ports := make([]int, 0, n)
 	for tries := 0; len(ports) < n; tries++ {
-		if tries == 4*(High-Low) {
+		if tries == High-Low {
 			return nil, fmt.Errorf("freeport: found %d of %d free ports in 127.0.0.1:%d–%d", len(ports), n, Low, High-1)
 		}
-		if len(handed) >= (High-Low)/2 {
-			clear(handed)
-		}
-		port := Low + rand.IntN(High-Low)
-		if handed[port] {
-			continue
-		}
+		port := next
+		next = Low + (next+1-Low)%(High-Low)
 		l, err := net.Listen("tcp", Addr(port))
 		if err != nil {
 			continue
 		}
 		defer l.Close() // held until all n are chosen, so they differ
-		handed[port] = true
 		ports = append(ports, port)
 	}
 	return ports, nil

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/freeport"
 )
 
 // proc is a child process of the benchmark (a drainer or a BullMQ worker)
@@ -179,7 +181,7 @@ func waitUntil(t time.Time, failed func() error) error {
 // startRedis starts a private redis-server (no persistence) on a free
 // loopback port, its log in dir, and waits until it answers.
 func startRedis(ctx context.Context, dir string) (*proc, string, error) {
-	addr, err := freePort()
+	addr, err := freeport.LoopbackAddr()
 	if err != nil {
 		return nil, "", err
 	}

@@ -142,20 +142,11 @@ func (b *bench) sluiceAccuracy(ctx context.Context, c accCase) accRow {
 	}
 	b.rec.take()
 	cnt := startCounter(ctx, b.rdb)
-	// On Kafka the drainers start paused and resume once their group is
-	// Stable, as in the throughput rows: otherwise a member that joins late
-	// on a busy host pauses the group for a rebalance (about 1 s) after the
-	// window opened, and the bucket, idle meanwhile, lets its capacity go at
-	// once when the group resumes: start-up, measured as steady outflow.
-	var f fleet
-	groupNote := ""
-	if c.backend == "kafka" {
-		var settled time.Duration
-		f, settled, err = b.startStableKafka(ctx, tenant, c.workers, conf)
-		groupNote = fmt.Sprintf("drainers started paused; group stable after %.1fs, then resumed", settled.Seconds())
-	} else {
-		f, err = startDrainers(b.bin, b.dir, tenant, c.workers, conf)
-	}
+	// On Kafka a member that joins late on a busy host would pause the
+	// group for a rebalance after the window opened, and the bucket, idle
+	// meanwhile, would let its capacity go at once when the group resumed:
+	// start-up, measured as steady outflow (startFleet).
+	f, groupNote, err := b.startFleet(ctx, tenant, c.workers, conf)
 	if err != nil {
 		row.err = err
 		return row
@@ -216,15 +207,8 @@ func (b *bench) sluiceThroughput(ctx context.Context, c tputCase) tputRow {
 	}
 	b.rec.take()
 	cnt := startCounter(ctx, b.rdb)
-	var f fleet
-	var err error
-	if backend == "kafka" {
-		var settled time.Duration
-		f, settled, err = b.startStableKafka(ctx, base, workers, conf)
-		row.note = fmt.Sprintf("drainers started paused; group stable after %.1fs, then resumed", settled.Seconds())
-	} else {
-		f, err = startDrainers(b.bin, b.dir, base, workers, conf)
-	}
+	f, note, err := b.startFleet(ctx, base, workers, conf)
+	row.note = note
 	if err != nil {
 		row.err = err
 		return row

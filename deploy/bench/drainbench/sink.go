@@ -10,8 +10,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/freeport"
 )
 
 // arrival is one job reaching the measuring point: the sink's handler, a Go
@@ -133,7 +131,3 @@ func (s *sink) close() {
 	defer cancel()
 	_ = s.srv.Shutdown(ctx)
 }
-
-// freePort returns a loopback address for a child process to bind, below
-// the kernel's ephemeral ports (package freeport).
-func freePort() (string, error) { return freeport.LoopbackAddr() }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/sluicehq/sluice/internal/freeport"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/kafkaq"
@@ -86,7 +87,7 @@ func (c drainerConf) yaml() string {
 func startDrainers(bin, dir, name string, n int, c drainerConf) (fleet, error) {
 	var f fleet
 	for i := range n {
-		addr, err := freePort()
+		addr, err := freeport.LoopbackAddr()
 		if err != nil {
 			f.stop(5 * time.Second)
 			return nil, err
