@@ -52,7 +52,10 @@ func chromiumPath(t *testing.T) string {
 func newBrowser(t *testing.T) *browser {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000),
-		chromedp.Flag("lang", "en-US"))
+		chromedp.Flag("lang", "en-US"),
+		// Chromium leaves its singleton directory (org.chromium.Chromium.*)
+		// in TMPDIR when it is stopped; the test's own directory takes it.
+		chromedp.Env("TMPDIR="+t.TempDir()))
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(alloc)
 	b := &browser{t: t, ctx: ctx}
