@@ -129,7 +129,8 @@ func (in inputs) ingestRows() []row {
 	a, okA := b.get(sl, "allocs/op")
 	r := ratioRow("ingest: allocations per request (the server's) vs before (d7b8cec)", a, allocsBefore, okA, "%.0f", "≤ 0.5× (≤ 92.5)", func(x float64) bool { return x <= 0.5 })
 	out = append(out, r)
-	out = append(out, b.pairedRow("ingest: Kafka backend jobs/s vs the Redis backend's", kafka, sl, "jobs/s", "%.0f", "≥ 0.7×", atLeast(0.7)))
+	out = append(out, b.pairedRow("ingest: Kafka backend jobs/s vs the Redis backend's", kafka, sl, "jobs/s", "%.0f", "≥ 0.7×", atLeast(0.7)),
+		b.pairedRow("ingest: Kafka backend Redis CPU per 202 (admission and the post-ack write), µs, vs the Redis backend's", kafka, sl, "redis_cpu_us", "%.1f", "stated", nil))
 	k := in.kafka
 	r = ratioRow("Kafka enqueue, acks=all: records/s vs kafka-producer-perf-test (p99 ms in brackets)", k.sluice, k.kafka, k.ok, "%.0f", "≥ 0.8×", atLeast(0.8))
 	if k.ok {
