@@ -77,6 +77,10 @@ func admitCall(s *lua.Script, ds []*encoded) lua.Call {
 	for _, d := range ds {
 		nk += len(d.keys)
 		na += 4 + 2*len(d.pols)
+		if d.then != nil {
+			nk += len(d.then.Keys)
+			na += len(d.then.Args)
+		}
 		for _, r := range d.pols {
 			if indexOf(defs, r.def) < 0 {
 				defs = append(defs, r.def)
