@@ -42,8 +42,10 @@ BENCH ?= ^(BenchmarkAdmitVsRedisRate|BenchmarkAdmitLatency|BenchmarkIngest)$$
 # Rounds of the Go benchmarks: go test runs BENCH_COUNT times in a row
 # (not -count, which repeats each sub-benchmark before the next), so the
 # ingest sub-benchmarks alternate and the summary's ingest ratios are the
-# median of the rounds' paired ratios.
-BENCH_COUNT ?= 3
+# median of the rounds' paired ratios. Each run gets its round number in
+# SLUICE_BENCH_ROUND; BenchmarkIngest runs its sub-benchmarks in the
+# reverse order in even rounds, so an even count balances the two orders.
+BENCH_COUNT ?= 4
 endif
 BENCH_PKGS ?= ./...
 BENCH ?= .
@@ -119,7 +121,7 @@ fuzz: services
 bench: services
 	mkdir -p $(BENCH_RUN) && rm -f $(BENCH_RUN)/failed
 	for i in $$(seq $(BENCH_COUNT)); do \
-		$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS) 2>&1 \
+		$(TEST_ENV) SLUICE_BENCH_ROUND=$$i $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS) 2>&1 \
 		| tee -a $(BENCH_RUN)/gotest.txt || echo "go test -bench failed" >>$(BENCH_RUN)/failed; done
 	for s in $(BENCH_SCRIPTS); do echo "== $$s"; \
 		$(TEST_ENV) bash "$$s" 2>&1 | tee "$(BENCH_RUN)/$$(basename "$$s" .sh).txt" || echo "$$s failed" >>$(BENCH_RUN)/failed; done

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,8 +43,15 @@ var benchBody = []byte(`{"type":"email","payload":{"to":"ada@example.com","templ
 // SLUICE_BENCH_BATCH_TIMEOUT (default 100us, the product's kafka.batch_timeout).
 //
 //	go test ./ingest -run '^$' -bench BenchmarkIngest -benchtime 20000x
+//
+// make bench runs go test in rounds (BENCH_COUNT) and numbers them in
+// SLUICE_BENCH_ROUND; an even round runs the sub-benchmarks in the reverse
+// order, so neither side of a ratio always runs first.
 func BenchmarkIngest(b *testing.B) {
-	b.Run("redis", func(b *testing.B) {
+	subs := []struct {
+		name string
+		run  func(*testing.B)
+	}{{"redis", func(b *testing.B) {
 		rdb := privateRedis(b)
 		tenant := testenv.Name(b, "bench")
 		h := startIngest(b, benchConfig(b, tenant), deps{rdb: rdb})
@@ -50,16 +59,14 @@ func BenchmarkIngest(b *testing.B) {
 		reportMean(b, h.reg, "sluice_admission_batch_size", 1, "batch")
 		reportMean(b, h.reg, "sluice_admission_duration_seconds", 1000, "admit_ms")
 		reportMean(b, h.reg, "sluice_http_request_duration_seconds", 1000, "http_ms")
-	})
-	b.Run("peer_handwritten", func(b *testing.B) {
+	}}, {"peer_handwritten", func(b *testing.B) {
 		rdb := privateRedis(b)
 		hs := httptest.NewServer(ingestpeer.New(ingestpeer.Config{
 			Redis: rdb, Tenants: map[string]string{"peer-key": "peer"}, PerSecond: 1_000_000,
 		}))
 		b.Cleanup(hs.Close)
 		runIngestBench(b, hs.URL, "peer-key", rdb)
-	})
-	b.Run("kafka", func(b *testing.B) {
+	}}, {"kafka", func(b *testing.B) {
 		brokers := testenv.KafkaBrokers(b)
 		// A private Redis, as the Redis backend's and the peer's rows have:
 		// the backends' ratio compares like with like (the shared server
@@ -85,12 +92,17 @@ func BenchmarkIngest(b *testing.B) {
 		reportMean(b, h.reg, "sluice_admission_duration_seconds", 1000, "admit_ms")
 		reportMean(b, reg, "sluice_enqueue_duration_seconds", 1000, "enqueue_ms")
 		reportMean(b, h.reg, "sluice_http_request_duration_seconds", 1000, "http_ms")
-	})
-	b.Run("bare_nethttp", func(b *testing.B) {
+	}}, {"bare_nethttp", func(b *testing.B) {
 		hs := httptest.NewServer(http.HandlerFunc(bareHandler))
 		b.Cleanup(hs.Close)
 		runIngestBench(b, hs.URL, "bare", nil)
-	})
+	}}}
+	if round, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ROUND")); err == nil && round%2 == 0 {
+		slices.Reverse(subs)
+	}
+	for _, s := range subs {
+		b.Run(s.name, s.run)
+	}
 }
 
 // benchConfig has one tenant with a GCRA limit of a million per second, far
