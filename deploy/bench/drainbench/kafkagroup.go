@@ -13,21 +13,6 @@ import (
 // groupTimeout bounds the wait for a row's consumer group to settle.
 const groupTimeout = time.Minute
 
-// startFleet starts n drainers of c's backend. On Kafka they start paused
-// and resume once their group is Stable (startStableKafka), and the note
-// says how long that took; on Redis they start at once, with no note.
-func (b *bench) startFleet(ctx context.Context, name string, n int, c drainerConf) (fleet, string, error) {
-	if c.backend != "kafka" {
-		f, err := startDrainers(b.bin, b.dir, name, n, c)
-		return f, "", err
-	}
-	f, settled, err := b.startStableKafka(ctx, name, n, c)
-	if err != nil {
-		return nil, "", err
-	}
-	return f, fmt.Sprintf("drainers started paused; group stable after %.1fs, then resumed", settled.Seconds()), nil
-}
-
 // startStableKafka starts n Kafka drainers with every tenant paused, waits
 // until their consumer group is Stable with n members that each hold
 // partitions, then resumes the tenants by rewriting each drainer's

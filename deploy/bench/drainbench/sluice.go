@@ -82,6 +82,21 @@ func (c drainerConf) yaml() string {
 	return b.String()
 }
 
+// startFleet starts n drainers of c's backend. On Kafka they start paused
+// and resume once their group is Stable (startStableKafka), and the note
+// says how long that took; on Redis they start at once, with no note.
+func (b *bench) startFleet(ctx context.Context, name string, n int, c drainerConf) (fleet, string, error) {
+	if c.backend != "kafka" {
+		f, err := startDrainers(b.bin, b.dir, name, n, c)
+		return f, "", err
+	}
+	f, settled, err := b.startStableKafka(ctx, name, n, c)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, fmt.Sprintf("drainers started paused; group stable after %.1fs, then resumed", settled.Seconds()), nil
+}
+
 // startDrainers writes one configuration per process (each with its own ops
 // port) into dir and starts n drainers.
 func startDrainers(bin, dir, name string, n int, c drainerConf) (fleet, error) {
