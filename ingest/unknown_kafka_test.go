@@ -58,9 +58,16 @@ func TestUnknownOutcomeRetryKafka(t *testing.T) {
 	if jobID != "x1" {
 		t.Errorf("retry's job_id %v, want x1", jobID)
 	}
-	copies := recordsOf(t, brokers, topic, "x1")
+	records := recordsOf(t, brokers, topic, "x1")
+	copies := len(records)
 	t.Logf("x1 has %d records on the topic", copies)
 	lbl := map[string]string{"tenant": tenant}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("at the end: the sink had x1 %d times, sluice_jobs_duplicate_skipped_total %v; its records: %q",
+				sink.count("x1"), testenv.MetricValue(t, reg, "sluice_jobs_duplicate_skipped_total", lbl), records)
+		}
+	})
 	testenv.WaitFor(t, 30*time.Second, "every copy of x1 consumed", func() bool {
 		return sink.count("x1") >= 1 && testenv.MetricValue(t, reg, "sluice_jobs_duplicate_skipped_total", lbl) >= float64(copies-1)
 	})
@@ -120,22 +127,23 @@ func startKafkaDrainer(t *testing.T, brokers []string, topic, tenant string) (*h
 	return sink, reg
 }
 
-// recordsOf counts the records of job id on partition 0 of topic.
-func recordsOf(t *testing.T, brokers []string, topic, id string) int {
+// recordsOf returns the values of the records of job id on partition 0 of
+// topic, in offset order.
+func recordsOf(t *testing.T, brokers []string, topic, id string) []string {
 	t.Helper()
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: 0, MaxWait: 200 * time.Millisecond})
 	defer r.Close()
-	n := 0
+	var vals []string
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		m, err := r.ReadMessage(ctx)
 		cancel()
 		if err != nil {
-			return n
+			return vals
 		}
 		for _, hd := range m.Headers {
 			if hd.Key == kafkaq.HeaderJobID && string(hd.Value) == id {
-				n++
+				vals = append(vals, string(m.Value))
 			}
 		}
 	}
