@@ -167,10 +167,12 @@ func (s *Store) redriveChunk(ctx context.Context, tenant string, recs []found, r
 	}
 	// The dead jobs' states lose enqueued_at first, so that on Kafka the
 	// post-ack write (job_state_enqueue.lua) records them queued even when
-	// a drainer got one first, and never over the state it recorded.
+	// a drainer got one first, and never over the state it recorded; and
+	// the start_enqueued_at of an earlier life, which a copy check would
+	// read in its place (kafka_take.lua).
 	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, j := range jobs {
-			p.HDel(ctx, keys.JobState(tenant, j.ID), "enqueued_at")
+			p.HDel(ctx, keys.JobState(tenant, j.ID), "enqueued_at", "start_enqueued_at")
 		}
 		return nil
 	}); err != nil {

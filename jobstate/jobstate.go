@@ -5,7 +5,10 @@
 //
 // A job's state is a Redis hash, keys.JobState(tenant, id), with the fields
 // state, type, attempt, enqueued_at, updated_at (unix ms), seq, last_error
-// and reason, kept for keys.JobStateTTL after its last change. It is
+// and reason, kept for keys.JobStateTTL after its last change (on Kafka
+// also start_enqueued_at: the envelope's enqueued_at as a drainer's start
+// saw it before the producer's post-ack write recorded enqueued_at, so a
+// copy of a done job is known as one meanwhile). It is
 // written on round trips that happen anyway where it can be:
 //
 //	queued     enqueue.lua (Redis backend), or the Kafka producer's

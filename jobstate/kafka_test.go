@@ -99,3 +99,55 @@ func TestSettleKafka(t *testing.T) {
 		t.Errorf("dispatched sequence = %d, want 4 (the expired job, seq 4, left the queue)", got)
 	}
 }
+
+// TestKafkaCopyDoneBeforeEnqueueWrite: a drainer's start (Dispatch, for a
+// job its take did not start: a deadline or a heartbeat) of a job the
+// producer's post-ack write has not recorded yet keeps the envelope's
+// enqueued_at, so once that delivery is done a copy of the job (the same
+// enqueued_at) is refused as a duplicate, and a job of another
+// enqueued_at under the id is not; the post-ack write landing later still
+// records the job's type and seq over the done state.
+func TestKafkaCopyDoneBeforeEnqueueWrite(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	d := jobstate.Dispatch{Tenant: tenant, JobID: "early", Member: "early|1", Attempt: 1, EnqueuedAt: t0, Lease: time.Minute}
+	startOf := func(d jobstate.Dispatch) jobstate.Start {
+		t.Helper()
+		v, err := d.Call().Run(ctx, rdb).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := jobstate.ReadStart(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := startOf(d); !s.Deliver || s.Attempt != 1 {
+		t.Fatalf("first start = %+v, want attempt 1 delivered", s)
+	}
+	done := jobstate.Settle{Tenant: tenant, JobID: "early", Member: "early|1", State: jobstate.Done}
+	if err := jobstate.SettleReply(done.Call().Run(ctx, rdb).Val()); err != nil {
+		t.Fatal(err)
+	}
+	d.Member = "early|2"
+	if s := startOf(d); s.Deliver || !s.Duplicate {
+		t.Errorf("a copy's start after the done, before the post-ack write = %+v, want a duplicate", s)
+	}
+	other := d
+	other.Member, other.EnqueuedAt = "early|3", t0.Add(time.Second)
+	if s := startOf(other); !s.Deliver {
+		t.Errorf("another enqueued_at under the id = %+v, want delivered", s)
+	}
+	if err := jobstate.SettleReply(jobstate.Settle{Tenant: tenant, JobID: "early", Member: "early|3", State: jobstate.Done}.Call().Run(ctx, rdb).Val()); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobstate.EnqueueCall(tenant, 0, []jobstate.QueuedJob{{ID: "early", Type: "mail", EnqueuedAt: other.EnqueuedAt}}).Run(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, rdb, tenant, "early"); r.State != "done" || r.Type != "mail" || r.Seq != 1 || !r.EnqueuedAt.Equal(other.EnqueuedAt) {
+		t.Errorf("after the late post-ack write: %+v, want done, type mail, seq 1, the envelope's enqueued_at", r)
+	}
+}

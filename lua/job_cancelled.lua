@@ -9,8 +9,11 @@
 -- the drainer compares (queue.Claimed.HeartbeatLapsed).
 --
 -- The same read returns, when the job's state is done, its recorded
--- enqueued_at: the drainer settles a copy of a job delivered already unsent
--- when the envelope's enqueued_at is the same (queue.Claimed.Duplicate).
+-- enqueued_at (the producer's, else the start_enqueued_at a drainer's start
+-- wrote before the producer's post-ack write landed: kafka_take.lua,
+-- job_state_dispatch.lua): the drainer settles a copy of a job delivered
+-- already unsent when the envelope's enqueued_at is the same
+-- (queue.Claimed.Duplicate).
 --
 -- KEYS[1]  job state key (keys.JobState)
 -- ARGV[1]  "1" to read the heartbeat (a heartbeat job), else "0" or absent
@@ -26,9 +29,9 @@ local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'string' then
   if redis.call('GET', KEYS[1]) == 'cancelled' then cancelled = 1 end
 elseif t == 'hash' then
-  local f = redis.call('HMGET', KEYS[1], 'state', 'beat_at', 'enqueued_at')
+  local f = redis.call('HMGET', KEYS[1], 'state', 'beat_at', 'enqueued_at', 'start_enqueued_at')
   if f[1] == 'cancelled' then cancelled = 1 end
-  if f[1] == 'done' then done = tonumber(f[3]) or 0 end
+  if f[1] == 'done' then done = tonumber(f[3] or f[4]) or 0 end
   if beats then beat = tonumber(f[2]) or tonumber(f[3]) or 0 end
 end
 if beats then

@@ -3,11 +3,15 @@
 --
 -- Unless the job was cancelled meanwhile (DELETE /v1/jobs/{id} after the
 -- claim, while the job waited for its outflow slot), or this very job (its
--- recorded enqueued_at is ARGV[9]) is done already (another copy was
--- delivered meanwhile), in one step:
+-- recorded enqueued_at is ARGV[7]: the producer's, else the
+-- start_enqueued_at an earlier start wrote before the producer's post-ack
+-- write landed) is done already (another copy was delivered meanwhile), in
+-- one step:
 --   - its state becomes in_flight with the attempt number and updated_at
 --     (the hash is created when missing: on Kafka the producer's post-ack
---     write may come later, and keeps this state); the attempt number is
+--     write may come later, and keeps this state; until it lands, the
+--     envelope's enqueued_at goes to start_enqueued_at, so a later copy
+--     finds the job done); the attempt number is
 --     the recorded one plus 1, at least ARGV[1], so it grows on every start
 --     of the job whatever ended the one before (a crash, a lost lease, a
 --     revoke), while the enqueue (and a redrive's) records 0; a recorded
@@ -50,12 +54,12 @@ local sk, ttl = KEYS[1], ARGV[4]
 
 -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
 local attempt = tonumber(ARGV[1]) or 1
-local st = redis.pcall('HMGET', sk, 'state', 'seq', 'attempt', 'enqueued_at')
+local st = redis.pcall('HMGET', sk, 'state', 'seq', 'attempt', 'enqueued_at', 'start_enqueued_at')
 if st['err'] then
   if redis.call('GET', sk) == 'cancelled' then return 0 end
 else
   if st[1] == 'cancelled' then return 0 end
-  if st[1] == 'done' and ARGV[7] ~= '0' and st[4] == ARGV[7] then return -1 end
+  if st[1] == 'done' and ARGV[7] ~= '0' and (st[4] or st[5]) == ARGV[7] then return -1 end
   -- The recorded attempt counts only for this life of the job: the same
   -- enqueued_at, or none recorded yet (on Kafka a start may come before the
   -- post-ack write) unless the job is dead. A dead state without enqueued_at
@@ -65,7 +69,11 @@ else
   if same then attempt = math.max((tonumber(st[3]) or 0) + 1, attempt) end
   local id = job_id(sk)
   if id then index_move(sk, id, 'in_flight', now) end
-  redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
+  if st[4] or ARGV[7] == '0' then
+    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
+  else
+    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now, 'start_enqueued_at', ARGV[7])
+  end
   redis.call('PEXPIRE', sk, ttl)
   local seq = tonumber(st[2])
   if seq and seq > (tonumber(redis.call('GET', KEYS[2])) or 0) then

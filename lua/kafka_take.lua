@@ -8,7 +8,9 @@
 -- Every job is read as job_cancelled.lua reads it: cancelled (a hash whose
 -- state is cancelled, or the older string marker "cancelled"), its last
 -- beat (beat_at, else enqueued_at) and, when its state is done, its
--- recorded enqueued_at. A job the caller marks startable (ARGV start "1":
+-- recorded enqueued_at (the producer's, else the start_enqueued_at a
+-- drainer's start wrote before the producer's post-ack write landed). A
+-- job the caller marks startable (ARGV start "1":
 -- decoded, no deadline, no heartbeat, not a second copy held in memory) is
 -- then started unless it is cancelled or this very job (the same
 -- enqueued_at) is done, exactly as job_state_dispatch.lua starts it: state
@@ -16,6 +18,9 @@
 -- life (the same enqueued_at, or none recorded yet unless the job is dead),
 -- at least the least attempt given; updated_at now; the state hash created
 -- when missing (the post-ack write may come later) and its TTL refreshed;
+-- when the hash holds no enqueued_at (that write has not landed), the
+-- envelope's goes to start_enqueued_at, so a later copy of this job finds
+-- it done even before the write lands;
 -- its id moved from the index of the state it leaves (not dead's) to the
 -- in_flight index; the dispatched sequence raised to the highest seq
 -- started; the delivery in the deliveries in progress until now + lease. An
@@ -190,18 +195,19 @@ for i = 1, n do
   local start, floor, enq = ARGV[a + 2] == '1', tonumber(ARGV[a + 3]) or 1, ARGV[a + 4]
   local cancelled, beat, done, attempt = 0, 0, 0, 0
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
-  local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'seq', 'attempt')
+  local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'seq', 'attempt', 'start_enqueued_at')
   local marker = f['err'] ~= nil
-  local state = nil
+  local state, recorded = nil, nil
   if marker then
     if redis.pcall('GET', sk) == 'cancelled' then cancelled = 1 end
   else
     state = f[1]
     beat = tonumber(f[2]) or tonumber(f[3]) or 0
     if state == 'cancelled' then cancelled = 1 end
-    if state == 'done' then done = tonumber(f[3]) or 0 end
+    recorded = f[3] or f[6]
+    if state == 'done' then done = tonumber(recorded) or 0 end
   end
-  local copy = not marker and state == 'done' and enq ~= '0' and f[3] == enq
+  local copy = not marker and state == 'done' and enq ~= '0' and recorded == enq
   if start and cancelled == 0 and not copy and pass == 'go' then
     attempt = floor
     if gated then
@@ -222,7 +228,11 @@ for i = 1, n do
       starts[#starts + 1] = now
       starts[#starts + 1] = id
     end
-    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
+    if f[3] or enq == '0' then
+      redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
+    else
+      redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now, 'start_enqueued_at', enq)
+    end
     redis.call('PEXPIRE', sk, ttl)
     local seq = tonumber(f[4])
     if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end

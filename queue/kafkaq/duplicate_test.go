@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/queue/kafkaq"
 )
 
 // TestKafkaCopiesOfOneJob: two records of one envelope (the same id and
@@ -66,4 +69,86 @@ func TestKafkaCopiesOfOneJob(t *testing.T) {
 		n, _ := e.rdb.Get(ctx, keys.Backlog(tenant)).Int64()
 		return n == 0
 	})
+}
+
+// TestKafkaCopyBeforePostAckWrite: on Kafka the producer records a job's
+// enqueued_at after the broker's ack, so a drainer may deliver and finish a
+// copy before that write lands, and read the next copy before it lands
+// too (the unknown outcome's first produce appended late, the client's
+// retry's write not yet in Redis). The state then holds done without the
+// producer's enqueued_at; the next copy of the same envelope is still
+// recognised as a duplicate, by Take and by Claim, and a new job under the
+// id (another enqueued_at) is not.
+func TestKafkaCopyBeforePostAckWrite(t *testing.T) {
+	t.Parallel()
+	e := newKafkaEnv(t, 1)
+	ctx := context.Background()
+	// A producer without Redis: no post-ack write at all, the widest form
+	// of "not landed yet".
+	p, err := kafkaq.NewProducer(ctx, kafkaq.ProducerConfig{Kafka: e.cfg, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	tenant := testenv.Name(t, "kpre")
+	env := queue.Envelope{ID: "c1", Tenant: tenant, Type: "t", Cost: 1, Payload: []byte(`{}`),
+		EnqueuedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	produce := func(env queue.Envelope) {
+		t.Helper()
+		if err := p.Enqueue(ctx, []queue.Envelope{env}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := e.consumer(e.consumerConfig(), nil)
+	take := func() *queue.Claimed {
+		t.Helper()
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+			jobs, _, err := c.Take(ctx, tenant, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(jobs) > 1 {
+				t.Fatalf("took %d jobs, want 1", len(jobs))
+			}
+			if len(jobs) == 1 {
+				return jobs[0]
+			}
+		}
+		t.Fatal("no job taken in 20s")
+		return nil
+	}
+
+	produce(env)
+	first := take()
+	if first.Duplicate || first.Started == 0 {
+		t.Fatalf("first copy: Duplicate %v, Started %d; want a started delivery", first.Duplicate, first.Started)
+	}
+	finish(t, c, first, nil)
+	if rec, err := jobstate.Get(ctx, e.rdb, tenant, "c1"); err != nil || rec.State != jobstate.Done {
+		t.Fatalf("c1 after its delivery: %+v, %v; want done", rec, err)
+	}
+
+	produce(env)
+	if j := take(); !j.Duplicate || j.Started != 0 {
+		t.Errorf("Take of a copy of the done job before the post-ack write: Duplicate %v, Started %d; want a duplicate, unstarted", j.Duplicate, j.Started)
+		finish(t, c, j, nil)
+	} else if err := c.Finish(ctx, j, queue.Outcome{Duplicate: true}); err != nil {
+		t.Fatal(err)
+	}
+	produce(env)
+	if j := claimN(t, c, tenant, 1, 20*time.Second)[0]; !j.Duplicate {
+		t.Errorf("Claim of a copy of the done job before the post-ack write: Duplicate false, want true")
+		finish(t, c, j, nil)
+	} else if err := c.Finish(ctx, j, queue.Outcome{Duplicate: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	later := env
+	later.EnqueuedAt = env.EnqueuedAt.Add(time.Second)
+	produce(later)
+	if j := take(); j.Duplicate || j.Started == 0 {
+		t.Errorf("a new job under the id (another enqueued_at): Duplicate %v, Started %d; want a started delivery", j.Duplicate, j.Started)
+	} else {
+		finish(t, c, j, nil)
+	}
 }
