@@ -151,3 +151,51 @@ func TestKafkaCopyDoneBeforeEnqueueWrite(t *testing.T) {
 		t.Errorf("after the late post-ack write: %+v, want done, type mail, seq 1, the envelope's enqueued_at", r)
 	}
 }
+
+// TestKafkaEnqueueWriteKnowsTheLife: the post-ack write tells a state a
+// drainer wrote for this very job (its start kept the envelope's
+// enqueued_at) from an older life's whose own write never landed: a job
+// that died before its write stays dead, with type and seq added; an older
+// job done under the id (another start_enqueued_at) is replaced by the new
+// one, queued, so the new job is not taken for a copy of it.
+func TestKafkaEnqueueWriteKnowsTheLife(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	older := t0.Add(-time.Hour)
+	for _, s := range []struct {
+		id    string
+		enq   time.Time
+		state string
+	}{{"died", t0, jobstate.Dead}, {"reused", older, jobstate.Done}} {
+		d := jobstate.Dispatch{Tenant: tenant, JobID: s.id, Member: s.id + "|1", Attempt: 1, EnqueuedAt: s.enq, Lease: time.Minute}
+		if ok, err := startRun(ctx, rdb, d); err != nil || !ok {
+			t.Fatalf("start %s = %v, %v", s.id, ok, err)
+		}
+		st := jobstate.Settle{Tenant: tenant, JobID: s.id, Member: s.id + "|1", State: s.state}
+		if err := jobstate.SettleReply(st.Call().Run(ctx, rdb).Val()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := jobstate.EnqueueCall(tenant, 0, []jobstate.QueuedJob{
+		{ID: "died", Type: "mail", EnqueuedAt: t0},
+		{ID: "reused", Type: "mail", EnqueuedAt: t0},
+	}).Run(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, rdb, tenant, "died"); r.State != "dead" || r.Type != "mail" || r.Seq != 1 || !r.EnqueuedAt.Equal(t0) {
+		t.Errorf("a job dead before its post-ack write: %+v, want dead, type mail, seq 1", r)
+	}
+	if r := get(t, rdb, tenant, "reused"); r.State != "queued" || r.Attempt != 0 || r.Seq != 2 || !r.EnqueuedAt.Equal(t0) {
+		t.Errorf("a new job under the id of an older one done before its write: %+v, want queued, attempt 0, seq 2", r)
+	}
+	d := jobstate.Dispatch{Tenant: tenant, JobID: "reused", Member: "reused|2", Attempt: 1, EnqueuedAt: t0, Lease: time.Minute}
+	v, err := d.Call().Run(ctx, rdb).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := jobstate.ReadStart(v); err != nil || !s.Deliver || s.Attempt != 1 {
+		t.Errorf("start of the new job = %+v, %v; want attempt 1 delivered", s, err)
+	}
+}

@@ -62,10 +62,12 @@ else
   if st[1] == 'done' and ARGV[7] ~= '0' and (st[4] or st[5]) == ARGV[7] then return -1 end
   -- The recorded attempt counts only for this life of the job: the same
   -- enqueued_at, or none recorded yet (on Kafka a start may come before the
-  -- post-ack write) unless the job is dead. A dead state without enqueued_at
-  -- is a redrive's previous life (dlq drops it before the redrive), whose
-  -- first start is 1 even when it comes before the post-ack write.
-  local same = ARGV[7] == '0' or st[4] == ARGV[7] or (not st[4] and st[1] ~= 'dead')
+  -- post-ack write: then start_enqueued_at, when an earlier start wrote it,
+  -- says whose it is) unless the job is dead. A dead state without
+  -- enqueued_at is a redrive's previous life (dlq drops both before the
+  -- redrive), whose first start is 1 even when it comes before the
+  -- post-ack write.
+  local same = ARGV[7] == '0' or st[4] == ARGV[7] or (not st[4] and (st[5] == ARGV[7] or (not st[5] and st[1] ~= 'dead')))
   if same then attempt = math.max((tonumber(st[3]) or 0) + 1, attempt) end
   local id = job_id(sk)
   if id then index_move(sk, id, 'in_flight', now) end

@@ -9,9 +9,13 @@
 -- it lacks (type, enqueued_at, seq, cost) are added, never the state;
 -- except that a state scheduled or dead without enqueued_at is a job the
 -- scheduler moves or a redrive puts back (both drop enqueued_at first),
--- which becomes queued and joins the queued index. A hash that holds this
--- very job already (the same enqueued_at: a write sent again after a
--- timeout) is left as it is. Any other
+-- which becomes queued and joins the queued index. The drainer's start
+-- keeps the envelope's enqueued_at in start_enqueued_at (kafka_take.lua,
+-- job_state_dispatch.lua): when that is this job's, a dead state is this
+-- job's own (it died before this write) and stays; when it is another, the
+-- hash is an older job's whose own write never landed, replaced as below.
+-- A hash that holds this very job already (the same enqueued_at: a write
+-- sent again after a timeout) is left as it is. Any other
 -- hash (an older job under a reused id) is replaced, and the job's id joins
 -- the tenant's queued index (keys.JobIndex(tenant, "queued"), score its seq)
 -- and leaves the index of the older job's state (index_move of
@@ -63,12 +67,13 @@ for i = 1, n do
   local sk = KEYS[4 + i]
   local typ, at, cost, hb = ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3]
   local kind = redis.call('TYPE', sk)['ok']
-  local old = kind == 'hash' and redis.call('HGET', sk, 'state')
-  if old and redis.call('HGET', sk, 'enqueued_at') == at then
+  local f = kind == 'hash' and redis.call('HMGET', sk, 'state', 'enqueued_at', 'start_enqueued_at')
+  local old = f and f[1]
+  if old and f[2] == at then
     -- Recorded already: a write sent again after a timeout (the producer's
     -- retry of what Redis did not answer) changes nothing.
-  elseif old and redis.call('HEXISTS', sk, 'enqueued_at') == 0 then
-    if old == 'scheduled' or old == 'dead' then
+  elseif old and not f[2] and (not f[3] or f[3] == at) then
+    if (old == 'scheduled' or old == 'dead') and f[3] ~= at then
       local id = job_id(sk)
       if id then index_move(sk, id, 'queued', base + i) end
       redis.call('HSET', sk, 'state', 'queued', 'attempt', 0, 'updated_at', at)

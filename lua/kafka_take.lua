@@ -15,7 +15,8 @@
 -- then started unless it is cancelled or this very job (the same
 -- enqueued_at) is done, exactly as job_state_dispatch.lua starts it: state
 -- in_flight with attempt = recorded + 1 when the recorded attempt is of this
--- life (the same enqueued_at, or none recorded yet unless the job is dead),
+-- life (the same enqueued_at, recorded or kept as start_enqueued_at, or
+-- neither recorded yet unless the job is dead),
 -- at least the least attempt given; updated_at now; the state hash created
 -- when missing (the post-ack write may come later) and its TTL refreshed;
 -- when the hash holds no enqueued_at (that write has not landed), the
@@ -216,7 +217,7 @@ for i = 1, n do
     end
   end
   if attempt > 0 and not marker then
-    if enq == '0' or f[3] == enq or (not f[3] and state ~= 'dead') then
+    if enq == '0' or f[3] == enq or (not f[3] and (f[6] == enq or (not f[6] and state ~= 'dead'))) then
       attempt = math.max((tonumber(f[5]) or 0) + 1, floor)
     end
     local id = job_id(sk)
