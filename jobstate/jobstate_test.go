@@ -69,6 +69,21 @@ func startRun(ctx context.Context, rdb redis.Scripter, d jobstate.Dispatch) (boo
 	return jobstate.StartReply(v)
 }
 
+// startOf records d's start as startRun does and returns the script's
+// whole answer (jobstate.ReadStart), failing t on an error.
+func startOf(t testing.TB, rdb redis.Scripter, d jobstate.Dispatch) jobstate.Start {
+	t.Helper()
+	v, err := d.Call().Run(context.Background(), rdb).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jobstate.ReadStart(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func start(t testing.TB, rdb redis.UniversalClient, j *queue.Claimed) bool {
 	t.Helper()
 	ok, err := startRun(context.Background(), rdb, jobstate.Dispatch{

@@ -113,19 +113,7 @@ func TestKafkaCopyDoneBeforeEnqueueWrite(t *testing.T) {
 	ctx := context.Background()
 	tenant := testenv.Name(t, "js")
 	d := jobstate.Dispatch{Tenant: tenant, JobID: "early", Member: "early|1", Attempt: 1, EnqueuedAt: t0, Lease: time.Minute}
-	startOf := func(d jobstate.Dispatch) jobstate.Start {
-		t.Helper()
-		v, err := d.Call().Run(ctx, rdb).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := jobstate.ReadStart(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	if s := startOf(d); !s.Deliver || s.Attempt != 1 {
+	if s := startOf(t, rdb, d); !s.Deliver || s.Attempt != 1 {
 		t.Fatalf("first start = %+v, want attempt 1 delivered", s)
 	}
 	done := jobstate.Settle{Tenant: tenant, JobID: "early", Member: "early|1", State: jobstate.Done}
@@ -133,12 +121,12 @@ func TestKafkaCopyDoneBeforeEnqueueWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Member = "early|2"
-	if s := startOf(d); s.Deliver || !s.Duplicate {
+	if s := startOf(t, rdb, d); s.Deliver || !s.Duplicate {
 		t.Errorf("a copy's start after the done, before the post-ack write = %+v, want a duplicate", s)
 	}
 	other := d
 	other.Member, other.EnqueuedAt = "early|3", t0.Add(time.Second)
-	if s := startOf(other); !s.Deliver {
+	if s := startOf(t, rdb, other); !s.Deliver {
 		t.Errorf("another enqueued_at under the id = %+v, want delivered", s)
 	}
 	if err := jobstate.SettleReply(jobstate.Settle{Tenant: tenant, JobID: "early", Member: "early|3", State: jobstate.Done}.Call().Run(ctx, rdb).Val()); err != nil {
@@ -191,11 +179,7 @@ func TestKafkaEnqueueWriteKnowsTheLife(t *testing.T) {
 		t.Errorf("a new job under the id of an older one done before its write: %+v, want queued, attempt 0, seq 2", r)
 	}
 	d := jobstate.Dispatch{Tenant: tenant, JobID: "reused", Member: "reused|2", Attempt: 1, EnqueuedAt: t0, Lease: time.Minute}
-	v, err := d.Call().Run(ctx, rdb).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s, err := jobstate.ReadStart(v); err != nil || !s.Deliver || s.Attempt != 1 {
-		t.Errorf("start of the new job = %+v, %v; want attempt 1 delivered", s, err)
+	if s := startOf(t, rdb, d); !s.Deliver || s.Attempt != 1 {
+		t.Errorf("start of the new job = %+v; want attempt 1 delivered", s)
 	}
 }

@@ -59,23 +59,13 @@ if st['err'] then
   if redis.call('GET', sk) == 'cancelled' then return 0 end
 else
   if st[1] == 'cancelled' then return 0 end
-  if st[1] == 'done' and ARGV[7] ~= '0' and (st[4] or st[5]) == ARGV[7] then return -1 end
-  -- The recorded attempt counts only for this life of the job: the same
-  -- enqueued_at, or none recorded yet (on Kafka a start may come before the
-  -- post-ack write: then start_enqueued_at, when an earlier start wrote it,
-  -- says whose it is) unless the job is dead. A dead state without
-  -- enqueued_at is a redrive's previous life (dlq drops both before the
-  -- redrive), whose first start is 1 even when it comes before the
-  -- post-ack write.
-  local same = ARGV[7] == '0' or st[4] == ARGV[7] or (not st[4] and (st[5] == ARGV[7] or (not st[5] and st[1] ~= 'dead')))
-  if same then attempt = math.max((tonumber(st[3]) or 0) + 1, attempt) end
+  if life_done(st[1], st[4], st[5], ARGV[7]) then return -1 end
+  -- The recorded attempt counts only for this life of the job
+  -- (life_attempts of job_state_final.lua).
+  if life_attempts(st[1], st[4], st[5], ARGV[7]) then attempt = math.max((tonumber(st[3]) or 0) + 1, attempt) end
   local id = job_id(sk)
   if id then index_move(sk, id, 'in_flight', now) end
-  if st[4] or ARGV[7] == '0' then
-    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
-  else
-    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now, 'start_enqueued_at', ARGV[7])
-  end
+  start_write(sk, attempt, now, st[4], ARGV[7])
   redis.call('PEXPIRE', sk, ttl)
   local seq = tonumber(st[2])
   if seq and seq > (tonumber(redis.call('GET', KEYS[2])) or 0) then

@@ -55,6 +55,24 @@
 -- head ({"v":N,"id":"..."}, as Go's encoding/json writes queue.Envelope),
 -- falling back to cjson for any other field order; '?' when it has none.
 --
+-- A job's life: the enqueued_at its state hash records (the producer's),
+-- else start_enqueued_at, which a drainer's start keeps from the envelope
+-- while the hash has none (on Kafka a start can come before the
+-- producer's post-ack write). A copy of a job (the same id and
+-- enqueued_at) is of the same life; another enqueued_at under the id is
+-- another job. For a start of the envelope enqueued at enq (unix ms text,
+-- "0": not known) with the hash's fields state, recorded (enqueued_at) and
+-- kept (start_enqueued_at), false when missing:
+-- - life_done(state, recorded, kept, enq) reports whether this very job is
+--   done already (a copy delivered), never when enq is "0";
+-- - life_attempts(state, recorded, kept, enq) reports whether the recorded
+--   attempt counts for this start: the same life, or none recorded yet
+--   unless the state is dead (a redrive's previous life: dlq drops both
+--   fields before the redrive), and always when enq is "0";
+-- - start_write(sk, attempt, now, recorded, enq) writes the start: state
+--   in_flight, attempt, updated_at now, and start_enqueued_at enq when
+--   nothing is recorded and enq is known; one HSET.
+--
 -- undo_start(sk, started) undoes a delivery start a take recorded for a job
 -- given back unsent: when the state is still in_flight with attempt
 -- started, it becomes queued with attempt started - 1 and the id moves from
@@ -260,6 +278,25 @@ local function record_final(sk, seqk, state, last_error, reason, ttl, score, tic
     if seq and seq > (tonumber(redis.call('GET', seqk)) or 0) then
       redis.call('SET', seqk, seq, 'PX', ttl)
     end
+  end
+end
+
+local function life_done(state, recorded, kept, enq)
+  return state == 'done' and enq ~= '0' and (recorded or kept) == enq
+end
+
+local function life_attempts(state, recorded, kept, enq)
+  if enq == '0' or recorded == enq then return true end
+  if recorded then return false end
+  if kept then return kept == enq end
+  return state ~= 'dead'
+end
+
+local function start_write(sk, attempt, now, recorded, enq)
+  if recorded or enq == '0' then
+    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
+  else
+    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now, 'start_enqueued_at', enq)
   end
 end
 

@@ -198,17 +198,16 @@ for i = 1, n do
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
   local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'seq', 'attempt', 'start_enqueued_at')
   local marker = f['err'] ~= nil
-  local state, recorded = nil, nil
+  local state = nil
   if marker then
     if redis.pcall('GET', sk) == 'cancelled' then cancelled = 1 end
   else
     state = f[1]
     beat = tonumber(f[2]) or tonumber(f[3]) or 0
     if state == 'cancelled' then cancelled = 1 end
-    recorded = f[3] or f[6]
-    if state == 'done' then done = tonumber(recorded) or 0 end
+    if state == 'done' then done = tonumber(f[3] or f[6]) or 0 end
   end
-  local copy = not marker and state == 'done' and enq ~= '0' and recorded == enq
+  local copy = not marker and life_done(state, f[3], f[6], enq)
   if start and cancelled == 0 and not copy and pass == 'go' then
     attempt = floor
     if gated then
@@ -217,7 +216,7 @@ for i = 1, n do
     end
   end
   if attempt > 0 and not marker then
-    if enq == '0' or f[3] == enq or (not f[3] and (f[6] == enq or (not f[6] and state ~= 'dead'))) then
+    if life_attempts(state, f[3], f[6], enq) then
       attempt = math.max((tonumber(f[5]) or 0) + 1, floor)
     end
     local id = job_id(sk)
@@ -229,11 +228,7 @@ for i = 1, n do
       starts[#starts + 1] = now
       starts[#starts + 1] = id
     end
-    if f[3] or enq == '0' then
-      redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
-    else
-      redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now, 'start_enqueued_at', enq)
-    end
+    start_write(sk, attempt, now, f[3], enq)
     redis.call('PEXPIRE', sk, ttl)
     local seq = tonumber(f[4])
     if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end

@@ -102,20 +102,7 @@ func TestKafkaCopyBeforePostAckWrite(t *testing.T) {
 	c, _ := e.consumer(e.consumerConfig(), nil)
 	take := func() *queue.Claimed {
 		t.Helper()
-		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
-			jobs, _, err := c.Take(ctx, tenant, 8)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(jobs) > 1 {
-				t.Fatalf("took %d jobs, want 1", len(jobs))
-			}
-			if len(jobs) == 1 {
-				return jobs[0]
-			}
-		}
-		t.Fatal("no job taken in 20s")
-		return nil
+		return takeN(t, c, tenant, 1, 8, 20*time.Second)[0]
 	}
 
 	produce(env)
