@@ -23,7 +23,9 @@
 --     lease (the drainer's lease keeper pushes the deadline on);
 --   - its id moves to the tenant's in_flight index (keys.JobIndex, score
 --     now) from the index of the state it leaves (index_move of
---     job_state_final.lua, which lua.Include puts first).
+--     job_state_final.lua, which lua.Include puts first; the copy check,
+--     the attempt rule and the start's write are its life_done,
+--     life_attempts and start_write).
 -- The job's cost joins the tenant's outflow (keys.Outflow) from the
 -- drainer, which counts it in memory and flushes once a second with
 -- outflow_add.lua; that script also drops deliveries past their deadline.

@@ -2,8 +2,8 @@
 -- a Kafka consumer took from its FIFOs, and start the delivery of each one
 -- it may start, in one call (Kafka queue backend's Take and TakeTurn;
 -- docs/perf.md 2.2, levers L1 + L3, and with a rate L10). lua.Include puts
--- job_state_final.lua (job_id, job_index, JOB_LISTED) and bucket_level.lua
--- first.
+-- job_state_final.lua (job_id, job_index, JOB_LISTED, and a job's life:
+-- life_done, life_attempts, start_write) and bucket_level.lua first.
 --
 -- Every job is read as job_cancelled.lua reads it: cancelled (a hash whose
 -- state is cancelled, or the older string marker "cancelled"), its last
