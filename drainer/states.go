@@ -52,7 +52,7 @@ func (d *Drainer) recordStart(ctx context.Context, job *queue.Claimed) jobstate.
 	floor := jobstate.Start{Deliver: true, Attempt: env.Attempt + 1}
 	v, err := d.starts.Do(ctx, jobstate.Dispatch{
 		Tenant: env.Tenant, JobID: env.ID, Member: job.Token(), Attempt: env.Attempt + 1,
-		EnqueuedAt: env.EnqueuedAt, Lease: d.cfg.Settings.Lease,
+		EnqueuedAt: env.EnqueuedAt, Lease: d.cfg.Settings.Lease, Source: job.Source,
 	}.Call())
 	if err != nil {
 		d.m.errors.WithLabelValues("job_state").Inc()

@@ -100,6 +100,11 @@ type Dispatch struct {
 	// Lease is how long the delivery counts as in flight unless the
 	// drainer extends it (lua/lease_extend.lua on keys.Delivering).
 	Lease time.Duration
+	// Source is the claimed copy's queue.Claimed.Source (a Kafka record's
+	// partition): the start records it, and a start of a copy from another
+	// Source while this one is in flight or retrying is refused as a
+	// duplicate (ReadStart). "" on the Redis backend.
+	Source string
 	// Now is the instant, for tests; zero reads Redis TIME.
 	Now time.Time
 }
@@ -122,7 +127,7 @@ func (d Dispatch) Call() lua.Call {
 		Script: lua.JobStateDispatch,
 		Keys:   []string{keys.JobState(d.Tenant, d.JobID), keys.JobsDispatched(d.Tenant), keys.Delivering(d.Tenant)},
 		Args: []any{max(d.Attempt, 1), d.Member, d.Lease.Milliseconds(), keys.JobStateTTL.Milliseconds(),
-			keys.QueueTTL.Milliseconds(), now, enq},
+			keys.QueueTTL.Milliseconds(), now, enq, d.Source},
 	}
 }
 
@@ -136,13 +141,15 @@ type Start struct {
 	// (the caller then uses its own count).
 	Attempt int
 	// Duplicate reports that the job is done already (a copy with the same
-	// enqueued_at was delivered): it is not delivered.
+	// enqueued_at was delivered), or under way from a copy read from
+	// another Source: it is not delivered.
 	Duplicate bool
 }
 
 // ReadStart reads job_state_dispatch.lua's reply to a Dispatch's Call: n
 // >= 1 delivers as attempt n, 0 drops (the job was cancelled after its
-// claim), -1 drops a duplicate (done already). Any other reply is an error
+// claim), -1 drops a duplicate (done already, or under way from a copy of
+// another Source). Any other reply is an error
 // wrapping lua.ErrReply, and Deliver is then true: only the script's
 // explicit 0 or -1 drops a job, so a stale record never holds a delivery
 // back nor drops a job.

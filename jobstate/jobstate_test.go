@@ -84,6 +84,14 @@ func startOf(t testing.TB, rdb redis.Scripter, d jobstate.Dispatch) jobstate.Sta
 	return s
 }
 
+// settleOf runs s's job_state_settle.lua call and fails t on an error.
+func settleOf(t testing.TB, rdb redis.Scripter, s jobstate.Settle) {
+	t.Helper()
+	if err := jobstate.SettleReply(s.Call().Run(context.Background(), rdb).Val()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func start(t testing.TB, rdb redis.UniversalClient, j *queue.Claimed) bool {
 	t.Helper()
 	ok, err := startRun(context.Background(), rdb, jobstate.Dispatch{

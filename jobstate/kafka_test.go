@@ -117,9 +117,7 @@ func TestKafkaCopyDoneBeforeEnqueueWrite(t *testing.T) {
 		t.Fatalf("first start = %+v, want attempt 1 delivered", s)
 	}
 	done := jobstate.Settle{Tenant: tenant, JobID: "early", Member: "early|1", State: jobstate.Done}
-	if err := jobstate.SettleReply(done.Call().Run(ctx, rdb).Val()); err != nil {
-		t.Fatal(err)
-	}
+	settleOf(t, rdb, done)
 	d.Member = "early|2"
 	if s := startOf(t, rdb, d); s.Deliver || !s.Duplicate {
 		t.Errorf("a copy's start after the done, before the post-ack write = %+v, want a duplicate", s)
@@ -129,9 +127,7 @@ func TestKafkaCopyDoneBeforeEnqueueWrite(t *testing.T) {
 	if s := startOf(t, rdb, other); !s.Deliver {
 		t.Errorf("another enqueued_at under the id = %+v, want delivered", s)
 	}
-	if err := jobstate.SettleReply(jobstate.Settle{Tenant: tenant, JobID: "early", Member: "early|3", State: jobstate.Done}.Call().Run(ctx, rdb).Val()); err != nil {
-		t.Fatal(err)
-	}
+	settleOf(t, rdb, jobstate.Settle{Tenant: tenant, JobID: "early", Member: "early|3", State: jobstate.Done})
 	if err := jobstate.EnqueueCall(tenant, 0, []jobstate.QueuedJob{{ID: "early", Type: "mail", EnqueuedAt: other.EnqueuedAt}}).Run(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,9 +158,7 @@ func TestKafkaEnqueueWriteKnowsTheLife(t *testing.T) {
 			t.Fatalf("start %s = %v, %v", s.id, ok, err)
 		}
 		st := jobstate.Settle{Tenant: tenant, JobID: s.id, Member: s.id + "|1", State: s.state}
-		if err := jobstate.SettleReply(st.Call().Run(ctx, rdb).Val()); err != nil {
-			t.Fatal(err)
-		}
+		settleOf(t, rdb, st)
 	}
 	if err := jobstate.EnqueueCall(tenant, 0, []jobstate.QueuedJob{
 		{ID: "died", Type: "mail", EnqueuedAt: t0},
@@ -181,5 +175,61 @@ func TestKafkaEnqueueWriteKnowsTheLife(t *testing.T) {
 	d := jobstate.Dispatch{Tenant: tenant, JobID: "reused", Member: "reused|2", Attempt: 1, EnqueuedAt: t0, Lease: time.Minute}
 	if s := startOf(t, rdb, d); !s.Deliver || s.Attempt != 1 {
 		t.Errorf("start of the new job = %+v; want attempt 1 delivered", s)
+	}
+}
+
+// TestKafkaCopyInAnotherPartition: a start records the partition its
+// copy was read from (Dispatch.Source, start_part). While that delivery is
+// in flight or waits for its retry, the start of a copy of the same job
+// (the same enqueued_at) from another partition is refused as a duplicate,
+// and writes nothing; the same partition's record handed out again (after
+// a revoke or a crash) starts as the next attempt; so does a start with no
+// Source (the Redis backend), and another job under the id. Once done, a
+// copy from any partition is a duplicate.
+func TestKafkaCopyInAnotherPartition(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "js")
+	d := jobstate.Dispatch{Tenant: tenant, JobID: "c", Member: "c|1", Attempt: 1, EnqueuedAt: t0, Lease: time.Minute, Source: "0"}
+	if s := startOf(t, rdb, d); !s.Deliver || s.Attempt != 1 {
+		t.Fatalf("first start = %+v, want attempt 1 delivered", s)
+	}
+	copyOf := d
+	copyOf.Member, copyOf.Source = "c|2", "1"
+	if s := startOf(t, rdb, copyOf); s.Deliver || !s.Duplicate {
+		t.Errorf("a copy from partition 1 while partition 0's is in flight = %+v, want a duplicate", s)
+	}
+	if r := get(t, rdb, tenant, "c"); r.State != jobstate.InFlight || r.Attempt != 1 {
+		t.Errorf("after the refused copy: %+v, want in_flight, attempt 1 (nothing written)", r)
+	}
+	again := d
+	again.Member = "c|3"
+	if s := startOf(t, rdb, again); !s.Deliver || s.Attempt != 2 {
+		t.Errorf("partition 0's record handed out again = %+v, want attempt 2 delivered", s)
+	}
+	retry := jobstate.Settle{Tenant: tenant, JobID: "c", Member: "c|3", State: jobstate.Retrying, LastError: "503", Due: t0.Add(time.Minute)}
+	settleOf(t, rdb, retry)
+	copyOf.Member = "c|4"
+	if s := startOf(t, rdb, copyOf); s.Deliver || !s.Duplicate {
+		t.Errorf("a copy from partition 1 while partition 0's waits for its retry = %+v, want a duplicate", s)
+	}
+	redisBackend := d
+	redisBackend.Member, redisBackend.Source = "c|5", ""
+	if s := startOf(t, rdb, redisBackend); !s.Deliver || s.Attempt != 3 {
+		t.Errorf("a start with no Source = %+v, want attempt 3 delivered", s)
+	}
+	other := copyOf
+	other.Member, other.EnqueuedAt = "c|6", t0.Add(time.Second)
+	if s := startOf(t, rdb, other); !s.Deliver {
+		t.Errorf("another enqueued_at under the id from partition 1 = %+v, want delivered", s)
+	}
+	done := jobstate.Settle{Tenant: tenant, JobID: "c", Member: "c|6", State: jobstate.Done}
+	settleOf(t, rdb, done)
+	for _, src := range []string{"0", "1"} {
+		late := other
+		late.Member, late.Source = "c|7", src
+		if s := startOf(t, rdb, late); s.Deliver || !s.Duplicate {
+			t.Errorf("a copy from partition %s after the done = %+v, want a duplicate", src, s)
+		}
 	}
 }

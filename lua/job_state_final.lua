@@ -69,9 +69,21 @@
 --   attempt counts for this start: the same life, or none recorded yet
 --   unless the state is dead (a redrive's previous life: dlq drops both
 --   fields before the redrive), and always when enq is "0";
--- - start_write(sk, attempt, now, recorded, enq) writes the start: state
---   in_flight, attempt, updated_at now, and start_enqueued_at enq when
---   nothing is recorded and enq is known; one HSET.
+-- - life_elsewhere(state, recorded, kept, started, part, enq) reports
+--   whether this very job's delivery is under way from another copy of it:
+--   the state is in_flight or retrying, of the same life, and its start
+--   came from a copy in another partition (started, the hash's start_part,
+--   is set and is not part). Two copies of a job sit in two partitions
+--   when the topic gained partitions between a produce whose outcome was
+--   unknown and its retry; the copy whose start is recorded is the one
+--   delivered (its partition's record stays uncommitted until it settles,
+--   so a crash or a revoke hands that one out again), and the other is
+--   settled unsent. Never when part is "" (a backend that holds one copy)
+--   or enq is "0";
+-- - start_write(sk, attempt, now, recorded, enq, part) writes the start:
+--   state in_flight, attempt, updated_at now, start_enqueued_at enq when
+--   nothing is recorded and enq is known, and start_part part unless part
+--   is "" or nil; one HSET.
 --
 -- undo_start(sk, started) undoes a delivery start a take recorded for a job
 -- given back unsent: when the state is still in_flight with attempt
@@ -292,12 +304,16 @@ local function life_attempts(state, recorded, kept, enq)
   return state ~= 'dead'
 end
 
-local function start_write(sk, attempt, now, recorded, enq)
-  if recorded or enq == '0' then
-    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now)
-  else
-    redis.call('HSET', sk, 'state', 'in_flight', 'attempt', attempt, 'updated_at', now, 'start_enqueued_at', enq)
-  end
+local function life_elsewhere(state, recorded, kept, started, part, enq)
+  return (state == 'in_flight' or state == 'retrying') and type(part) == 'string' and part ~= '' and enq ~= '0'
+    and type(started) == 'string' and started ~= part and (recorded or kept) == enq
+end
+
+local function start_write(sk, attempt, now, recorded, enq, part)
+  local f = {'state', 'in_flight', 'attempt', attempt, 'updated_at', now}
+  if not recorded and enq ~= '0' then f[#f + 1] = 'start_enqueued_at'; f[#f + 1] = enq end
+  if part and part ~= '' then f[#f + 1] = 'start_part'; f[#f + 1] = part end
+  redis.call('HSET', sk, unpack(f))
 end
 
 local function undo_start(sk, started)

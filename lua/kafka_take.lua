@@ -3,13 +3,17 @@
 -- it may start, in one call (Kafka queue backend's Take and TakeTurn;
 -- docs/perf.md 2.2, levers L1 + L3, and with a rate L10). lua.Include puts
 -- job_state_final.lua (job_id, job_index, JOB_LISTED, and a job's life:
--- life_done, life_attempts, start_write) and bucket_level.lua first.
+-- life_done, life_elsewhere, life_attempts, start_write) and
+-- bucket_level.lua first.
 --
 -- Every job is read as job_cancelled.lua reads it: cancelled (a hash whose
 -- state is cancelled, or the older string marker "cancelled"), its last
 -- beat (beat_at, else enqueued_at) and, when its state is done, its
 -- recorded enqueued_at (the producer's, else the start_enqueued_at a
--- drainer's start wrote before the producer's post-ack write landed). A
+-- drainer's start wrote before the producer's post-ack write landed); a
+-- job whose delivery is under way from a copy in another partition
+-- (life_elsewhere: in_flight or retrying, of the same life, started from
+-- another partition) is reported as such a done copy. A
 -- job the caller marks startable (ARGV start "1":
 -- decoded, no deadline, no heartbeat, not a second copy held in memory) is
 -- then started unless it is cancelled or this very job (the same
@@ -21,7 +25,8 @@
 -- when missing (the post-ack write may come later) and its TTL refreshed;
 -- when the hash holds no enqueued_at (that write has not landed), the
 -- envelope's goes to start_enqueued_at, so a later copy of this job finds
--- it done even before the write lands;
+-- it done even before the write lands; the record's partition goes to
+-- start_part;
 -- its id moved from the index of the state it leaves (not dead's) to the
 -- in_flight index; the dispatched sequence raised to the highest seq
 -- started; the delivery in the deliveries in progress until now + lease. An
@@ -67,10 +72,11 @@
 -- ARGV[8]    a turn due within this many µs is granted now, for a send that
 --            much later (0: only a turn free now), at most 10 s
 -- ARGV[9]    with a rate: the job's cost, units (an integer >= 1)
--- ARGV[10+4(i-1)] .. ARGV[13+4(i-1)], per job i: its member in KEYS[2]
+-- ARGV[10+5(i-1)] .. ARGV[14+5(i-1)], per job i: its member in KEYS[2]
 --            (queue.Claimed.Token); "1" to start it, "0" to read only; the
 --            least attempt (the envelope's attempts + 1); the envelope's
---            enqueued_at, unix ms ("0": not known, no done check)
+--            enqueued_at, unix ms ("0": not known, no done check); the
+--            partition its record was read from (queue.Claimed.Source)
 --
 -- Returns {now_ms, wait_us, taken, water_micro, rate_milli, now_us, then
 -- per job cancelled (0|1), beat_ms, done_ms, attempt, delay_us}: now_us
@@ -98,10 +104,10 @@ local n = #KEYS - g
 local function mismatch()
   return redis.error_reply('kafka_take: ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments do not match')
 end
-if n < 1 or n > 64 or #ARGV ~= 9 + 4 * n then return mismatch() end
+if n < 1 or n > 64 or #ARGV ~= 9 + 5 * n then return mismatch() end
 if gated and n > 1 then
   for i = 1, n do
-    if ARGV[9 + 4 * (i - 1) + 2] ~= '1' then return mismatch() end
+    if ARGV[9 + 5 * (i - 1) + 2] ~= '1' then return mismatch() end
   end
 end
 local rate, capacity, margin, ahead, cost
@@ -192,11 +198,11 @@ for i = 1, n do
       break
     end
   end
-  local sk, a = KEYS[g + i], 9 + 4 * (i - 1)
-  local start, floor, enq = ARGV[a + 2] == '1', tonumber(ARGV[a + 3]) or 1, ARGV[a + 4]
+  local sk, a = KEYS[g + i], 9 + 5 * (i - 1)
+  local start, floor, enq, part = ARGV[a + 2] == '1', tonumber(ARGV[a + 3]) or 1, ARGV[a + 4], ARGV[a + 5]
   local cancelled, beat, done, attempt = 0, 0, 0, 0
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
-  local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'seq', 'attempt', 'start_enqueued_at')
+  local f = redis.pcall('HMGET', sk, 'state', 'beat_at', 'enqueued_at', 'seq', 'attempt', 'start_enqueued_at', 'start_part')
   local marker = f['err'] ~= nil
   local state = nil
   if marker then
@@ -208,6 +214,10 @@ for i = 1, n do
     if state == 'done' then done = tonumber(f[3] or f[6]) or 0 end
   end
   local copy = not marker and life_done(state, f[3], f[6], enq)
+  if not marker and life_elsewhere(state, f[3], f[6], f[7], part, enq) then
+    -- Under way from a copy in another partition: reported as a done copy.
+    copy, done = true, tonumber(enq) or 0
+  end
   if start and cancelled == 0 and not copy and pass == 'go' then
     attempt = floor
     if gated then
@@ -228,7 +238,7 @@ for i = 1, n do
       starts[#starts + 1] = now
       starts[#starts + 1] = id
     end
-    start_write(sk, attempt, now, f[3], enq)
+    start_write(sk, attempt, now, f[3], enq, part)
     redis.call('PEXPIRE', sk, ttl)
     local seq = tonumber(f[4])
     if seq and (top_seq == nil or seq > top_seq) then top_seq = seq end

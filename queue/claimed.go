@@ -30,11 +30,21 @@ type Claimed struct {
 	BeatAt, Now time.Time
 	// Duplicate reports that this very job (the same id and enqueued_at)
 	// was delivered already: its recorded state is done (or, on Kafka,
-	// another copy of it is claimed from the same consumer now). It is a
-	// second copy (an enqueue sent again after its outcome was unknown, or a
-	// redelivery of a job whose delivery succeeded); the drainer settles it
-	// unsent (Outcome.Duplicate). Backends set it with SameJob.
+	// another copy of it is claimed from the same consumer now, or its
+	// recorded delivery came from a copy in another partition and is under
+	// way). It is a second copy (an enqueue sent again after its outcome was
+	// unknown, or a redelivery of a job whose delivery succeeded); the
+	// drainer settles it unsent (Outcome.Duplicate). Backends set it with
+	// SameJob.
 	Duplicate bool
+	// Source names where this copy of the job was read from, among the
+	// places a backend can hold two copies of one job: the Kafka record's
+	// partition (a produce retried after an unknown outcome lands in
+	// another partition when the topic gained partitions meanwhile). A
+	// delivery start records it (the job state's start_part), and a copy
+	// from another Source finds that delivery under way (Duplicate). ""
+	// for the Redis backend, which holds one copy.
+	Source string
 	// Started is the delivery's attempt number (Sluice-Attempt, >= 1) when
 	// the backend recorded its start together with the claim (Taker); 0 when
 	// it did not, and the drainer records the start itself.

@@ -155,6 +155,7 @@ func (c *Consumer) decodeEntry(e *entry, tenant string) *queue.Claimed {
 	env.Cost = queue.ClaimCost(env.Cost)
 	job := queue.NewClaimed(env.ID + "|" + c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36))
 	job.Envelope, job.Raw, job.DecodeErr = env, e.raw, derr
+	job.Source = strconv.Itoa(e.fifo.p.id)
 	return job
 }
 
@@ -204,10 +205,13 @@ func sameKey(env queue.Envelope) string {
 
 // holdLocked marks job, claimed from entry e, a duplicate when another copy
 // of it (the same id and enqueued_at, as two produces of one envelope after
-// an unknown outcome leave) is claimed now from the same partition in the
-// same generation, still active: that one's delivery settles the job, and a
-// revoke hands both to the next owner again (the offset window cannot pass
-// the held one). A copy held from an earlier generation (a delivery the
+// an unknown outcome leave) is claimed now from a partition this consumer
+// owns in this generation, both partitions still active: that one's
+// delivery settles the job. Its record stays uncommitted until then, so a
+// revoke hands it to the next owner again (in the same partition the offset
+// window cannot pass the held one either; a copy in another partition, as
+// when the topic gained partitions between the produce and its retry, is
+// settled unsent). A copy held from an earlier generation (a delivery the
 // revoke wait gave up on) does not count: it may still fail. Otherwise job
 // becomes the holder of its key.
 func (c *Consumer) holdLocked(job *queue.Claimed, e *entry) {
@@ -216,7 +220,7 @@ func (c *Consumer) holdLocked(job *queue.Claimed, e *entry) {
 	}
 	k := sameKey(job.Envelope)
 	if h, ok := c.holding[k]; ok {
-		if he := c.claimed[h]; he != nil && he.fifo.p == e.fifo.p && e.fifo.p.state == partActive {
+		if he := c.claimed[h]; he != nil && he.fifo.p.state == partActive && e.fifo.p.state == partActive {
 			job.Duplicate = true
 			return
 		}

@@ -76,7 +76,7 @@ func TestKafkaHopCommands(t *testing.T) {
 			}
 		})
 		var job *queue.Claimed
-		hop(name("claim"), func() { job = c.newClaimed(ctx, &entry{raw: raw}, tenant) })
+		hop(name("claim"), func() { job = c.newClaimed(ctx, testEntry(raw), tenant) })
 		if job.DecodeErr != nil || job.Cancelled || job.Duplicate {
 			t.Fatalf("claim: %+v", job)
 		}
@@ -133,6 +133,11 @@ func redisSides(t *testing.T, rdb redis.UniversalClient, prefix string) (*Consum
 		t.Fatal(err)
 	}
 	return c, k
+}
+
+// testEntry is a record of partition 0 holding raw, for newClaimed.
+func testEntry(raw []byte) *entry {
+	return &entry{raw: raw, fifo: &fifo{p: newPartState(0, 0)}}
 }
 
 // oneJob is the counts of one acknowledged job, as backlog.add builds them.

@@ -45,7 +45,7 @@ func TestFinishBeforePostAckWrite(t *testing.T) {
 				t.Errorf("counter %d after the post-ack write, want 3", n)
 			}
 		}
-		job := c.newClaimed(ctx, &entry{raw: raw}, tenant)
+		job := c.newClaimed(ctx, testEntry(raw), tenant)
 		c.lowerBacklog(ctx, job, queue.Outcome{})
 		if finishFirst {
 			if n, _ := rdb.Get(ctx, keys.BacklogOwed(tenant)).Int64(); n != 3 {

@@ -153,14 +153,15 @@ type turnGate struct {
 
 // kafkaTakeCall is lua/kafka_take.lua for jobs of tenant: read each one's
 // cancel marker, beat and done copy, and start job i when start[i] (unless
-// the script finds it cancelled or done) with its delivery lasting lease;
+// the script finds it cancelled, done, or under way from a copy in another
+// partition: job.Source) with its delivery lasting lease;
 // with g's rate (then jobs is one job, or startable jobs of one cost) only
 // when the bucket gives it its turn for its envelope's cost. Every key is
 // declared.
 func kafkaTakeCall(tenant string, lease time.Duration, jobs []*queue.Claimed, start []bool, g turnGate) lua.Call {
 	ks := make([]string, 0, 4+len(jobs))
 	ks = append(ks, keys.JobsDispatched(tenant), keys.Delivering(tenant))
-	args := make([]any, 0, 9+4*len(jobs))
+	args := make([]any, 0, 9+5*len(jobs))
 	args = append(args, 0, lease.Milliseconds(), keys.JobStateTTL.Milliseconds(), keys.QueueTTL.Milliseconds())
 	if g.Rate > 0 {
 		ks = append(ks, keys.Water(tenant), keys.Override(tenant))
@@ -180,7 +181,7 @@ func kafkaTakeCall(tenant string, lease time.Duration, jobs []*queue.Claimed, st
 		if !env.EnqueuedAt.IsZero() {
 			enq = env.EnqueuedAt.UnixMilli()
 		}
-		args = append(args, j.Token(), flag, env.Attempt+1, enq)
+		args = append(args, j.Token(), flag, env.Attempt+1, enq, j.Source)
 	}
 	return lua.Call{Script: lua.KafkaTake, Keys: ks, Args: args}
 }
