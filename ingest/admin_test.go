@@ -165,9 +165,12 @@ func TestAdminRoutes(t *testing.T) {
 		{"patch changes one field", "PATCH", "/admin/v1/tenants/acme", aliceToken, `{"outflow":{"rate":20}}`, 200,
 			func(t *testing.T, a answer) {
 				ta := decodeTenant(t, a)
+				// acme's capacity and min_rate were rate 5's defaults: they
+				// follow the new rate (tenants.ApplyPatch).
 				if ta.Source != "runtime" || ta.Version != 1 || specNumber(ta.Spec, "outflow.rate") != 20.0 ||
-					specNumber(ta.Spec, "outflow.capacity") != 5.0 || specNumber(ta.Spec, "admission.limit") != 10.0 {
-					t.Errorf("patched = %s, want rate 20 and the rest as before", a.body)
+					specNumber(ta.Spec, "outflow.capacity") != 20.0 || specNumber(ta.Spec, "outflow.min_rate") != 2.0 ||
+					specNumber(ta.Spec, "admission.limit") != 10.0 || specNumber(ta.Spec, "admission.burst") != 5.0 {
+					t.Errorf("patched = %s, want rate 20, its default capacity and min_rate, and the rest as before", a.body)
 				}
 			}},
 		{"patch null restores a default", "PATCH", "/admin/v1/tenants/acme", aliceToken, `{"outflow":{"capacity":null,"min_rate":null}}`, 200,

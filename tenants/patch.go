@@ -24,6 +24,10 @@ import (
 // {"outflow":{"rate":null}} removes the rate, which makes the tenant
 // unlimited, and drops them just the same. A patch
 // giving both is decoded as it is (and refused when both are set).
+//
+// A member left at the default derived from another follows that member
+// when the patch changes it (followDefaults): burst with the limit,
+// capacity and min_rate with the rate.
 func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, error) {
 	dec := json.NewDecoder(bytes.NewReader(patch))
 	dec.UseNumber()
@@ -47,7 +51,64 @@ func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, 
 	if err := dec.Decode(&doc); err != nil {
 		return config.Tenant{}, fmt.Errorf("tenants: patch %s: %w", tenant, err)
 	}
+	followDefaults(doc, p)
 	return decodeDoc(tenant, mergePatch(outflowChoice(doc, p), p))
+}
+
+// followDefaults removes from doc (the current spec, defaults applied, as
+// JSON) each member whose value is the default derived from a member that
+// patch p changes, unless p sets that member too, so the default follows
+// the new value as config.Load derives it from a file that leaves it out:
+// an admission's burst equal to its limit (the tenant's and each job
+// type's) when p sets the limit, and an outflow's capacity equal to
+// max(1, rate) and min_rate equal to rate ÷ 10 when p sets the rate. The
+// stored spec has its defaults filled in, so without this a patch of the
+// limit kept the old limit's burst, and a lower rate kept a min_rate above
+// it (refused) and the old rate's bucket. A value that differs from its
+// default was set on purpose and stays.
+func followDefaults(doc, p any) {
+	same := func(v float64) float64 { return v }
+	follow(doc, p, "admission", "limit", "burst", same)
+	follow(doc, p, "outflow", "rate", "capacity", func(r float64) float64 { return max(1, r) })
+	follow(doc, p, "outflow", "rate", "min_rate", func(r float64) float64 { return r / 10 })
+	pj, _ := objectAt(p, "job_types")
+	dj, _ := objectAt(doc, "job_types")
+	for typ, pt := range pj {
+		if dt, ok := dj[typ]; ok {
+			follow(dt, pt, "admission", "limit", "burst", same)
+		}
+	}
+}
+
+// follow deletes doc[obj][derived] when p[obj] sets src (not null) and not
+// derived, and doc's derived is def of doc's src (see followDefaults).
+func follow(doc, p any, obj, src, derived string, def func(float64) float64) {
+	po, _ := objectAt(p, obj)
+	do, ok := objectAt(doc, obj)
+	if po == nil || !ok {
+		return
+	}
+	if v, sets := po[src]; !sets || v == nil {
+		return
+	}
+	if _, sets := po[derived]; sets {
+		return
+	}
+	s, ok1 := jsonFloat(do[src])
+	d, ok2 := jsonFloat(do[derived])
+	if ok1 && ok2 && d == def(s) {
+		delete(do, derived)
+	}
+}
+
+// jsonFloat is a json.Number member's value.
+func jsonFloat(v any) (float64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	return f, err == nil
 }
 
 // outflowChoice returns doc without the outflow members that patch p

@@ -89,3 +89,40 @@ func TestSpecPaused(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchDefaultsFollow: the probe's sequences. A runtime tenant put with
+// gcra limit 100 (burst left out: 100) and patched to limit 10 gets burst
+// 10, as the same edit of the file gives; a file tenant at rate 5 (capacity
+// and min_rate left out: 5 and 0.5) patched to rate 0.1 is stored with
+// capacity 1 and min_rate 0.01 (it was refused: min_rate 0.5 above the
+// rate); a burst set apart from its limit stays.
+func TestPatchDefaultsFollow(t *testing.T) {
+	_, rdb := privateRedis(t)
+	ctx := context.Background()
+	admin, _ := startRegistry(t, rdb, baseConfig(t, fileTenant("a", 5)), RegistryConfig{})
+
+	spec := config.Tenant{Admission: config.Admission{Algorithm: "gcra", Limit: 100, Period: time.Second}}
+	if _, err := admin.Put(ctx, "f", spec, "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	res, err := admin.Patch(ctx, "f", []byte(`{"admission":{"limit":10}}`), "alice", testAt)
+	if err != nil || res.Spec.Admission.Limit != 10 || res.Spec.Admission.Burst != 10 {
+		t.Fatalf("patch limit 100 → 10: %+v, %v; want limit and burst 10", res.Spec.Admission, err)
+	}
+	res, err = admin.Patch(ctx, "f", []byte(`{"admission":{"limit":20,"burst":3}}`), "alice", testAt)
+	if err == nil {
+		res, err = admin.Patch(ctx, "f", []byte(`{"admission":{"limit":30}}`), "alice", testAt)
+	}
+	if err != nil || res.Spec.Admission.Limit != 30 || res.Spec.Admission.Burst != 3 {
+		t.Errorf("patch limit with burst 3 set: %+v, %v; want limit 30, burst 3 kept", res.Spec.Admission, err)
+	}
+
+	res, err = admin.Patch(ctx, "a", []byte(`{"outflow":{"rate":0.1}}`), "alice", testAt)
+	if o := res.Spec.Outflow; err != nil || o.Rate != 0.1 || o.Capacity != 1 || o.MinRate != 0.1/10 {
+		t.Errorf("patch rate 5 → 0.1: %+v, %v; want capacity 1, min_rate 0.01", o, err)
+	}
+	res, err = admin.Patch(ctx, "a", []byte(`{"outflow":{"rate":50}}`), "alice", testAt)
+	if o := res.Spec.Outflow; err != nil || o.Capacity != 50 || o.MinRate != 5 {
+		t.Errorf("patch rate 0.1 → 50: %+v, %v; want capacity 50, min_rate 5", o, err)
+	}
+}

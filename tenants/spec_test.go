@@ -160,7 +160,20 @@ func TestApplyPatch(t *testing.T) {
 		name, patch string
 		want        func(*config.Tenant)
 	}{
-		{"outflow rate", `{"outflow":{"rate":20}}`, func(t *config.Tenant) { t.Outflow.Rate = 20 }},
+		// fullTenant's capacity 5 and min_rate 0.5 are rate 5's defaults:
+		// they follow the new rate (left out, defaults applied later).
+		{"outflow rate: defaulted capacity and min_rate follow", `{"outflow":{"rate":20}}`, func(t *config.Tenant) {
+			t.Outflow.Rate, t.Outflow.Capacity, t.Outflow.MinRate = 20, 0, 0
+		}},
+		{"outflow rate with its own capacity", `{"outflow":{"rate":0.1,"capacity":5}}`, func(t *config.Tenant) {
+			t.Outflow.Rate, t.Outflow.MinRate = 0.1, 0
+		}},
+		{"admission limit: burst 5 set on purpose stays", `{"admission":{"limit":3}}`, func(t *config.Tenant) { t.Admission.Limit = 3 }},
+		{"job type limit: defaulted burst follows", `{"job_types":{"encode":{"admission":{"limit":7}}}}`, func(t *config.Tenant) {
+			jt := t.JobTypes["encode"]
+			jt.Admission.Limit, jt.Admission.Burst = 7, 0
+			t.JobTypes["encode"] = jt
+		}},
 		{"admission limit and period", `{"admission":{"limit":100,"period":"1m"}}`, func(t *config.Tenant) {
 			t.Admission.Limit, t.Admission.Period = 100, time.Minute
 		}},

@@ -83,7 +83,8 @@ func TestTenantsLifecycle(t *testing.T) {
 	r = run(t, st.url, "", admin, "tenants", "audit", n)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	want := []string{
-		`^\S+Z  ops  update  outflow\.capacity: 2 → 20, outflow\.rate: 2 → 20$`,
+		// min_rate was rate 2's default: it follows the new rate.
+		`^\S+Z  ops  update  outflow\.capacity: 2 → 20, outflow\.min_rate: 0\.2 → 2, outflow\.rate: 2 → 20$`,
 		`^\S+Z  ops  create  \+admission\.algorithm=sliding_window, .*\+outflow\.rate=2, .*\+target\.url=http://127\.0\.0\.1:9/hook`,
 	}
 	if r.code != 0 || len(lines) != len(want) {
