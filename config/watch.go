@@ -18,7 +18,12 @@ import (
 // Watcher reloads a config file when it changes. Each change is loaded and
 // validated whole; a valid file is handed to Apply, an invalid one is logged
 // with the reason, counted in sluice_config_reloads_total{result="error"},
-// and the running config is kept.
+// and the running config is kept. A file with no YAML in it (empty, or only
+// blank lines and comments) is refused the same way: it is what a write
+// caught half done reads as (truncated, not yet written), and applying it
+// would drop every tenant of the file and every admin token at once. A file
+// that cannot be read is reported once, not again on every event in its
+// folder, until it can be read or changes.
 type Watcher struct {
 	cfg     WatcherConfig
 	log     *slog.Logger
@@ -89,6 +94,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// The file's digest, not its bytes: a 10,000-tenant file is a megabyte
 	// the watcher need not keep.
 	last := fileDigest(w.cfg.Path)
+	reported := false // the unreadable file (last nil) was reported
 	var timer <-chan time.Time
 	for {
 		select {
@@ -110,17 +116,17 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-timer:
 			timer = nil
 			cur := fileDigest(w.cfg.Path)
-			if cur != nil && bytes.Equal(cur, last) {
+			if bytes.Equal(cur, last) && (cur != nil || reported) {
 				continue
 			}
-			last = cur
+			last, reported = cur, cur == nil
 			w.reload()
 		}
 	}
 }
 
 // fileDigest returns the SHA-256 of the file at path, nil when it cannot be
-// read (so an unreadable file is never "unchanged").
+// read.
 func fileDigest(path string) []byte {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -133,6 +139,9 @@ func fileDigest(path string) []byte {
 // reload loads and validates the file and applies it, or keeps the old one.
 func (w *Watcher) reload() {
 	cfg, err := Load(w.cfg.Path)
+	if err == nil {
+		err = notBlank(w.cfg.Path)
+	}
 	if err != nil {
 		w.reloads.WithLabelValues("error").Inc()
 		w.log.Error("config reload rejected; keeping the running config", "path", w.cfg.Path, "err", err)
@@ -141,4 +150,20 @@ func (w *Watcher) reload() {
 	w.reloads.WithLabelValues("ok").Inc()
 	w.cfg.Apply(cfg)
 	w.log.Info("config reloaded", "path", w.cfg.Path, "tenants", len(cfg.Tenants))
+}
+
+// notBlank returns an error naming path when the file holds no YAML: only
+// blank lines and comments, or nothing (see Watcher).
+func notBlank(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: read %s: %w", path, err)
+	}
+	for line := range bytes.Lines(b) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			return nil
+		}
+	}
+	return fmt.Errorf("config: %s has no YAML in it (empty, or only comments): a reload of a blank file is refused, "+
+		"as a write caught half done; write the whole file, or restart to run on defaults and the environment", path)
 }

@@ -68,10 +68,14 @@ func TestWatcherReload(t *testing.T) {
 	// A reload runs the same validation as the start: a bad value, a rate
 	// of 0 and a policy the admission script cannot compute are each
 	// refused and the running config kept.
+	// A blank file (a write caught between truncate and write) is refused
+	// too: it would drop every tenant and admin token.
 	for i, bad := range []string{
 		"tenants: {a: {outflow: {rate: -3}}}\n",
 		"tenants: {a: {outflow: {rate: 0}}}\n",
 		"tenants: {a: {outflow: {rate: 7}, admission: {algorithm: gcra, limit: 2000000, period: 1s}}}\n",
+		"",
+		"  \n# only a comment\n\n",
 	} {
 		write(bad)
 		testenv.WaitFor(t, 5*time.Second, fmt.Sprintf("bad file %q counted as a failed reload", bad), func() bool {
@@ -90,6 +94,31 @@ func TestWatcherReload(t *testing.T) {
 	}
 	if ok := testenv.MetricValue(t, reg, "sluice_config_reloads_total", map[string]string{"result": "ok"}); ok != 2 {
 		t.Errorf("ok reloads = %g, want 2", ok)
+	}
+
+	// A missing file is reported once, not on every event in its folder
+	// (a log file beside it fed a loop), and reloaded when it is back.
+	errs := func() float64 {
+		return testenv.MetricValue(t, reg, "sluice_config_reloads_total", map[string]string{"result": "error"})
+	}
+	before := errs()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 5*time.Second, "the missing file reported", func() bool { return errs() == before+1 })
+	for i := range 5 {
+		if err := os.WriteFile(filepath.Join(dir, "other.log"), []byte(fmt.Sprint(i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := errs(); n != before+1 {
+		t.Errorf("failed reloads while the file was missing = %g, want 1 (reported once)", n-before)
+	}
+	write("tenants: {a: {outflow: {rate: 11}}}\n")
+	if got := next().Tenants["a"].Outflow.Rate; got != 11 {
+		t.Fatalf("applied rate after the file came back = %g, want 11", got)
 	}
 	cancel()
 	if err := <-done; err != nil {
