@@ -168,9 +168,8 @@ func noRoute(w http.ResponseWriter, r *http.Request) {
 
 // adminName maps "Authorization: Bearer <token>" to the admin's name.
 func adminName(r *http.Request, admins adminIndex) (string, bool) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	token = strings.TrimSpace(token)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+	token, ok := bearer(r)
+	if !ok {
 		return "", false
 	}
 	name, found := admins[sha256.Sum256([]byte(token))]

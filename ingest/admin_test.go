@@ -56,6 +56,7 @@ func TestAdminAuth(t *testing.T) {
 		{"no token", "", http.StatusUnauthorized},
 		{"wrong token", "nope", http.StatusUnauthorized},
 		{"tenant key", apiKey(tenant), http.StatusUnauthorized},
+		{"admin token twice", aliceToken + "\n" + aliceToken, http.StatusUnauthorized},
 		{"admin", aliceToken, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

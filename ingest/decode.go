@@ -127,6 +127,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *pro
 // request ("jobs[3]" for a batch element). v points to a zero request
 // value (jobRequest, batchRequest).
 func decodeStrict(data []byte, prefix string, limit int64, v any) *problem {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		// encoding/json decodes null into a struct as nothing at all, which
+		// would then read as an object without its required fields.
+		return newProblem(http.StatusBadRequest, prefix, orBody(prefix)+" must be a JSON object (got null)")
+	}
 	if err := strictjson.Check(data, v, "json"); err != nil {
 		var fe *strictjson.Error
 		if !errors.As(err, &fe) {
@@ -237,6 +242,10 @@ func jsonKind(kind string) string {
 		return "a number"
 	case kind == "string", kind == "ptr":
 		return "a string"
+	case kind == "slice", kind == "array":
+		return "an array"
+	case kind == "map", kind == "struct":
+		return "an object"
 	}
 	return "a " + kind
 }

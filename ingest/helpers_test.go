@@ -121,8 +121,9 @@ func (a answer) json(t testing.TB) map[string]any {
 	return m
 }
 
-// request sends method path with body; key "" sends no Authorization,
-// contentType "" sends no Content-Type.
+// request sends method path with body; key "" sends no Authorization (keys
+// joined by newlines send one Authorization header each), contentType ""
+// sends no Content-Type.
 func (h *harness) request(t testing.TB, method, path, key, contentType, body string) answer {
 	t.Helper()
 	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
@@ -130,7 +131,9 @@ func (h *harness) request(t testing.TB, method, path, key, contentType, body str
 		t.Fatal(err)
 	}
 	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+		for _, k := range strings.Split(key, "\n") {
+			req.Header.Add("Authorization", "Bearer "+k)
+		}
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
