@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/limits"
 )
@@ -113,4 +114,33 @@ func moreRestrictive(a, b limits.Result, violated string) bool {
 		return a.Remaining < b.Remaining
 	}
 	return a.ResetAfter > b.ResetAfter
+}
+
+// withBacklog returns results with the backlog gate's state after them, for
+// a 429 of the gate: "backlog" with limit max_backlog, remaining
+// max_backlog − backlog (less than the request's cost) and reset the 429's
+// Retry-After (retryAfter s, the wait for the queued units to leave), and
+// adds "backlog";q=<max_backlog> to RateLimit-Policy. Without it the
+// answer listed only the admission policies, whose quota the refusal left
+// untouched: RateLimit said r=95 on a 429 a client should not resend at
+// once.
+func withBacklog(h http.Header, results []limits.Result, maxBacklog, backlog, retryAfter int64) []limits.Result {
+	item := "\"" + limits.ViolatedBacklog + "\";q=" + strconv.FormatInt(maxBacklog, 10)
+	if cur := h[cRateLimitPolicy]; len(cur) == 1 {
+		item = cur[0] + ", " + item
+	}
+	h[cRateLimitPolicy] = []string{item}
+	left := maxBacklog // compared, not subtracted, until it cannot wrap
+	switch {
+	case backlog >= maxBacklog:
+		left = 0
+	case backlog > 0:
+		left = maxBacklog - backlog
+	}
+	out := make([]limits.Result, 0, len(results)+1)
+	out = append(out, results...)
+	return append(out, limits.Result{
+		Policy: limits.ViolatedBacklog, Limit: maxBacklog, Remaining: left,
+		ResetAfter: time.Duration(retryAfter) * time.Second,
+	})
 }

@@ -236,7 +236,15 @@ func (s *Server) judge(w http.ResponseWriter, snap *snapshot, ts *tenantState, c
 		return p
 	}
 	d := v.decision
-	setStateHeaders(w.Header(), d.Results, d.Violated)
+	var refused *problem
+	if !d.Allowed {
+		refused = refusal(snap, ts, d)
+	}
+	results := d.Results
+	if d.Violated == limits.ViolatedBacklog {
+		results = withBacklog(w.Header(), results, ts.maxBacklog, d.Backlog, refused.RetryAfter)
+	}
+	setStateHeaders(w.Header(), results, d.Violated)
 	algorithm := ""
 	if !d.Allowed {
 		if pol, ok := ts.policy(d.Violated); ok {
@@ -254,10 +262,7 @@ func (s *Server) judge(w http.ResponseWriter, snap *snapshot, ts *tenantState, c
 	default:
 		s.metrics.decision(ts, algorithm, resultDenied)
 	}
-	if d.Allowed {
-		return nil
-	}
-	return refusal(snap, ts, d)
+	return refused
 }
 
 // stateHeaders sets RateLimit and X-RateLimit-* on an answer that ran no

@@ -294,6 +294,16 @@ func TestBacklogGate(t *testing.T) {
 	if !cmp.Equal(p["violated-policies"], []any{"backlog"}) || p["backlog"] != float64(5) || p["retry_after"] != float64(3) {
 		t.Errorf("backlog 429 body %s: want violated-policies [backlog], backlog 5, retry_after 3", a.body)
 	}
+	// The limit-state headers describe the gate that refused: no quota left
+	// until the queued units leave.
+	for name, want := range map[string]string{
+		"RateLimit-Policy": `"backlog";q=5`, "RateLimit": `"backlog";r=0;t=3`,
+		"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "3",
+	} {
+		if got := a.header.Get(name); got != want {
+			t.Errorf("backlog 429 %s = %q, want %q", name, got, want)
+		}
+	}
 
 	for range 2 {
 		if a := h.post(t, unlimited, "/v1/jobs", `{"type":"t"}`); a.status != 202 {
@@ -306,6 +316,26 @@ func TestBacklogGate(t *testing.T) {
 	}
 	if n := len(queued(t, rdb, slow)); n != 3 {
 		t.Errorf("%d jobs queued for %s, want 3", n, slow)
+	}
+
+	// With an admission policy too, its state (untouched by the refusal)
+	// comes first and X-RateLimit-* describe the gate.
+	policed := testenv.Name(t, "pol")
+	h.srv.SetConfig(testConfig(t, tenantYAML(policed,
+		"    admission: {algorithm: fixed_window, limit: 100, period: 1h}\n    outflow: {max_backlog: 1}\n")))
+	if a := h.post(t, policed, "/v1/jobs", `{"type":"t"}`); a.status != 202 {
+		t.Fatalf("policed tenant under max_backlog: status %d: %s", a.status, a.body)
+	}
+	a = h.post(t, policed, "/v1/jobs", `{"type":"t"}`)
+	for name, want := range map[string]string{
+		"RateLimit-Policy": `"tenant";q=100;w=3600, "backlog";q=1`, "X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "0",
+	} {
+		if got := a.header.Get(name); a.status != 429 || got != want {
+			t.Errorf("policed tenant's backlog 429 (status %d) %s = %q, want %q", a.status, name, got, want)
+		}
+	}
+	if got := a.header.Get("RateLimit"); !strings.HasPrefix(got, `"tenant";r=99;`) || !strings.HasSuffix(got, `, "backlog";r=0;t=2`) {
+		t.Errorf("policed tenant's backlog 429 RateLimit = %q, want the tenant's r=99, then the backlog's r=0;t=2", got)
 	}
 }
 
