@@ -8,9 +8,10 @@
 // and reason, kept for keys.JobStateTTL after its last change (on Kafka
 // also start_enqueued_at: the envelope's enqueued_at as a drainer's start
 // saw it before the producer's post-ack write recorded enqueued_at, so a
-// copy of a done job is known as one meanwhile; and start_part: the
-// partition of the copy whose delivery started, so a copy in another
-// partition is not started while that one is in flight or retrying). It is
+// copy of a done job is known as one meanwhile; and start_part,
+// "<partition>@<enqueued_at>" of the copy whose delivery started, so a copy
+// in another partition is not started while that one is in flight or
+// retrying). It is
 // written on round trips that happen anyway where it can be:
 //
 //	queued     enqueue.lua (Redis backend), or the Kafka producer's

@@ -182,7 +182,7 @@ func TestKafkaEnqueueWriteKnowsTheLife(t *testing.T) {
 // copy was read from (Dispatch.Source, start_part). While that delivery is
 // in flight or waits for its retry, the start of a copy of the same job
 // (the same enqueued_at) from another partition is refused as a duplicate,
-// and writes nothing; the same partition's record handed out again (after
+// leaving the state and attempt as they were; the same partition's record handed out again (after
 // a revoke or a crash) starts as the next attempt; so does a start with no
 // Source (the Redis backend), and another job under the id. Once done, a
 // copy from any partition is a duplicate.
@@ -230,6 +230,40 @@ func TestKafkaCopyInAnotherPartition(t *testing.T) {
 		late.Member, late.Source = "c|7", src
 		if s := startOf(t, rdb, late); s.Deliver || !s.Duplicate {
 			t.Errorf("a copy from partition %s after the done = %+v, want a duplicate", src, s)
+		}
+	}
+}
+
+// TestKafkaStartPartOfAnotherLife: start_part names the life that wrote it,
+// so one left by another job under the id never refuses this one. A job in
+// flight from partition 1 whose dead letter is redriven meanwhile (the
+// redrive drops enqueued_at and start_enqueued_at; the new record's
+// post-ack write adopts the hash, state and start_part kept), or started
+// from an envelope without enqueued_at, leaves start_part behind; the new
+// job's only copy, read from partition 0, is still delivered.
+func TestKafkaStartPartOfAnotherLife(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	for _, c := range []struct {
+		id    string
+		first time.Time // the first job's enqueued_at; zero: not known
+	}{{"redriven", t0}, {"no-enq", time.Time{}}} {
+		d := jobstate.Dispatch{Tenant: tenant, JobID: c.id, Member: c.id + "|1", Attempt: 1, EnqueuedAt: c.first, Lease: time.Minute, Source: "1"}
+		if s := startOf(t, rdb, d); !s.Deliver {
+			t.Fatalf("%s: first start = %+v, want delivered", c.id, s)
+		}
+		if err := rdb.HDel(ctx, keys.JobState(tenant, c.id), "enqueued_at", "start_enqueued_at").Err(); err != nil {
+			t.Fatal(err) // as dlq's redrive does
+		}
+		next := t0.Add(time.Hour)
+		if err := jobstate.EnqueueCall(tenant, 0, []jobstate.QueuedJob{{ID: c.id, Type: "mail", EnqueuedAt: next}}).Run(ctx, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := jobstate.Dispatch{Tenant: tenant, JobID: c.id, Member: c.id + "|2", Attempt: 1, EnqueuedAt: next, Lease: time.Minute, Source: "0"}
+		if s := startOf(t, rdb, r); !s.Deliver {
+			t.Errorf("%s: the new job's only copy, from partition 0 = %+v, want delivered", c.id, s)
 		}
 	}
 }

@@ -72,8 +72,11 @@
 -- - life_elsewhere(state, recorded, kept, started, part, enq) reports
 --   whether this very job's delivery is under way from another copy of it:
 --   the state is in_flight or retrying, of the same life, and its start
---   came from a copy in another partition (started, the hash's start_part,
---   is set and is not part). Two copies of a job sit in two partitions
+--   came from a copy of this life in another partition (started, the
+--   hash's start_part, is "<partition>@<enq>" of another partition: the
+--   life is in the value, so a start_part left by another job under the id,
+--   which a redrive or a post-ack write that adopts the hash keeps, never
+--   refuses this one). Two copies of a job sit in two partitions
 --   when the topic gained partitions between a produce whose outcome was
 --   unknown and its retry; the copy whose start is recorded is the one
 --   delivered (its partition's record stays uncommitted until it settles,
@@ -82,8 +85,8 @@
 --   or enq is "0";
 -- - start_write(sk, attempt, now, recorded, enq, part) writes the start:
 --   state in_flight, attempt, updated_at now, start_enqueued_at enq when
---   nothing is recorded and enq is known, and start_part part unless part
---   is "" or nil; one HSET.
+--   nothing is recorded and enq is known, and start_part "<part>@<enq>"
+--   when part is not "" (nor nil) and enq is known; one HSET.
 --
 -- undo_start(sk, started) undoes a delivery start a take recorded for a job
 -- given back unsent: when the state is still in_flight with attempt
@@ -305,14 +308,18 @@ local function life_attempts(state, recorded, kept, enq)
 end
 
 local function life_elsewhere(state, recorded, kept, started, part, enq)
-  return (state == 'in_flight' or state == 'retrying') and type(part) == 'string' and part ~= '' and enq ~= '0'
-    and type(started) == 'string' and started ~= part and (recorded or kept) == enq
+  if not (state == 'in_flight' or state == 'retrying') or type(part) ~= 'string' or part == ''
+    or enq == '0' or type(started) ~= 'string' or (recorded or kept) ~= enq then
+    return false
+  end
+  local life = '@' .. enq
+  return started ~= part .. life and string.sub(started, -#life) == life
 end
 
 local function start_write(sk, attempt, now, recorded, enq, part)
   local f = {'state', 'in_flight', 'attempt', attempt, 'updated_at', now}
   if not recorded and enq ~= '0' then f[#f + 1] = 'start_enqueued_at'; f[#f + 1] = enq end
-  if part and part ~= '' then f[#f + 1] = 'start_part'; f[#f + 1] = part end
+  if part and part ~= '' and enq ~= '0' then f[#f + 1] = 'start_part'; f[#f + 1] = part .. '@' .. enq end
   redis.call('HSET', sk, unpack(f))
 end
 

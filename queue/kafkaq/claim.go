@@ -198,9 +198,10 @@ func (c *Consumer) takeLocked(job *queue.Claimed) *entry {
 	return e
 }
 
-// sameKey names one job, a copy of it included: its id and enqueued_at.
+// sameKey names one job, a copy of it included: its tenant, id and
+// enqueued_at (ids are the tenant's own).
 func sameKey(env queue.Envelope) string {
-	return env.ID + "@" + strconv.FormatInt(env.EnqueuedAt.UnixNano(), 10)
+	return env.Tenant + "/" + env.ID + "@" + strconv.FormatInt(env.EnqueuedAt.UnixNano(), 10)
 }
 
 // holdLocked marks job, claimed from entry e, a duplicate when another copy
