@@ -3,9 +3,7 @@ package drainer
 import (
 	"bytes"
 	"errors"
-	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,24 +46,5 @@ func TestFailLogOneLinePerTenantPerWindow(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], "suppressed=5 suppressed_window=10s") {
 		t.Errorf("line 3 = %s\nwant suppressed=5 suppressed_window=10s", lines[2])
-	}
-}
-
-// TestFailLogForgetsQuietTenants: past failLogPrune tenants, a new tenant
-// first drops those whose window has passed with nothing left out, and
-// keeps those with a count still to report.
-func TestFailLogForgetsQuietTenants(t *testing.T) {
-	t.Parallel()
-	now := time.Unix(1_700_000_000, 0)
-	f := newFailLog(slog.New(slog.NewTextHandler(io.Discard, nil)), clock.Func(func() time.Time { return now }))
-	boom := errors.New("boom")
-	for i := range failLogPrune {
-		f.failed("t"+strconv.Itoa(i), "j", 1, "retry", boom)
-	}
-	f.failed("t0", "j", 1, "retry", boom) // t0 has a count to report
-	now = now.Add(failLogEvery)
-	f.failed("new", "j", 1, "retry", boom)
-	if len(f.by) != 2 || f.by["t0"] == nil || f.by["new"] == nil {
-		t.Errorf("remembered %d tenants after the prune, want 2 (t0, with a count left out, and new)", len(f.by))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -225,4 +226,82 @@ func startHarness(t testing.TB, srv *ingest.Server) *harness {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &harness{srv: srv, url: hs.URL}
+}
+
+// TestBacklogGate fills a tenant's backlog to max_backlog and checks the
+// 429's Retry-After = ⌈backlog ÷ outflow rate⌉, and the fallback for a tenant
+// without an outflow rate (ingest.retry_after).
+func TestBacklogGate(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	slow, unlimited := testenv.Name(t, "slow"), testenv.Name(t, "unl")
+	cfg := testConfig(t,
+		tenantYAML(slow, "    outflow: {rate: 2, max_backlog: 5}\n"),
+		tenantYAML(unlimited, "    outflow: {max_backlog: 2}\n"))
+	h := startIngest(t, cfg, deps{rdb: rdb})
+
+	if a := h.post(t, slow, "/v1/jobs:batch", `{"jobs":[{"type":"t","cost":2},{"type":"t","cost":2}]}`); a.status != 202 {
+		t.Fatalf("backlog 0 + 4 <= 5: status %d: %s", a.status, a.body)
+	}
+	if a := h.post(t, slow, "/v1/jobs", `{"type":"t","cost":2}`); a.status != 429 {
+		t.Fatalf("backlog 4 + 2 > 5: status %d, want 429: %s", a.status, a.body)
+	}
+	if a := h.post(t, slow, "/v1/jobs", `{"type":"t"}`); a.status != 202 {
+		t.Fatalf("backlog 4 + 1 <= 5: status %d: %s", a.status, a.body)
+	}
+	a := h.post(t, slow, "/v1/jobs", `{"type":"t"}`)
+	if a.status != http.StatusTooManyRequests {
+		t.Fatalf("backlog 5 full: status %d, want 429: %s", a.status, a.body)
+	}
+	// 5 units at 2 per second leave in 2.5 s, rounded up.
+	if got := a.header.Get("Retry-After"); got != "3" {
+		t.Errorf("Retry-After = %q, want 3 = ⌈5 ÷ 2⌉", got)
+	}
+	p := a.json(t)
+	if !cmp.Equal(p["violated-policies"], []any{"backlog"}) || p["backlog"] != float64(5) || p["retry_after"] != float64(3) {
+		t.Errorf("backlog 429 body %s: want violated-policies [backlog], backlog 5, retry_after 3", a.body)
+	}
+	// The limit-state headers describe the gate that refused: no quota left
+	// until the queued units leave.
+	for name, want := range map[string]string{
+		"RateLimit-Policy": `"backlog";q=5`, "RateLimit": `"backlog";r=0;t=3`,
+		"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "3",
+	} {
+		if got := a.header.Get(name); got != want {
+			t.Errorf("backlog 429 %s = %q, want %q", name, got, want)
+		}
+	}
+
+	for range 2 {
+		if a := h.post(t, unlimited, "/v1/jobs", `{"type":"t"}`); a.status != 202 {
+			t.Fatalf("unlimited tenant under max_backlog: status %d: %s", a.status, a.body)
+		}
+	}
+	a = h.post(t, unlimited, "/v1/jobs", `{"type":"t"}`)
+	if a.status != 429 || a.header.Get("Retry-After") != "2" {
+		t.Errorf("tenant without outflow rate: status %d, Retry-After %q, want 429 and 2 (ingest.retry_after)", a.status, a.header.Get("Retry-After"))
+	}
+	if n := len(queued(t, rdb, slow)); n != 3 {
+		t.Errorf("%d jobs queued for %s, want 3", n, slow)
+	}
+
+	// With an admission policy too, its state (untouched by the refusal)
+	// comes first and X-RateLimit-* describe the gate.
+	policed := testenv.Name(t, "pol")
+	h.srv.SetConfig(testConfig(t, tenantYAML(policed,
+		"    admission: {algorithm: fixed_window, limit: 100, period: 1h}\n    outflow: {max_backlog: 1}\n")))
+	if a := h.post(t, policed, "/v1/jobs", `{"type":"t"}`); a.status != 202 {
+		t.Fatalf("policed tenant under max_backlog: status %d: %s", a.status, a.body)
+	}
+	a = h.post(t, policed, "/v1/jobs", `{"type":"t"}`)
+	for name, want := range map[string]string{
+		"RateLimit-Policy": `"tenant";q=100;w=3600, "backlog";q=1`, "X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "0",
+	} {
+		if got := a.header.Get(name); a.status != 429 || got != want {
+			t.Errorf("policed tenant's backlog 429 (status %d) %s = %q, want %q", a.status, name, got, want)
+		}
+	}
+	if got := a.header.Get("RateLimit"); !strings.HasPrefix(got, `"tenant";r=99;`) || !strings.HasSuffix(got, `, "backlog";r=0;t=2`) {
+		t.Errorf("policed tenant's backlog 429 RateLimit = %q, want the tenant's r=99, then the backlog's r=0;t=2", got)
+	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/quietlog"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
@@ -85,10 +86,15 @@ type Config struct {
 // run it with Run.
 type Scheduler struct {
 	cfg   Config
-	log   *slog.Logger
+	warn  *quietlog.Log // failed steps: one line per step and tenant per failLogEvery
 	clock clock.Clock
 	m     *metrics
 }
+
+// failLogEvery is how often one step's failures of one tenant are logged at
+// most (package quietlog): Redis down fails the due check every Interval
+// (200 ms) in every drainer.
+const failLogEvery = 10 * time.Second
 
 // New checks cfg and fills its defaults. A missing Redis or Producer is an
 // error naming the field.
@@ -118,7 +124,8 @@ func New(cfg Config) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger, clock: clock.Or(cfg.Clock), m: m}, nil
+	return &Scheduler{cfg: cfg, warn: quietlog.New(cfg.Logger, cfg.Clock, failLogEvery),
+		clock: clock.Or(cfg.Clock), m: m}, nil
 }
 
 // Run moves due jobs until ctx is done, then returns nil. tenants returns
@@ -278,11 +285,12 @@ func (s *Scheduler) swept(ctx context.Context, t string, cmd *redis.Cmd) {
 	}
 }
 
-// fail counts and logs a failed step (not when ctx ended).
+// fail counts a failed step and logs it, at most once per step and tenant
+// per failLogEvery (not when ctx ended).
 func (s *Scheduler) fail(ctx context.Context, op, tenant string, err error) {
 	if ctx.Err() != nil {
 		return
 	}
 	s.m.errors.WithLabelValues(op).Inc()
-	s.log.Warn("scheduler: "+op, "tenant", tenant, "err", err)
+	s.warn.Warn(op+"\x00"+tenant, "scheduler: "+op, "tenant", tenant, "err", err)
 }

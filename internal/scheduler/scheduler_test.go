@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,5 +270,36 @@ func TestScriptsRefuseBadArguments(t *testing.T) {
 	}
 	if n := rdb.Exists(ctx, idx, hash, sk).Val(); n != 0 {
 		t.Errorf("%d keys written by refused calls, want 0", n)
+	}
+}
+
+// TestRedisDownLoggedOnce: with its Redis stopped, the scheduler's due
+// check fails on every tick; each failure is counted, and logged once per
+// failLogEvery, not on every tick.
+func TestRedisDownLoggedOnce(t *testing.T) {
+	t.Parallel()
+	proc := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: proc.Addr(), MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	proc.Stop()
+	var buf testenv.LogBuffer
+	reg := prometheus.NewRegistry()
+	s, err := New(Config{Redis: rdb, Producer: &recorder{}, Interval: 20 * time.Millisecond, Registerer: reg,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, func() []string { return nil }, nil) }()
+	// go-redis spaces its dials to a server that refuses them, so a failed
+	// check takes longer than Interval; three are enough.
+	testenv.WaitFor(t, 8*time.Second, "three failed due checks counted", func() bool {
+		return testenv.MetricValue(t, reg, "sluice_scheduler_errors_total", map[string]string{"op": "due"}) >= 3
+	})
+	cancel()
+	<-done
+	if n := strings.Count(buf.String(), `msg="scheduler: due"`); n != 1 {
+		t.Errorf("logged %d due failures in under failLogEvery, want 1:\n%s", n, buf.String())
 	}
 }

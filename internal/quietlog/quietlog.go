@@ -1,0 +1,86 @@
+// Package quietlog logs a repeating warning at most once per key per
+// window: the first line is written, the others of that window are only
+// counted, and the key's next line says how many were left out
+// ("suppressed", with "suppressed_window"). It serves the failures that
+// repeat for as long as their cause lasts (a target that refuses every
+// delivery, Redis down under a loop that runs every 200 ms): the log says
+// why without flooding, while the metrics count every one.
+package quietlog
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/clock"
+)
+
+// Prune is the number of keys remembered above which a new key first drops
+// those whose window has passed with nothing left out, so the map stays
+// bounded by the keys failing within one window (plus those with a count
+// to report), whatever keys come and go.
+const Prune = 1024
+
+// Log is a logger of repeating warnings. Safe for concurrent use. A count
+// left out is reported with the key's next line; a key that stops
+// repeating never reports it (the metrics have it).
+type Log struct {
+	log   *slog.Logger
+	clock clock.Clock
+	every time.Duration
+	mu    sync.Mutex
+	by    map[string]*seen
+}
+
+type seen struct {
+	last       time.Time // when the key's last line was written
+	suppressed int       // lines since then left out
+}
+
+// New returns a Log writing to log at most one line per key per every, on
+// clock c (nil: the system clock).
+func New(log *slog.Logger, c clock.Clock, every time.Duration) *Log {
+	return &Log{log: log, clock: clock.Or(c), every: every, by: map[string]*seen{}}
+}
+
+// Warn writes msg with args at level Warn, followed by "suppressed" and
+// "suppressed_window", unless key had a line within the window; then it
+// only counts it.
+func (l *Log) Warn(key, msg string, args ...any) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	s := l.by[key]
+	if s == nil {
+		if len(l.by) >= Prune {
+			l.prune(now)
+		}
+		s = &seen{}
+		l.by[key] = s
+	}
+	if !s.last.IsZero() && now.Sub(s.last) < l.every {
+		s.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	suppressed := s.suppressed
+	s.last, s.suppressed = now, 0
+	l.mu.Unlock()
+	l.log.Warn(msg, append(args, "suppressed", suppressed, "suppressed_window", l.every.String())...)
+}
+
+// Keys returns how many keys l remembers (for tests of the bound).
+func (l *Log) Keys() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.by)
+}
+
+// prune drops the keys whose window ended before now with nothing left
+// out. Called with l.mu held.
+func (l *Log) prune(now time.Time) {
+	for k, s := range l.by {
+		if s.suppressed == 0 && now.Sub(s.last) >= l.every {
+			delete(l.by, k)
+		}
+	}
+}
