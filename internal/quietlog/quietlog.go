@@ -16,20 +16,27 @@ import (
 )
 
 // Prune is the number of keys remembered above which a new key first drops
-// those whose window has passed with nothing left out, so the map stays
-// bounded by the keys failing within one window (plus those with a count
-// to report), whatever keys come and go.
+// those whose window has passed with nothing left out, and those quiet for
+// Forget windows with a count never reported (the metrics have it), at
+// most once a window: so the map stays bounded by the keys failing within
+// Forget windows, whatever keys come and go, and a flood of new keys does
+// not rescan it for each one.
 const Prune = 1024
+
+// Forget is how many windows a key with a count left out is kept without
+// a new line.
+const Forget = 6
 
 // Log is a logger of repeating warnings. Safe for concurrent use. A count
 // left out is reported with the key's next line; a key that stops
 // repeating never reports it (the metrics have it).
 type Log struct {
-	log   *slog.Logger
-	clock clock.Clock
-	every time.Duration
-	mu    sync.Mutex
-	by    map[string]*seen
+	log    *slog.Logger
+	clock  clock.Clock
+	every  time.Duration
+	mu     sync.Mutex
+	by     map[string]*seen
+	pruned time.Time // the last prune
 }
 
 type seen struct {
@@ -51,7 +58,7 @@ func (l *Log) Warn(key, msg string, args ...any) {
 	l.mu.Lock()
 	s := l.by[key]
 	if s == nil {
-		if len(l.by) >= Prune {
+		if len(l.by) >= Prune && now.Sub(l.pruned) >= l.every {
 			l.prune(now)
 		}
 		s = &seen{}
@@ -76,10 +83,11 @@ func (l *Log) Keys() int {
 }
 
 // prune drops the keys whose window ended before now with nothing left
-// out. Called with l.mu held.
+// out, and those quiet for Forget windows. Called with l.mu held.
 func (l *Log) prune(now time.Time) {
+	l.pruned = now
 	for k, s := range l.by {
-		if s.suppressed == 0 && now.Sub(s.last) >= l.every {
+		if age := now.Sub(s.last); (s.suppressed == 0 && age >= l.every) || age >= Forget*l.every {
 			delete(l.by, k)
 		}
 	}

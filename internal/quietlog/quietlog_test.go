@@ -62,3 +62,23 @@ func TestForgetsQuietKeys(t *testing.T) {
 		t.Errorf("remembered %d keys after the prune, want 2 (t0, with a count left out, and new)", n)
 	}
 }
+
+// TestForgetsCountsAfterForgetWindows: a key with a count left out is kept
+// for Forget windows (its next line reports it), then dropped at a prune,
+// and a prune runs at most once a window however many keys come.
+func TestForgetsCountsAfterForgetWindows(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	l := quietlog.New(slog.New(slog.NewTextHandler(io.Discard, nil)), clock.Func(func() time.Time { return now }), time.Second)
+	l.Warn("old", "failed")
+	l.Warn("old", "failed") // a count left out
+	for i := range quietlog.Prune {
+		l.Warn("k"+strconv.Itoa(i), "failed")
+		l.Warn("k"+strconv.Itoa(i), "failed")
+	}
+	now = now.Add(quietlog.Forget * time.Second)
+	l.Warn("new", "failed")
+	if n := l.Keys(); n != 1 {
+		t.Errorf("remembered %d keys after Forget windows, want 1 (new)", n)
+	}
+}

@@ -71,7 +71,10 @@ func (s *Scheduler) enqueue(ctx context.Context, tenant string, jobs []taken) (m
 			err = fmt.Errorf("scheduler: job %s of tenant %q stored as %s of %q", env.ID, env.Tenant, j.ID, tenant)
 		}
 		if err != nil {
-			s.fail(ctx, "decode", tenant, err)
+			// Each such job is dropped for good (its move ends without an
+			// enqueue): logged one by one, with its id, not quieted.
+			s.m.errors.WithLabelValues("decode").Inc()
+			s.cfg.Logger.Error("scheduler: scheduled job does not decode; dropped", "tenant", tenant, "job_id", j.ID, "err", err)
 			done = append(done, doneJob{ID: j.ID})
 			continue
 		}

@@ -285,12 +285,17 @@ func (s *Scheduler) swept(ctx context.Context, t string, cmd *redis.Cmd) {
 	}
 }
 
-// fail counts a failed step and logs it, at most once per step and tenant
-// per failLogEvery (not when ctx ended).
+// fail counts a failed step and logs it, at most once per failLogEvery
+// per step and tenant, and per step alone for a sweep (with Redis down a
+// sweep fails for every configured tenant at once) (not when ctx ended).
 func (s *Scheduler) fail(ctx context.Context, op, tenant string, err error) {
 	if ctx.Err() != nil {
 		return
 	}
 	s.m.errors.WithLabelValues(op).Inc()
-	s.warn.Warn(op+"\x00"+tenant, "scheduler: "+op, "tenant", tenant, "err", err)
+	key := op + "\x00" + tenant
+	if op == "sweep" {
+		key = op
+	}
+	s.warn.Warn(key, "scheduler: "+op, "tenant", tenant, "err", err)
 }

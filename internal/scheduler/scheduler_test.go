@@ -63,6 +63,38 @@ func job(tenant, id string, due time.Time) Job {
 		EnqueuedAt: time.Now(), NotBefore: &due}}
 }
 
+// scheduledTenant returns the shared Redis and a fresh tenant whose hint
+// is removed when the test ends.
+func scheduledTenant(t *testing.T, name string) (*redis.Client, string) {
+	t.Helper()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, name)
+	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
+	return rdb, tenant
+}
+
+// logged returns a scheduler on rdb at a 20-ms interval with its own
+// registry, logging to the returned buffer.
+func logged(t *testing.T, rdb redis.UniversalClient) (*Scheduler, *testenv.LogBuffer, *prometheus.Registry) {
+	t.Helper()
+	var buf testenv.LogBuffer
+	reg := prometheus.NewRegistry()
+	s, err := New(Config{Redis: rdb, Producer: &recorder{}, Interval: 20 * time.Millisecond, Registerer: reg,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, &buf, reg
+}
+
+// runFor runs s over tenants until the returned stop is called.
+func runFor(s *Scheduler, tenants ...string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, func() []string { return tenants }, nil) }()
+	return func() { cancel(); <-done }
+}
+
 // recorder is a Producer that keeps what it was given.
 type recorder struct {
 	mu   sync.Mutex
@@ -94,10 +126,8 @@ func (f producerFunc) Close() error                                             
 // and lowers the tenant's hint to its earliest due time.
 func TestAddBoundAndHint(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
+	rdb, tenant := scheduledTenant(t, "add")
 	ctx := context.Background()
-	tenant := testenv.Name(t, "add")
-	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
 	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "a", due), job(tenant, "b", due.Add(-time.Minute))}, 2); err != nil {
 		t.Fatal(err)
@@ -129,10 +159,8 @@ func TestAddBoundAndHint(t *testing.T) {
 // again after its enqueue rewrote its state to queued.
 func TestCancelDuringMove(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
+	rdb, tenant := scheduledTenant(t, "mid")
 	ctx := context.Background()
-	tenant := testenv.Name(t, "mid")
-	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
 	p, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
@@ -181,10 +209,8 @@ func TestCancelDuringMove(t *testing.T) {
 // jobs leased; after the lease another take hands them out again.
 func TestMoveRetriesAfterEnqueueFailure(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
+	rdb, tenant := scheduledTenant(t, "retry")
 	ctx := context.Background()
-	tenant := testenv.Name(t, "retry")
-	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
 	prod := &recorder{fail: queue.Unavailable("enqueue", errors.New("down"))}
 	s, err := New(Config{Redis: rdb, Producer: prod, Lease: 300 * time.Millisecond})
 	if err != nil {
@@ -215,10 +241,8 @@ func TestMoveRetriesAfterEnqueueFailure(t *testing.T) {
 // sweep of the configured tenants, and Run then moves its due job.
 func TestSweepRepairsLostHint(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
+	rdb, tenant := scheduledTenant(t, "lost")
 	ctx := context.Background()
-	tenant := testenv.Name(t, "lost")
-	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
 	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "z", time.Now())}, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +253,7 @@ func TestSweepRepairsLostHint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(rctx, func() []string { return []string{tenant} }, nil) }()
-	defer func() { cancel(); <-done }()
+	defer runFor(s, tenant)()
 	testenv.WaitFor(t, 2*time.Second, "the job moved", func() bool {
 		prod.mu.Lock()
 		defer prod.mu.Unlock()
@@ -282,24 +303,40 @@ func TestRedisDownLoggedOnce(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proc.Addr(), MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	proc.Stop()
-	var buf testenv.LogBuffer
-	reg := prometheus.NewRegistry()
-	s, err := New(Config{Redis: rdb, Producer: &recorder{}, Interval: 20 * time.Millisecond, Registerer: reg,
-		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, func() []string { return nil }, nil) }()
+	s, buf, reg := logged(t, rdb)
+	stop := runFor(s)
 	// go-redis spaces its dials to a server that refuses them, so a failed
 	// check takes longer than Interval; three are enough.
 	testenv.WaitFor(t, 8*time.Second, "three failed due checks counted", func() bool {
 		return testenv.MetricValue(t, reg, "sluice_scheduler_errors_total", map[string]string{"op": "due"}) >= 3
 	})
-	cancel()
-	<-done
+	stop()
 	if n := strings.Count(buf.String(), `msg="scheduler: due"`); n != 1 {
 		t.Errorf("logged %d due failures in under failLogEvery, want 1:\n%s", n, buf.String())
+	}
+}
+
+// TestUndecodableJobLoggedEach: a scheduled job whose stored envelope does
+// not decode is dropped when due; each one is logged at Error with its id
+// (not quieted: each is a job lost for good) and counted.
+func TestUndecodableJobLoggedEach(t *testing.T) {
+	t.Parallel()
+	rdb, tenant := scheduledTenant(t, "poison")
+	ctx := context.Background()
+	now := time.Now()
+	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "p1", now), job(tenant, "p2", now)}, 10); err != nil {
+		t.Fatal(err)
+	}
+	rdb.HSet(ctx, keys.ScheduledJobs(tenant), "p1", "not json", "p2", `{"v":1}`)
+	s, buf, reg := logged(t, rdb)
+	stop := runFor(s, tenant)
+	testenv.WaitFor(t, 5*time.Second, "both counted", func() bool {
+		return testenv.MetricValue(t, reg, "sluice_scheduler_errors_total", map[string]string{"op": "decode"}) == 2
+	})
+	stop()
+	for _, id := range []string{"p1", "p2"} {
+		if !strings.Contains(buf.String(), `level=ERROR msg="scheduler: scheduled job does not decode; dropped" tenant=`+tenant+` job_id=`+id) {
+			t.Errorf("no error line for %s:\n%s", id, buf.String())
+		}
 	}
 }
