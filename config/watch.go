@@ -23,7 +23,9 @@ import (
 // caught half done reads as (truncated, not yet written), and applying it
 // would drop every tenant of the file and every admin token at once. A file
 // that cannot be read is reported once, not again on every event in its
-// folder, until it can be read or changes.
+// folder (a chmod included), until it can be read. The file is read once
+// per reload: the digest, the blank check and the config are of the same
+// bytes.
 type Watcher struct {
 	cfg     WatcherConfig
 	log     *slog.Logger
@@ -93,7 +95,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	// The file's digest, not its bytes: a 10,000-tenant file is a megabyte
 	// the watcher need not keep.
-	last := fileDigest(w.cfg.Path)
+	_, last := w.read()
 	reported := false // the unreadable file (last nil) was reported
 	var timer <-chan time.Time
 	for {
@@ -104,8 +106,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if ev.Has(fsnotify.Chmod) {
-				continue
+			if ev.Has(fsnotify.Chmod) && last != nil {
+				continue // a chmod may make an unreadable file readable
 			}
 			timer = time.After(w.cfg.Debounce)
 		case err, ok := <-fw.Errors:
@@ -115,32 +117,45 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.log.Warn("config watch error", "path", w.cfg.Path, "err", err)
 		case <-timer:
 			timer = nil
-			cur := fileDigest(w.cfg.Path)
+			// One read: the digest, the blank check and the config are of
+			// the same bytes, so a write landing between them cannot have
+			// one judge a file the other did not read.
+			raw, cur := w.read()
 			if bytes.Equal(cur, last) && (cur != nil || reported) {
 				continue
 			}
 			last, reported = cur, cur == nil
-			w.reload()
+			w.reload(raw, cur == nil)
 		}
 	}
 }
 
-// fileDigest returns the SHA-256 of the file at path, nil when it cannot be
-// read.
-func fileDigest(path string) []byte {
-	b, err := os.ReadFile(path)
+// read returns the file's bytes and their SHA-256; a nil digest when it
+// cannot be read (the bytes are then the error's text).
+func (w *Watcher) read() ([]byte, []byte) {
+	b, err := os.ReadFile(w.cfg.Path)
 	if err != nil {
-		return nil
+		return []byte(err.Error()), nil
 	}
 	sum := sha256.Sum256(b)
-	return sum[:]
+	return b, sum[:]
 }
 
 // reload loads and validates the file and applies it, or keeps the old one.
-func (w *Watcher) reload() {
-	cfg, err := Load(w.cfg.Path)
-	if err == nil {
-		err = notBlank(w.cfg.Path)
+func (w *Watcher) reload(raw []byte, unreadable bool) {
+	var cfg *Config
+	var err error
+	switch {
+	case unreadable:
+		err = fmt.Errorf("config: read %s: %s", w.cfg.Path, raw)
+	case blank(raw):
+		err = fmt.Errorf("config: %s has no YAML in it (empty, or only comments): a reload of a blank file is refused, "+
+			"as a write caught half done; write the whole file (best: write a new file and rename it over this one), "+
+			"or restart to run on defaults and the environment", w.cfg.Path)
+	default:
+		if cfg, err = Parse(raw); err != nil {
+			err = fmt.Errorf("%s: %w", w.cfg.Path, err)
+		}
 	}
 	if err != nil {
 		w.reloads.WithLabelValues("error").Inc()
@@ -152,18 +167,13 @@ func (w *Watcher) reload() {
 	w.log.Info("config reloaded", "path", w.cfg.Path, "tenants", len(cfg.Tenants))
 }
 
-// notBlank returns an error naming path when the file holds no YAML: only
-// blank lines and comments, or nothing (see Watcher).
-func notBlank(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("config: read %s: %w", path, err)
-	}
+// blank reports whether b holds no YAML: only blank lines and comments, or
+// nothing (see Watcher).
+func blank(b []byte) bool {
 	for line := range bytes.Lines(b) {
 		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
-			return nil
+			return false
 		}
 	}
-	return fmt.Errorf("config: %s has no YAML in it (empty, or only comments): a reload of a blank file is refused, "+
-		"as a write caught half done; write the whole file, or restart to run on defaults and the environment", path)
+	return true
 }
