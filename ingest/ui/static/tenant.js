@@ -60,11 +60,20 @@
     else $("tenant-chart").replaceChildren(el("p", { class: "msg", text: r.absent ? "History: not available on this server." : "History: " + r.error }));
   }
 
+  // The outflow form's fields, and the values the spec had when the form
+  // was filled: Save sends only what the operator changed, so a field left
+  // at its default (capacity max(1, rate)) follows a new rate on the server
+  // instead of being sent back as if chosen.
+  const outflowFields = [["rate", "f-rate"], ["capacity", "f-capacity"], ["concurrency", "f-concurrency"]];
+  let filled = {};
+
   function fillOutflow(spec) {
     const o = (spec && spec.outflow) || {};
-    $("f-rate").value = o.rate !== undefined ? o.rate : "";
-    $("f-capacity").value = o.capacity !== undefined ? o.capacity : "";
-    $("f-concurrency").value = o.concurrency !== undefined ? o.concurrency : "";
+    filled = {};
+    for (const [name, id] of outflowFields) {
+      $(id).value = o[name] !== undefined ? o[name] : "";
+      filled[name] = $(id).value;
+    }
   }
 
   async function loadSpec() {
@@ -76,9 +85,13 @@
   async function saveOutflow(ev) {
     ev.preventDefault();
     const patch = {};
-    for (const [name, id] of [["rate", "f-rate"], ["capacity", "f-capacity"], ["concurrency", "f-concurrency"]]) {
+    for (const [name, id] of outflowFields) {
       const v = $(id).value.trim();
-      if (v !== "") patch[name] = Number(v);
+      if (v !== "" && v !== filled[name]) patch[name] = Number(v);
+    }
+    if (Object.keys(patch).length === 0) {
+      msg("outflow-msg", "Nothing changed.");
+      return;
     }
     msg("outflow-msg", "Saving…");
     const r = await S.api("PATCH", base(), { outflow: patch });
