@@ -144,7 +144,7 @@ func (s *Server) adminGate(action, allow string, h adminHandler) http.HandlerFun
 		who, ok := adminName(r, *admins)
 		if !ok {
 			writeProblem(w, newProblem(http.StatusUnauthorized, "Authorization",
-				"missing or unknown admin token; send Authorization: Bearer <admin token>"))
+				"missing, repeated or unknown admin token; send one Authorization: Bearer <admin token>"))
 			return
 		}
 		id := r.PathValue("id")

@@ -68,7 +68,7 @@ func TestAdminAuth(t *testing.T) {
 				if a.header.Get("WWW-Authenticate") == "" || a.header.Get("Content-Type") != "application/problem+json" {
 					t.Errorf("401 headers %v, want WWW-Authenticate and problem+json", a.header)
 				}
-				if !strings.Contains(string(a.body), "missing or unknown admin token") {
+				if !strings.Contains(string(a.body), "missing, repeated or unknown admin token") {
 					t.Errorf("401 body %s does not say the same thing for every bad token", a.body)
 				}
 			}

@@ -59,7 +59,7 @@ func TestTenantsLifecycle(t *testing.T) {
 			`json: unknown field "outflw"`},
 		{"nothing to set", []string{"tenants", "set", n}, 2, "", "nothing to set"},
 		{"tenant key is no admin token", []string{"tenants", "list", "--admin-token", keyOf(base)}, 1, "",
-			"401 Unauthorized: missing or unknown admin token"},
+			"401 Unauthorized: missing, repeated or unknown admin token"},
 		{"unknown tenant", []string{"tenants", "get", n + "-x"}, 1, "", "404 Not Found"},
 	}
 	for _, s := range steps {
