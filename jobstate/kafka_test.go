@@ -267,3 +267,38 @@ func TestKafkaStartPartOfAnotherLife(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaCopyOfDeadJob: once a job is dead (its dead letter written), a
+// start of this very job (a copy, or its own record handed out again after
+// a revoke) is refused as a duplicate, from any partition and by Claim's
+// read; its redrive, a new life (dlq drops enqueued_at and
+// start_enqueued_at first, then enqueues another enqueued_at), starts.
+func TestKafkaCopyOfDeadJob(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "js")
+	d := jobstate.Dispatch{Tenant: tenant, JobID: "d", Member: "d|1", Attempt: 1, EnqueuedAt: t0, Lease: time.Minute, Source: "0"}
+	if s := startOf(t, rdb, d); !s.Deliver {
+		t.Fatalf("first start = %+v, want delivered", s)
+	}
+	settleOf(t, rdb, jobstate.Settle{Tenant: tenant, JobID: "d", Member: "d|1", State: jobstate.Dead})
+	for _, src := range []string{"0", "1", ""} {
+		again := d
+		again.Member, again.Source = "d|"+src+"x", src
+		if s := startOf(t, rdb, again); s.Deliver || !s.Duplicate {
+			t.Errorf("a start of the dead job from partition %q = %+v, want a duplicate", src, s)
+		}
+	}
+	if r := get(t, rdb, tenant, "d"); r.State != jobstate.Dead {
+		t.Errorf("after the refused starts: %+v, want dead", r)
+	}
+	if err := rdb.HDel(ctx, keys.JobState(tenant, "d"), "enqueued_at", "start_enqueued_at").Err(); err != nil {
+		t.Fatal(err)
+	}
+	redriven := d
+	redriven.Member, redriven.EnqueuedAt = "d|r", t0.Add(time.Hour)
+	if s := startOf(t, rdb, redriven); !s.Deliver {
+		t.Errorf("the redriven job's start = %+v, want delivered", s)
+	}
+}

@@ -8,7 +8,7 @@
 -- heartbeat (the hash's beat_at, else its enqueued_at) and Redis TIME, which
 -- the drainer compares (queue.Claimed.HeartbeatLapsed).
 --
--- The same read returns, when the job's state is done, its recorded
+-- The same read returns, when the job's state is done or dead, its recorded
 -- enqueued_at (the producer's, else the start_enqueued_at a drainer's start
 -- wrote before the producer's post-ack write landed: kafka_take.lua,
 -- job_state_dispatch.lua): the drainer settles a copy of a job delivered
@@ -21,7 +21,7 @@
 -- Returns {cancelled (1|0), beat_ms, now_ms, done_ms}: beat_ms and now_ms
 -- are 0 unless ARGV[1] is "1" (beat_ms is 0 when no beat is recorded
 -- either); done_ms is the recorded enqueued_at (unix ms) when the state is
--- done, else 0.
+-- done or dead, else 0.
 
 local beats = ARGV[1] == '1'
 local cancelled, beat, now, done = 0, 0, 0, 0
@@ -31,7 +31,7 @@ if t == 'string' then
 elseif t == 'hash' then
   local f = redis.call('HMGET', KEYS[1], 'state', 'beat_at', 'enqueued_at', 'start_enqueued_at')
   if f[1] == 'cancelled' then cancelled = 1 end
-  if f[1] == 'done' then done = tonumber(f[3] or f[4]) or 0 end
+  if f[1] == 'done' or f[1] == 'dead' then done = tonumber(f[3] or f[4]) or 0 end
   if beats then beat = tonumber(f[2]) or tonumber(f[3]) or 0 end
 end
 if beats then

@@ -6,6 +6,7 @@
 -- recorded enqueued_at is ARGV[7]: the producer's, else the
 -- start_enqueued_at an earlier start wrote before the producer's post-ack
 -- write landed) is done already (another copy was delivered meanwhile) or
+-- dead (its dead letter written) or
 -- under way from a copy in another Kafka partition (in_flight or retrying,
 -- started from a partition other than ARGV[8]), in one step:
 --   - its state becomes in_flight with the attempt number and updated_at

@@ -64,7 +64,10 @@
 -- "0": not known) with the hash's fields state, recorded (enqueued_at) and
 -- kept (start_enqueued_at), false when missing:
 -- - life_done(state, recorded, kept, enq) reports whether this very job is
---   done already (a copy delivered), never when enq is "0";
+--   done already (a copy delivered) or dead (its dead letter written: a
+--   copy, or its own record handed out again after a revoke, is not
+--   delivered after it; a redrive is another life, as dlq drops both
+--   fields first), never when enq is "0";
 -- - life_attempts(state, recorded, kept, enq) reports whether the recorded
 --   attempt counts for this start: the same life, or none recorded yet
 --   unless the state is dead (a redrive's previous life: dlq drops both
@@ -297,7 +300,7 @@ local function record_final(sk, seqk, state, last_error, reason, ttl, score, tic
 end
 
 local function life_done(state, recorded, kept, enq)
-  return state == 'done' and enq ~= '0' and (recorded or kept) == enq
+  return (state == 'done' or state == 'dead') and enq ~= '0' and (recorded or kept) == enq
 end
 
 local function life_attempts(state, recorded, kept, enq)

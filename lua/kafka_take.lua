@@ -8,7 +8,7 @@
 --
 -- Every job is read as job_cancelled.lua reads it: cancelled (a hash whose
 -- state is cancelled, or the older string marker "cancelled"), its last
--- beat (beat_at, else enqueued_at) and, when its state is done, its
+-- beat (beat_at, else enqueued_at) and, when its state is done or dead, its
 -- recorded enqueued_at (the producer's, else the start_enqueued_at a
 -- drainer's start wrote before the producer's post-ack write landed); a
 -- job whose delivery is under way from a copy in another partition
@@ -17,7 +17,7 @@
 -- job the caller marks startable (ARGV start "1":
 -- decoded, no deadline, no heartbeat, not a second copy held in memory) is
 -- then started unless it is cancelled or this very job (the same
--- enqueued_at) is done, exactly as job_state_dispatch.lua starts it: state
+-- enqueued_at) is done or dead (life_done), exactly as job_state_dispatch.lua starts it: state
 -- in_flight with attempt = recorded + 1 when the recorded attempt is of this
 -- life (the same enqueued_at, recorded or kept as start_enqueued_at, or
 -- neither recorded yet unless the job is dead),
@@ -89,7 +89,8 @@
 -- the bucket's level after the call and the rate used, as take.lua returns
 -- them, 0 when the bucket was not read (no rate, or no job to pass);
 -- beat_ms 0 when none is recorded; done_ms the recorded enqueued_at when
--- the state is done, else 0; attempt the delivery's number (>= 1) when it
+-- the state is done, the envelope's when this very job is done or dead or
+-- under way from another partition, else 0; attempt the delivery's number (>= 1) when it
 -- was started here, 0 when not; delay_us the wait before the send of a job
 -- started with a turn granted ahead, else 0.
 -- Errors: "kafka_take: <n> keys and <m> arguments do not match" (also for
@@ -214,6 +215,7 @@ for i = 1, n do
     if state == 'done' then done = tonumber(f[3] or f[6]) or 0 end
   end
   local copy = not marker and life_done(state, f[3], f[6], enq)
+  if copy then done = tonumber(enq) or 0 end
   if not marker and life_elsewhere(state, f[3], f[6], f[7], part, enq) then
     -- Under way from a copy in another partition: reported as a done copy.
     copy, done = true, tonumber(enq) or 0
