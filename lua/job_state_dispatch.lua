@@ -27,8 +27,8 @@
 --   - its id moves to the tenant's in_flight index (keys.JobIndex, score
 --     now) from the index of the state it leaves (index_move of
 --     job_state_final.lua, which lua.Include puts first; the copy check,
---     the attempt rule and the start's write are its life_done,
---     life_elsewhere, life_attempts and start_write).
+--     the attempt rule and the start's write are its life_copy,
+--     life_attempts and start_write).
 -- The job's cost joins the tenant's outflow (keys.Outflow) from the
 -- drainer, which counts it in memory and flushes once a second with
 -- outflow_add.lua; that script also drops deliveries past their deadline.
@@ -67,8 +67,7 @@ if st['err'] then
   if redis.call('GET', sk) == 'cancelled' then return 0 end
 else
   if st[1] == 'cancelled' then return 0 end
-  if life_done(st[1], st[4], st[5], ARGV[7]) then return -1 end
-  if life_elsewhere(st[1], st[4], st[5], st[6], part, ARGV[7]) then return -1 end
+  if life_copy(st[1], st[4], st[5], st[6], part, ARGV[7]) then return -1 end
   -- The recorded attempt counts only for this life of the job
   -- (life_attempts of job_state_final.lua).
   if life_attempts(st[1], st[4], st[5], ARGV[7]) then attempt = math.max((tonumber(st[3]) or 0) + 1, attempt) end

@@ -86,6 +86,9 @@
 --   so a crash or a revoke hands that one out again), and the other is
 --   settled unsent. Never when part is "" (a backend that holds one copy)
 --   or enq is "0";
+-- - life_copy(state, recorded, kept, started, part, enq) is the copy check
+--   both start scripts run: life_done or life_elsewhere, so this start is
+--   not delivered;
 -- - start_write(sk, attempt, now, recorded, enq, part) writes the start:
 --   state in_flight, attempt, updated_at now, start_enqueued_at enq when
 --   nothing is recorded and enq is known, and start_part "<part>@<enq>"
@@ -317,6 +320,10 @@ local function life_elsewhere(state, recorded, kept, started, part, enq)
   end
   local life = '@' .. enq
   return started ~= part .. life and string.sub(started, -#life) == life
+end
+
+local function life_copy(state, recorded, kept, started, part, enq)
+  return life_done(state, recorded, kept, enq) or life_elsewhere(state, recorded, kept, started, part, enq)
 end
 
 local function start_write(sk, attempt, now, recorded, enq, part)

@@ -3,22 +3,19 @@
 -- it may start, in one call (Kafka queue backend's Take and TakeTurn;
 -- docs/perf.md 2.2, levers L1 + L3, and with a rate L10). lua.Include puts
 -- job_state_final.lua (job_id, job_index, JOB_LISTED, and a job's life:
--- life_done, life_elsewhere, life_attempts, start_write) and
--- bucket_level.lua first.
+-- life_copy, life_attempts, start_write) and bucket_level.lua first.
 --
 -- Every job is read as job_cancelled.lua reads it: cancelled (a hash whose
 -- state is cancelled, or the older string marker "cancelled"), its last
--- beat (beat_at, else enqueued_at) and, when its state is done or dead, its
--- recorded enqueued_at (the producer's, else the start_enqueued_at a
--- drainer's start wrote before the producer's post-ack write landed); a
--- job whose delivery is under way from a copy in another partition
--- (life_elsewhere: in_flight or retrying, of the same life, started from
--- another partition) is reported as such a done copy. A
--- job the caller marks startable (ARGV start "1":
--- decoded, no deadline, no heartbeat, not a second copy held in memory) is
--- then started unless it is cancelled or this very job (the same
--- enqueued_at) is done or dead (life_done), exactly as job_state_dispatch.lua starts it: state
--- in_flight with attempt = recorded + 1 when the recorded attempt is of this
+-- beat (beat_at, else enqueued_at) and whether it is a copy not to deliver
+-- (life_copy): this very job, the same enqueued_at as recorded (the
+-- producer's, else the start_enqueued_at a drainer's start wrote before the
+-- producer's post-ack write landed), is done or dead, or its delivery is
+-- under way from a copy in another partition (in_flight or retrying,
+-- started from another partition). A job the caller marks startable (ARGV
+-- start "1": decoded, no deadline, no heartbeat, not a second copy held in
+-- memory) is then started unless it is cancelled or such a copy, exactly as
+-- job_state_dispatch.lua starts it: state in_flight with attempt = recorded + 1 when the recorded attempt is of this
 -- life (the same enqueued_at, recorded or kept as start_enqueued_at, or
 -- neither recorded yet unless the job is dead),
 -- at least the least attempt given; updated_at now; the state hash created
@@ -88,9 +85,8 @@
 -- taken the jobs read (all n without a rate); water_micro and rate_milli
 -- the bucket's level after the call and the rate used, as take.lua returns
 -- them, 0 when the bucket was not read (no rate, or no job to pass);
--- beat_ms 0 when none is recorded; done_ms the recorded enqueued_at when
--- the state is done, the envelope's when this very job is done or dead or
--- under way from another partition, else 0; attempt the delivery's number (>= 1) when it
+-- beat_ms 0 when none is recorded; done_ms the envelope's enqueued_at when
+-- the job is such a copy, else 0; attempt the delivery's number (>= 1) when it
 -- was started here, 0 when not; delay_us the wait before the send of a job
 -- started with a turn granted ahead, else 0.
 -- Errors: "kafka_take: <n> keys and <m> arguments do not match" (also for
@@ -212,14 +208,11 @@ for i = 1, n do
     state = f[1]
     beat = tonumber(f[2]) or tonumber(f[3]) or 0
     if state == 'cancelled' then cancelled = 1 end
-    if state == 'done' then done = tonumber(f[3] or f[6]) or 0 end
   end
-  local copy = not marker and life_done(state, f[3], f[6], enq)
+  -- A copy (done, dead, or under way from another partition) is reported
+  -- with the envelope's enqueued_at, which the consumer matches.
+  local copy = not marker and life_copy(state, f[3], f[6], f[7], part, enq)
   if copy then done = tonumber(enq) or 0 end
-  if not marker and life_elsewhere(state, f[3], f[6], f[7], part, enq) then
-    -- Under way from a copy in another partition: reported as a done copy.
-    copy, done = true, tonumber(enq) or 0
-  end
   if start and cancelled == 0 and not copy and pass == 'go' then
     attempt = floor
     if gated then
