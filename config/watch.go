@@ -95,7 +95,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	// The file's digest, not its bytes: a 10,000-tenant file is a megabyte
 	// the watcher need not keep.
-	_, last := w.read()
+	_, last, _ := w.read()
 	reported := false // the unreadable file (last nil) was reported
 	var timer <-chan time.Time
 	for {
@@ -120,34 +120,34 @@ func (w *Watcher) Run(ctx context.Context) error {
 			// One read: the digest, the blank check and the config are of
 			// the same bytes, so a write landing between them cannot have
 			// one judge a file the other did not read.
-			raw, cur := w.read()
+			raw, cur, rerr := w.read()
 			if bytes.Equal(cur, last) && (cur != nil || reported) {
 				continue
 			}
 			last, reported = cur, cur == nil
-			w.reload(raw, cur == nil)
+			w.reload(raw, rerr)
 		}
 	}
 }
 
-// read returns the file's bytes and their SHA-256; a nil digest when it
-// cannot be read (the bytes are then the error's text).
-func (w *Watcher) read() ([]byte, []byte) {
+// read returns the file's bytes and their SHA-256, or the read's error
+// and a nil digest.
+func (w *Watcher) read() (raw, digest []byte, err error) {
 	b, err := os.ReadFile(w.cfg.Path)
 	if err != nil {
-		return []byte(err.Error()), nil
+		return nil, nil, err
 	}
 	sum := sha256.Sum256(b)
-	return b, sum[:]
+	return b, sum[:], nil
 }
 
 // reload loads and validates the file and applies it, or keeps the old one.
-func (w *Watcher) reload(raw []byte, unreadable bool) {
+func (w *Watcher) reload(raw []byte, readErr error) {
 	var cfg *Config
 	var err error
 	switch {
-	case unreadable:
-		err = fmt.Errorf("config: read %s: %s", w.cfg.Path, raw)
+	case readErr != nil:
+		err = fmt.Errorf("config: read %s: %w", w.cfg.Path, readErr)
 	case blank(raw):
 		err = fmt.Errorf("config: %s has no YAML in it (empty, or only comments): a reload of a blank file is refused, "+
 			"as a write caught half done; write the whole file (best: write a new file and rename it over this one), "+
