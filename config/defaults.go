@@ -206,9 +206,25 @@ func (a *Admission) applyDefaults() {
 		a.Period = time.Second
 	}
 	if a.Burst == 0 {
-		a.Burst = a.Limit
+		a.Burst = DefaultBurst(a.Limit)
 	}
 }
+
+// The defaults a field derives from another, in one place: config.Load
+// applies them, and an admin PATCH of the source lets a field still at its
+// default follow it (tenants.ApplyPatch).
+
+// DefaultBurst is an admission policy's burst when none is given: its
+// limit.
+func DefaultBurst(limit int64) int64 { return limit }
+
+// DefaultCapacity is a shaped outflow's bucket capacity when none is
+// given: max(1, rate).
+func DefaultCapacity(rate float64) float64 { return max(1, rate) }
+
+// DefaultMinRate is a shaped outflow's adaptive floor when none is given:
+// rate ÷ 10.
+func DefaultMinRate(rate float64) float64 { return rate / 10 }
 
 // BucketCapacity is the size of the outflow bucket in units: Capacity, or
 // max(1, Rate) when Capacity is 0. It is meaningful only when Rate > 0 (a
@@ -217,7 +233,7 @@ func (o Outflow) BucketCapacity() float64 {
 	if o.Capacity > 0 {
 		return o.Capacity
 	}
-	return max(1, o.Rate)
+	return DefaultCapacity(o.Rate)
 }
 
 // WithDefaults returns o with the defaults config.Load gives an outflow:
@@ -242,7 +258,7 @@ func (o Outflow) WithDefaults() Outflow {
 		o.Adaptive = &on
 	}
 	if o.MinRate == 0 && o.Shaped() {
-		o.MinRate = o.Rate / 10
+		o.MinRate = DefaultMinRate(o.Rate)
 	}
 	return o
 }

@@ -67,15 +67,15 @@ func ApplyPatch(tenant string, cur config.Tenant, patch []byte) (config.Tenant, 
 // it (refused) and the old rate's bucket. A value that differs from its
 // default was set on purpose and stays.
 func followDefaults(doc, p any) {
-	same := func(v float64) float64 { return v }
-	follow(doc, p, "admission", "limit", "burst", same)
-	follow(doc, p, "outflow", "rate", "capacity", func(r float64) float64 { return max(1, r) })
-	follow(doc, p, "outflow", "rate", "min_rate", func(r float64) float64 { return r / 10 })
+	burst := func(limit float64) float64 { return float64(config.DefaultBurst(int64(limit))) }
+	follow(doc, p, "admission", "limit", "burst", burst)
+	follow(doc, p, "outflow", "rate", "capacity", config.DefaultCapacity)
+	follow(doc, p, "outflow", "rate", "min_rate", config.DefaultMinRate)
 	pj, _ := objectAt(p, "job_types")
 	dj, _ := objectAt(doc, "job_types")
 	for typ, pt := range pj {
 		if dt, ok := dj[typ]; ok {
-			follow(dt, pt, "admission", "limit", "burst", same)
+			follow(dt, pt, "admission", "limit", "burst", burst)
 		}
 	}
 }
