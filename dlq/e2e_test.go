@@ -148,6 +148,11 @@ func TestDeadLetterPagingAndDelete(t *testing.T) {
 			if a := st.admin(t, "GET", "?cursor=nonsense", ""); a.status != 400 {
 				t.Errorf("a bad cursor: %d %s, want 400", a.status, a.body)
 			}
+			for _, q := range []string{"?limit=1&limit=2", "?cursor=" + next + "&cursor=x"} {
+				if a := st.admin(t, "GET", q, ""); a.status != 400 || !strings.Contains(string(a.body), "given 2 times") {
+					t.Errorf("GET dlq%s: %d %s, want 400, a parameter given 2 times", q, a.status, a.body)
+				}
+			}
 			if a := st.admin(t, "DELETE", "/d0", ""); a.status != 200 || string(a.body) != `{"deleted":1}`+"\n" {
 				t.Errorf("DELETE dlq/d0: %d %s", a.status, a.body)
 			}

@@ -120,6 +120,8 @@ func TestAdminAuditPages(t *testing.T) {
 		{"cursor=-3", "cursor"},
 		{"cursor=abc", "cursor"},
 		{"limit=5&cursor=1.5", "cursor"},
+		{"limit=1&limit=2", "limit"},
+		{"cursor=3&cursor=2", "cursor"},
 	} {
 		a := h.admin(t, "GET", "/admin/v1/tenants/acme/audit?"+c.query, aliceToken, "")
 		m := a.json(t)

@@ -124,20 +124,22 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request, id, _ string
 		s.adminError(w, id, tenants.ErrNotFound)
 		return
 	}
-	n := auditDefault
-	if q := r.URL.Query().Get("limit"); q != "" {
-		v, err := strconv.Atoi(q)
-		if err != nil || v < 1 || v > auditMax {
-			writeProblem(w, newProblem(http.StatusBadRequest, "limit", fmt.Sprintf("limit must be an integer from 1 to %d (got %q)", auditMax, q)))
-			return
-		}
-		n = v
+	q := queryOf(r)
+	n, p := q.limit(auditDefault, auditMax)
+	if p != nil {
+		writeProblem(w, p)
+		return
 	}
 	var before int64 // the cursor: a version; the page holds the entries below it
-	if q := r.URL.Query().Get("cursor"); q != "" {
-		v, err := strconv.ParseInt(q, 10, 64)
+	c, p := q.get("cursor")
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if c != "" {
+		v, err := strconv.ParseInt(c, 10, 64)
 		if err != nil || v < 1 {
-			writeProblem(w, newProblem(http.StatusBadRequest, "cursor", fmt.Sprintf("cursor must be a next_cursor of an earlier page (got %q)", q)))
+			writeProblem(w, newProblem(http.StatusBadRequest, "cursor", fmt.Sprintf("cursor must be a next_cursor of an earlier page (got %q)", c)))
 			return
 		}
 		before = v

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,16 +99,17 @@ func (s *Server) dlqTenant(h dlqHandler) adminHandler {
 }
 
 func (s *Server) dlqList(w http.ResponseWriter, r *http.Request, st *dlq.Store, id, _ string) {
-	n := dlq.PageDefault
-	if q := r.URL.Query().Get("limit"); q != "" {
-		v, err := strconv.Atoi(q)
-		if err != nil || v < 1 || v > dlq.PageMax {
-			writeProblem(w, newProblem(http.StatusBadRequest, "limit", fmt.Sprintf("limit must be an integer from 1 to %d (got %q)", dlq.PageMax, q)))
-			return
-		}
-		n = v
+	q := queryOf(r)
+	n, p := q.limit(dlq.PageDefault, dlq.PageMax)
+	if p != nil {
+		writeProblem(w, p)
+		return
 	}
-	cursor := r.URL.Query().Get("cursor")
+	cursor, p := q.get("cursor")
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	page, err := st.List(ctx, id, n, cursor)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/jobstate"
@@ -60,20 +59,25 @@ type listQuery struct {
 
 // parseListQuery reads state, limit and cursor; a bad one is a 400 naming it.
 func parseListQuery(r *http.Request) (listQuery, *problem) {
-	q := r.URL.Query()
-	lq := listQuery{state: q.Get("state"), limit: jobstate.ListDefault}
+	q := queryOf(r)
+	lq := listQuery{limit: jobstate.ListDefault}
+	state, p := q.get("state")
+	if p != nil {
+		return lq, p
+	}
+	lq.state = state
 	if !slices.Contains(keys.ListedStates, lq.state) {
 		return lq, newProblem(http.StatusBadRequest, "state",
 			fmt.Sprintf("state must be one of %s (got %q)", strings.Join(keys.ListedStates, ", "), lq.state))
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > jobstate.ListMax {
-			return lq, newProblem(http.StatusBadRequest, "limit", fmt.Sprintf("limit must be an integer from 1 to %d (got %q)", jobstate.ListMax, v))
-		}
-		lq.limit = n
+	if lq.limit, p = q.limit(jobstate.ListDefault, jobstate.ListMax); p != nil {
+		return lq, p
 	}
-	if v := q.Get("cursor"); v != "" {
+	v, p := q.get("cursor")
+	if p != nil {
+		return lq, p
+	}
+	if v != "" {
 		c, err := jobstate.ParseCursor(v)
 		if err != nil {
 			return lq, newProblem(http.StatusBadRequest, "cursor", "cursor is not a next_cursor of this list; start again without it")
@@ -113,7 +117,12 @@ func (s *Server) handleJobList(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	tenant, p := listTenant(snap, v, r.URL.Query().Get("tenant"))
+	named, p := queryOf(r).get("tenant")
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	tenant, p := listTenant(snap, v, named)
 	if p != nil {
 		writeProblem(w, p)
 		return

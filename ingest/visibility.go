@@ -103,8 +103,12 @@ func (s *Server) jobRequest(ctx context.Context, w http.ResponseWriter, r *http.
 	if p == nil && !keys.ValidID(id) {
 		p = notFound("job", id)
 	}
+	var named string
 	if p == nil {
-		tenant, p = s.jobTenant(ctx, snap, v, r.URL.Query().Get("tenant"), id)
+		named, p = queryOf(r).get("tenant")
+	}
+	if p == nil {
+		tenant, p = s.jobTenant(ctx, snap, v, named, id)
 	}
 	if p != nil {
 		writeProblem(w, p)

@@ -216,6 +216,7 @@ func TestJobStatesThroughDrainer(t *testing.T) {
 		{"admin naming the tenant", "GET", "/v1/jobs/ok?tenant=" + tenant, adminToken, 200},
 		{"admin, tenant found", "GET", "/v1/jobs/ok", adminToken, 200},
 		{"admin naming an unknown tenant", "GET", "/v1/jobs/ok?tenant=nobody", adminToken, 404},
+		{"tenant named twice", "GET", "/v1/jobs/ok?tenant=" + tenant + "&tenant=" + other, adminToken, 400},
 		{"POST", "POST", "/v1/jobs/ok", key, 405},
 		{"cancel unknown", "DELETE", "/v1/jobs/nope", key, 404},
 		{"cancel another tenant's", "DELETE", "/v1/jobs/ok", apiKey(other), 404},
