@@ -278,6 +278,33 @@ func ExampleLoad() {
 	println(a.Algorithm, a.Limit)
 }
 
+// TestTargetTimeoutZeroRefused: a target timeout spelled out as 0 (or
+// negative) is refused naming the key, where it would otherwise read as
+// absent and mean 10s; an absent timeout still defaults to 10s.
+func TestTargetTimeoutZeroRefused(t *testing.T) {
+	const hint = "must be above 0 (got %s); leave it out for the default 10s"
+	for _, tc := range []struct{ name, yaml, key, got string }{
+		{"tenant 0s", "tenants: {a: {target: {url: 'http://x/h', timeout: 0s}}}\n", "tenants.a.target.timeout", "0s"},
+		{"tenant negative", "tenants: {a: {target: {url: 'http://x/h', timeout: -5s}}}\n", "tenants.a.target.timeout", "-5s"},
+		{"job type 0ms", "tenants: {a: {job_types: {enc: {target: {url: 'http://x/h', timeout: 0ms}}}}}\n", "tenants.a.job_types.enc.target.timeout", "0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml))
+			want := "config: " + tc.key + ": " + fmt.Sprintf(hint, tc.got)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Parse(%q) = %v, want an error containing %q", tc.yaml, err, want)
+			}
+		})
+	}
+	cfg, err := config.Parse([]byte("tenants: {a: {target: {url: 'http://x/h'}, job_types: {enc: {target: {url: 'http://x/e'}}}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Tenants["a"]; a.Target.Timeout != 10*time.Second || a.JobTypes["enc"].Target.Timeout != 10*time.Second {
+		t.Errorf("absent timeouts = %v and %v, want the default 10s", a.Target.Timeout, a.JobTypes["enc"].Target.Timeout)
+	}
+}
+
 // TestAdmissionPeriodZeroRefused: a period spelled out as 0 (or negative)
 // is refused naming the key, in the file and in a SLUICE_* override; an
 // absent period still defaults to 1s.

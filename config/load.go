@@ -66,6 +66,7 @@ func Parse(raw []byte) (*Config, error) {
 		durationFromNumber,
 		OutflowHook,
 		AdmissionHook,
+		TargetHook,
 		mapstructure.StringToTimeDurationHookFunc(),
 		mapstructure.StringToSliceHookFunc(","),
 	))

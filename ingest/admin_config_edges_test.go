@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,17 +60,21 @@ func TestAdminRefusesOutflowBounds(t *testing.T) {
 	}
 }
 
-// TestAdminRefusesPeriodZero: a period spelled out as 0 (or negative) is a
-// 422 naming admission.period or job_types.<t>.admission.period, through
-// PUT and PATCH, and nothing is stored; an absent period is still 1s.
+// TestAdminRefusesPeriodZero: a period or a target timeout spelled out as 0
+// (or negative) is a 422 naming admission.period, target.timeout or its job
+// type's, through PUT and PATCH, and nothing is stored; an absent period is
+// still 1s.
 func TestAdminRefusesPeriodZero(t *testing.T) {
 	t.Parallel()
 	rdb := privateRedis(t)
 	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme", "    admission: {algorithm: gcra, limit: 10}\n")), nil)
-	for _, c := range []struct{ name, body, field, got string }{
-		{"tenant 0s", `{"admission":{"algorithm":"gcra","limit":10,"period":"0s"}}`, "admission.period", "0s"},
-		{"tenant -1s", `{"admission":{"algorithm":"gcra","limit":10,"period":"-1s"}}`, "admission.period", "-1s"},
-		{"job type 0s", `{"job_types":{"enc":{"admission":{"algorithm":"fixed_window","limit":3,"period":"0ms"}}}}`, "job_types.enc.admission.period", "0s"},
+	const period, timeout = "must be >= 1ms (got %s); leave it out for the default 1s", "must be above 0 (got %s); leave it out for the default 10s"
+	for _, c := range []struct{ name, body, field, got, hint string }{
+		{"tenant 0s", `{"admission":{"algorithm":"gcra","limit":10,"period":"0s"}}`, "admission.period", "0s", period},
+		{"tenant -1s", `{"admission":{"algorithm":"gcra","limit":10,"period":"-1s"}}`, "admission.period", "-1s", period},
+		{"job type 0s", `{"job_types":{"enc":{"admission":{"algorithm":"fixed_window","limit":3,"period":"0ms"}}}}`, "job_types.enc.admission.period", "0s", period},
+		{"target timeout 0s", `{"target":{"url":"http://127.0.0.1:9/h","timeout":"0s"}}`, "target.timeout", "0s", timeout},
+		{"job type target timeout -1s", `{"job_types":{"enc":{"target":{"url":"http://127.0.0.1:9/h","timeout":"-1s"}}}}`, "job_types.enc.target.timeout", "-1s", timeout},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, w := range []struct{ method, id string }{{http.MethodPut, "newco"}, {http.MethodPatch, "acme"}} {
@@ -79,7 +84,7 @@ func TestAdminRefusesPeriodZero(t *testing.T) {
 					t.Fatalf("%s: status %d, want 422: %s", w.method, a.status, a.body)
 				}
 				m := a.json(t)
-				want := "tenants." + w.id + "." + c.field + ": must be >= 1ms (got " + c.got + "); leave it out for the default 1s"
+				want := "tenants." + w.id + "." + c.field + ": " + fmt.Sprintf(c.hint, c.got)
 				if detail, _ := m["detail"].(string); m["field"] != c.field || !strings.Contains(detail, want) {
 					t.Errorf("%s: problem %s, want field %q and a detail containing %q", w.method, a.body, c.field, want)
 				}

@@ -189,7 +189,7 @@ func decodeDoc(tenant string, doc any) (config.Tenant, error) {
 	}
 	var t config.Tenant
 	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		DecodeHook:  mapstructure.ComposeDecodeHookFunc(durationHook, config.OutflowHook, config.AdmissionHook),
+		DecodeHook:  mapstructure.ComposeDecodeHookFunc(durationHook, config.OutflowHook, config.AdmissionHook, config.TargetHook),
 		ErrorUnused: true,
 		Result:      &t,
 		TagName:     "mapstructure",
