@@ -36,7 +36,10 @@
 // number among BENCH_TENANTS_CONFIGURED configured tenants, the rest idle
 // (B); over the window, the aggregate and each tenant's rate, the drainer's
 // RSS, goroutines and CPU, Redis's memory, commands/s and CPU, and B's
-// figures against A's. It needs neither node nor Kafka.
+// figures against A's. BENCH_TENANTS_ROUNDS rounds run A and B in
+// alternated order (A B, B A, ...), and B ÷ A compares the mean of each
+// cost (drainresult.MergeTenants), so the host's drift over the part weighs
+// on both alike. It needs neither node nor Kafka.
 //
 // Head-of-line: the drainer package's HeadOfLine benchmarks, run with go
 // test, their p50/p99 printed.
@@ -69,6 +72,7 @@
 //	                          the rest without jobs (10000)
 //	BENCH_TENANTS_WARMUP      tenants part: from the first arrival to the window (15s)
 //	BENCH_TENANTS_WINDOW      tenants part: measuring window (60s; quick 20s)
+//	BENCH_TENANTS_ROUNDS      tenants part: rounds of A and B (2): odd rounds A then B, even B then A
 //	BENCH_REDIS               the Redis both systems use: unset, a private redis-server the run
 //	                          starts on a free loopback port (so other users of the shared server
 //	                          neither disturb the rows nor count in cmds/job); "shared", the

@@ -37,6 +37,7 @@ type options struct {
 	tenConfigured int           // tenants part: configured tenants of scenario B
 	tenWarmup     time.Duration // tenants part: from the first arrival to the window
 	tenWindow     time.Duration // tenants part: measuring window
+	tenRounds     int           // tenants part: rounds of A and B, alternated
 
 	redisAddr    string // empty: a private redis-server for the run
 	kafkaBrokers []string
@@ -54,7 +55,7 @@ var envNames = []string{
 	"BENCH_SYSTEMS", "BENCH_PARTS", "BENCH_BACKENDS", "BENCH_ACC_BACKENDS", "BENCH_TPUT_JOBS", "BENCH_TPUT_WORKERS", "BENCH_TPUT_TENANTS",
 	"BENCH_TPUT_ROUNDS",
 	"BENCH_BULLMQ_CONCURRENCY", "BENCH_BULLMQ_WINDOW", "BENCH_HOL_JOBS",
-	"BENCH_TENANTS_ACTIVE", "BENCH_TENANTS_CONFIGURED", "BENCH_TENANTS_WARMUP", "BENCH_TENANTS_WINDOW", "BENCH_REDIS",
+	"BENCH_TENANTS_ACTIVE", "BENCH_TENANTS_CONFIGURED", "BENCH_TENANTS_WARMUP", "BENCH_TENANTS_WINDOW", "BENCH_TENANTS_ROUNDS", "BENCH_REDIS",
 	"BENCH_RESULTS", "BENCH_JSON", "BENCH_PROFILE", "SLUICE_TEST_REDIS", "SLUICE_TEST_KAFKA",
 }
 
@@ -89,6 +90,7 @@ func loadOptions(get func(string) string, root string) (*options, error) {
 	o.tenConfigured = e.one("BENCH_TENANTS_CONFIGURED", "10000", "10000")
 	o.tenWarmup = e.dur("BENCH_TENANTS_WARMUP", "15s", "15s")
 	o.tenWindow = e.dur("BENCH_TENANTS_WINDOW", "60s", "20s")
+	o.tenRounds = e.one("BENCH_TENANTS_ROUNDS", "2", "2")
 	if o.parts["tenants"] && o.tenConfigured <= o.tenActive && e.err == nil {
 		e.err = fmt.Errorf("BENCH_TENANTS_CONFIGURED (%d) must exceed BENCH_TENANTS_ACTIVE (%d): scenario B has idle tenants", o.tenConfigured, o.tenActive)
 	}

@@ -26,24 +26,35 @@ const tenantsRate = 1.0
 
 // tenantsPart runs scenario A ("active": o.tenActive tenants, each with a
 // backlog) and B ("configured": o.tenConfigured tenants, the same number
-// active, the rest configured without jobs), each one cmd/drainer process.
-// It stops early when ctx is done.
+// active, the rest configured without jobs), each one cmd/drainer process,
+// in o.tenRounds rounds: odd rounds A then B, even rounds B then A (a
+// drifting host then weighs on both alike; the report merges each
+// scenario's runs, drainresult.MergeTenants). It stops early when ctx is
+// done.
 func (b *bench) tenantsPart(ctx context.Context, r *report) {
-	for _, sc := range []struct {
+	type scenario struct {
 		name       string
 		configured int
-	}{{"active", b.o.tenActive}, {"configured", b.o.tenConfigured}} {
-		b.logf("tenants: %s, %d configured, %d active at %g job/s, warm-up %s, window %s",
-			sc.name, sc.configured, b.o.tenActive, tenantsRate, b.o.tenWarmup, b.o.tenWindow)
-		row := b.tenantsScenario(ctx, sc.name, sc.configured)
-		t := row.res
-		b.logf("  ready after %.1fs; %d arrivals in the window, %.1f jobs/s; worst tenant %.2f %% (%d over 1 %%, %d without a rate); "+
-			"RSS max %.1f MB, %.0f goroutines, drainer CPU %.1fs; Redis %.1f MB, %.0f cmds/s; err %v %s",
-			t.ReadyS, t.Arrivals, t.Aggregate, t.WorstErrPct, t.Over, t.Failed, float64(t.RSSMax)/1e6, t.Goroutines,
-			t.DrainerCPUS, float64(t.RedisMemory)/1e6, t.RedisCmdsPerS, row.err, row.note)
-		r.ten = append(r.ten, row)
-		if ctx.Err() != nil {
-			return
+	}
+	ab := []scenario{{"active", b.o.tenActive}, {"configured", b.o.tenConfigured}}
+	for round := 1; round <= b.o.tenRounds; round++ {
+		order := ab
+		if round%2 == 0 {
+			order = []scenario{ab[1], ab[0]}
+		}
+		for _, sc := range order {
+			b.logf("tenants: round %d of %d, %s, %d configured, %d active at %g job/s, warm-up %s, window %s",
+				round, b.o.tenRounds, sc.name, sc.configured, b.o.tenActive, tenantsRate, b.o.tenWarmup, b.o.tenWindow)
+			row := b.tenantsScenario(ctx, sc.name, sc.configured, round)
+			t := row.res
+			b.logf("  ready after %.1fs; %d arrivals in the window, %.1f jobs/s; worst tenant %.2f %% (%d over 1 %%, %d without a rate); "+
+				"RSS max %.1f MB, %.0f goroutines, drainer CPU %.1fs; Redis %.1f MB, %.0f cmds/s; err %v %s",
+				t.ReadyS, t.Arrivals, t.Aggregate, t.WorstErrPct, t.Over, t.Failed, float64(t.RSSMax)/1e6, t.Goroutines,
+				t.DrainerCPUS, float64(t.RedisMemory)/1e6, t.RedisCmdsPerS, row.err, row.note)
+			r.ten = append(r.ten, row)
+			if ctx.Err() != nil {
+				return
+			}
 		}
 	}
 }
@@ -58,11 +69,11 @@ func (o *options) tenantsJobs() int {
 // first o.tenActive of the configured ones), start the drainer, wait until
 // /readyz answers and the first job arrives, wait the warm-up, measure the
 // window (tenantsWindow), stop the drainer and delete the tenants' keys.
-func (b *bench) tenantsScenario(ctx context.Context, scenario string, configured int) tenRow {
+func (b *bench) tenantsScenario(ctx context.Context, scenario string, configured, round int) tenRow {
 	o := b.o
 	row := tenRow{res: drainresult.Tenants{Scenario: scenario, Configured: configured, Active: o.tenActive, Rate: tenantsRate,
-		WindowS: o.tenWindow.Seconds(), WarmupS: o.tenWarmup.Seconds(), Goroutines: -1}}
-	base := fmt.Sprintf("bench-%s-ten-%s", b.runID, scenario)
+		WindowS: o.tenWindow.Seconds(), WarmupS: o.tenWarmup.Seconds(), Goroutines: -1, Round: round}}
+	base := fmt.Sprintf("bench-%s-ten-%s-r%d", b.runID, scenario, round)
 	names := tenantNames(base, configured)
 	active := names[:o.tenActive]
 	defer b.cleanTenants(context.WithoutCancel(ctx))

@@ -21,18 +21,9 @@ func (r *report) tenResults() []drainresult.Tenants {
 }
 
 // tenCompare is drainresult.CompareTenants of scenario A ("active") and B
-// ("configured"), ok when both ran.
+// ("configured"), each run's rounds merged, ok when both ran.
 func (r *report) tenCompare() (drainresult.TenantsCompare, bool) {
-	var a, b *drainresult.Tenants
-	rows := r.tenResults()
-	for i := range rows {
-		switch rows[i].Scenario {
-		case "active":
-			a = &rows[i]
-		case "configured":
-			b = &rows[i]
-		}
-	}
+	a, b := r.tenScenario("active"), r.tenScenario("configured")
 	if a == nil || b == nil {
 		return drainresult.TenantsCompare{}, false
 	}
@@ -55,8 +46,11 @@ func (r *report) tenantsSection(b *strings.Builder) {
 		"(a count in a fixed window is off by ±1 at its edges); worst tenant = the largest |rate − %g| ÷ %g; a tenant with fewer than 2 arrivals in the window has no rate and counts as over 1 %%. "+
 		"Drainer: VmRSS sampled once a second in the window, `go_goroutines` from its /metrics at the window's end (its registry has the Go collector), "+
 		"CPU = utime + stime over the window. Redis: `used_memory` at the window's end, INFO commandstats and used_cpu_sys + used_cpu_user deltas over the window (%s). "+
-		"Each scenario's keys are deleted after it. B ÷ A: goal within 10 %% (for the worst error: B's ≤ max(1.1 × A's, 1 %%)).\n\n",
-		o.tenActive, tenantsRate, o.tenantsJobs(), o.tenConfigured, o.tenActive, o.tenWindow, o.tenWarmup, tenantsRate, tenantsRate, r.cmdsScope())
+		"Each scenario's keys are deleted after it. Each scenario ran %d time(s), in alternated order (round 1 A then B, round 2 B then A, ...), "+
+		"and its column merges its runs (drainresult.MergeTenants): the mean of each cost (drainer CPU, Redis memory, commands/s and CPU), "+
+		"the worst of each bound (aggregate, worst tenant, tenants over 1 %%, RSS, goroutines, start), the sum of arrivals and duplicates. "+
+		"B ÷ A: goal within 10 %% (for the worst error: B's ≤ max(1.1 × A's, 1 %%)).\n\n",
+		o.tenActive, tenantsRate, o.tenantsJobs(), o.tenConfigured, o.tenActive, o.tenWindow, o.tenWarmup, tenantsRate, tenantsRate, r.cmdsScope(), o.tenRounds)
 	a, bb := r.tenScenario("active"), r.tenScenario("configured")
 	c, cok := r.tenCompare()
 	fmt.Fprintf(b, "| figure | A: %d active | B: %d configured, %d active | B ÷ A | goal |\n|---|--:|--:|--:|---|\n", o.tenActive, o.tenConfigured, o.tenActive)
@@ -64,6 +58,18 @@ func (r *report) tenantsSection(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", l.figure, l.a, l.b, l.ratio, l.goal)
 	}
 	b.WriteString("\n")
+	if len(r.ten) > 2 {
+		b.WriteString("Each run, in run order (drainer CPU s, Redis CPU s, worst tenant %):")
+		for i, t := range r.ten {
+			sep := ";"
+			if i == 0 {
+				sep = ""
+			}
+			label := map[string]string{"active": "A", "configured": "B"}[t.res.Scenario]
+			fmt.Fprintf(b, "%s %s round %d: %.1f, %.1f, %.3f", sep, label, t.res.Round, t.res.DrainerCPUS, t.res.RedisCPUS, t.res.WorstErrPct)
+		}
+		b.WriteString(".\n\n")
+	}
 	if cok {
 		fmt.Fprintf(b, "Per idle tenant ((B − A) ÷ %d idle): Redis memory %.0f bytes, Redis commands %.3f /s. B's figures within 10 %% of A's: %s.\n\n",
 			c.Idle, c.MemoryPerIdle, c.CmdsPerIdle, metOrNot(c.Met))
@@ -80,14 +86,14 @@ func (r *report) tenantsSection(b *strings.Builder) {
 	})
 }
 
-// tenScenario is the scenario's row, nil when it did not run.
+// tenScenario is the scenario's runs merged (drainresult.ScenarioOf), nil
+// when it did not run.
 func (r *report) tenScenario(name string) *drainresult.Tenants {
-	for _, t := range r.tenResults() {
-		if t.Scenario == name {
-			return &t
-		}
+	t, ok := drainresult.ScenarioOf(r.tenResults(), name)
+	if !ok {
+		return nil
 	}
-	return nil
+	return &t
 }
 
 // tenLines is the tenants table: for each figure A's and B's value (empty

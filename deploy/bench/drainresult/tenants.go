@@ -59,6 +59,68 @@ type Tenants struct {
 	RedisCPUS     float64 `json:"redis_cpu_s"`
 	// Err is the scenario's failure, empty when it ran.
 	Err string `json:"err,omitempty"`
+	// Round numbers a run of the scenario (1, 2, ...; 0 in a report from
+	// before rounds): the part runs A and B in alternated order, round 1 A
+	// then B, round 2 B then A, so a host that drifts over the part weighs
+	// on both alike. Runs is how many runs a row of MergeTenants sums up.
+	Round int `json:"round,omitempty"`
+	Runs  int `json:"runs,omitempty"`
+}
+
+// ScenarioOf merges the runs of scenario name in rows (MergeTenants); ok
+// is false when it has none.
+func ScenarioOf(rows []Tenants, name string) (Tenants, bool) {
+	var runs []Tenants
+	for _, t := range rows {
+		if t.Scenario == name {
+			runs = append(runs, t)
+		}
+	}
+	if len(runs) == 0 {
+		return Tenants{}, false
+	}
+	return MergeTenants(runs), true
+}
+
+// MergeTenants sums up runs of one scenario into one row: the mean of the
+// costs (drainer CPU, Redis memory, commands/s and CPU), so B ÷ A of
+// alternated rounds weighs the host's drift on both alike; the worst of
+// the bounds (the aggregate farthest from its goal, the worst tenant, the
+// most tenants over 1 %, the fewest and most arrivals, the slowest start,
+// the largest RSS and goroutine count); the sum of arrivals and
+// duplicates; the first failure. runs must be one scenario's, not empty.
+func MergeTenants(runs []Tenants) Tenants {
+	m := runs[0]
+	m.Round, m.Runs = 0, len(runs)
+	goal := float64(m.Active) * m.Rate
+	for _, t := range runs[1:] {
+		m.ReadyS = math.Max(m.ReadyS, t.ReadyS)
+		m.Arrivals += t.Arrivals
+		if math.Abs(t.Aggregate-goal) > math.Abs(m.Aggregate-goal) {
+			m.Aggregate = t.Aggregate
+		}
+		if t.WorstErrPct > m.WorstErrPct {
+			m.WorstErrPct, m.WorstTenant = t.WorstErrPct, t.WorstTenant
+		}
+		m.Over, m.Failed = max(m.Over, t.Over), max(m.Failed, t.Failed)
+		m.CountMin, m.CountMax = min(m.CountMin, t.CountMin), max(m.CountMax, t.CountMax)
+		m.Dups += t.Dups
+		m.RSSMax, m.RSSEnd = max(m.RSSMax, t.RSSMax), max(m.RSSEnd, t.RSSEnd)
+		m.Goroutines = math.Max(m.Goroutines, t.Goroutines)
+		m.DrainerCPUS += t.DrainerCPUS
+		m.RedisMemory += t.RedisMemory
+		m.RedisCmdsPerS += t.RedisCmdsPerS
+		m.RedisCPUS += t.RedisCPUS
+		if m.Err == "" {
+			m.Err = t.Err
+		}
+	}
+	n := float64(len(runs))
+	m.DrainerCPUS /= n
+	m.RedisMemory = int64(float64(m.RedisMemory) / n)
+	m.RedisCmdsPerS /= n
+	m.RedisCPUS /= n
+	return m
 }
 
 // TenantsCompare is what the tenants part derives from scenario B

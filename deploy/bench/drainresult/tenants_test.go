@@ -66,3 +66,37 @@ func TestTenantsGoals(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeTenants: a scenario's runs of alternated rounds merge into the
+// mean of each cost, the worst of each bound and the sum of the counts, so
+// B ÷ A compares like with like whichever ran first.
+func TestMergeTenants(t *testing.T) {
+	rows := []Tenants{
+		{Scenario: "active", Round: 1, Active: 2000, Rate: 1, ReadyS: 0.3, Arrivals: 120000, Aggregate: 2000, WorstErrPct: 0.2, WorstTenant: "a1",
+			CountMin: 60, CountMax: 60, RSSMax: 100e6, RSSEnd: 99e6, Goroutines: 4500, DrainerCPUS: 18, RedisMemory: 80e6, RedisCmdsPerS: 86000, RedisCPUS: 20},
+		{Scenario: "configured", Round: 1, Configured: 10000, Active: 2000, Rate: 1, DrainerCPUS: 21.6},
+		{Scenario: "configured", Round: 2, Configured: 10000, Active: 2000, Rate: 1, DrainerCPUS: 23.4},
+		{Scenario: "active", Round: 2, Active: 2000, Rate: 1, ReadyS: 0.4, Arrivals: 118627, Aggregate: 1977.1, WorstErrPct: 1.4, WorstTenant: "a2", Over: 3, Failed: 1,
+			CountMin: 59, CountMax: 61, Dups: 2, RSSMax: 105e6, RSSEnd: 97e6, Goroutines: 4400, DrainerCPUS: 26, RedisMemory: 84e6, RedisCmdsPerS: 88000, RedisCPUS: 28, Err: "late"},
+	}
+	got, ok := ScenarioOf(rows, "active")
+	want := Tenants{Scenario: "active", Runs: 2, Active: 2000, Rate: 1, ReadyS: 0.4, Arrivals: 238627, Aggregate: 1977.1, WorstErrPct: 1.4, WorstTenant: "a2",
+		Over: 3, Failed: 1, CountMin: 59, CountMax: 61, Dups: 2, RSSMax: 105e6, RSSEnd: 99e6, Goroutines: 4500, DrainerCPUS: 22, RedisMemory: 82e6,
+		RedisCmdsPerS: 87000, RedisCPUS: 24, Err: "late"}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9)); !ok || diff != "" {
+		t.Errorf("ScenarioOf(active) ok %v (-want +got):\n%s", ok, diff)
+	}
+	b, _ := ScenarioOf(rows, "configured")
+	a := got
+	a.Err = ""
+	if c, ok := CompareTenants(a, b); !ok || c.Ratios[4].Ratio != 22.5/22.0 {
+		t.Errorf("drainer CPU B ÷ A of the merged rows = %+v (ok %v), want 22.5 ÷ 22", c.Ratios[4], ok)
+	}
+	if _, ok := ScenarioOf(rows, "none"); ok {
+		t.Error("ScenarioOf of a scenario without runs: ok, want false")
+	}
+	one := rows[:1]
+	if got, _ := ScenarioOf(one, "active"); got.DrainerCPUS != 18 || got.Runs != 1 || got.Round != 0 {
+		t.Errorf("one run merged = CPU %v, runs %d, round %d; want it as it was, runs 1", got.DrainerCPUS, got.Runs, got.Round)
+	}
+}

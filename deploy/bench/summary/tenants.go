@@ -9,16 +9,13 @@ import (
 )
 
 // tenantsScenario is drainbench's tenants scenario name ("active" or
-// "configured"), ok when the run has it.
+// "configured"), its runs merged (drainresult.ScenarioOf), ok when the run
+// has it.
 func (in inputs) tenantsScenario(name string) (drainresult.Tenants, bool) {
-	if in.drain != nil {
-		for _, t := range in.drain.Tenants {
-			if t.Scenario == name {
-				return t, true
-			}
-		}
+	if in.drain == nil {
+		return drainresult.Tenants{}, false
 	}
-	return drainresult.Tenants{}, false
+	return drainresult.ScenarioOf(in.drain.Tenants, name)
 }
 
 // tenantsRows: requirement 3's rows from drainbench's tenants part: A's
