@@ -61,13 +61,18 @@ end
 local function enqueue_jobs(k, a, n, seen)
   local cost, state_ttl = num(ARGV[a + 2]), num(ARGV[a + 3])
   local first_env, last = a + 4, a + 3 + n
-  -- A job already written with the same enqueued_at is skipped (pcall: HGET
-  -- fails (WRONGTYPE) only on the older string marker, which is another job).
+  -- A job already written with the same enqueued_at is skipped, and so is
+  -- a scheduled job cancelled while a scheduler moved it (state cancelled,
+  -- its move's enqueued_at kept as move_enqueued_at by schedule_take.lua:
+  -- the move's enqueue must not queue it again, whether or not its
+  -- schedule_done.lua ever runs). pcall: HMGET fails (WRONGTYPE) only on the
+  -- older string marker, which is another job.
   local skip, skipped, skipped_cost = {}, 0, 0
   if seen then
     for i = 1, n do
-      local was = redis.pcall('HGET', KEYS[k + 3 + i], 'enqueued_at')
-      if type(was) == 'string' and was == ARGV[last + 4 * i - 2] then
+      local f = redis.pcall('HMGET', KEYS[k + 3 + i], 'enqueued_at', 'state', 'move_enqueued_at')
+      local at = ARGV[last + 4 * i - 2]
+      if type(f) == 'table' and (f[1] == at or (not f[1] and f[2] == 'cancelled' and f[3] == at)) then
         skip[i] = true
         skipped = skipped + 1
         skipped_cost = skipped_cost + (num(ARGV[last + 4 * i - 1]) or 0)

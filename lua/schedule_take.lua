@@ -9,7 +9,9 @@
 -- was cancelled) is dropped from the moving set and not returned. With
 -- ARGV[2] = 0 nothing is taken: the call reads the next due time and the
 -- count only. A taken job's state hash still in state scheduled loses
--- enqueued_at (its state stays scheduled; a state the mover's own enqueue
+-- enqueued_at, kept as move_enqueued_at (its state stays scheduled; a
+-- job cancelled during its move keeps it, so enqueue.lua knows the move's
+-- enqueue for the cancelled job's and skips it; a state the mover's own enqueue
 -- already wrote, queued or later, is left whole, so the retake after an
 -- unknown enqueue is skipped by enqueue.lua): the Kafka producer's post-ack write (job_state_enqueue.lua)
 -- then adds its queue fields without replacing a state the drainer may have
@@ -56,9 +58,11 @@ if max > 0 then
       redis.call('HDEL', KEYS[2], id)
     else
       redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), id)
-      -- pcall: HGET fails (WRONGTYPE) only on an older string marker.
-      if redis.pcall('HGET', ARGV[5] .. id, 'state') == 'scheduled' then
+      -- pcall: HMGET fails (WRONGTYPE) only on an older string marker.
+      local f = redis.pcall('HMGET', ARGV[5] .. id, 'state', 'enqueued_at')
+      if type(f) == 'table' and f[1] == 'scheduled' then
         redis.call('HDEL', ARGV[5] .. id, 'enqueued_at')
+        if f[2] then redis.call('HSET', ARGV[5] .. id, 'move_enqueued_at', f[2]) end
       end
       out[#out + 1] = id
       out[#out + 1] = env
