@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/queue/kafkaq"
 )
@@ -97,6 +99,34 @@ func TestKafkaAccepted(t *testing.T) {
 	e, ok := jobs[id]
 	if !ok || e.Tenant != tenant || e.Type != "encode" || string(e.Payload) != `{"video":42}` || e.Cost != 2 {
 		t.Errorf("job %s on the topic: %+v (found %v), want tenant %s, type encode, payload, cost 2", id, e, ok, tenant)
+	}
+}
+
+// TestKafkaScheduledTooLarge: on Kafka a scheduled job larger than a produce
+// request takes (within max_body_bytes) is a 422 at submission, as the same
+// job unscheduled is, and nothing is stored for it: stored, it would only
+// be refused when due.
+func TestKafkaScheduledTooLarge(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.KafkaBrokers(t)
+	producer, topic := kafkaProducer(t, brokers)
+	tenant := testenv.Name(t, "kbig")
+	rdb := testenv.Redis(t)
+	cfg := kafkaConfig(t, brokers, topic, tenantYAML(tenant, ""))
+	cfg.Ingest.MaxBodyBytes = 1 << 20 // the default
+	h := startIngest(t, cfg, deps{rdb: rdb, producer: producer})
+	big := `{"type":"t","payload":"` + strings.Repeat("x", 1_010_000) + `"%s}`
+	for _, c := range []struct{ name, extra string }{{"now", ""}, {"delayed", `,"delay":"1h"`}} {
+		a := h.post(t, tenant, "/v1/jobs", fmt.Sprintf(big, c.extra))
+		if a.status != http.StatusUnprocessableEntity || !strings.Contains(string(a.body), "more than a Kafka request takes") {
+			t.Errorf("%s: %d %.300s, want 422, more than a Kafka request takes", c.name, a.status, a.body)
+		}
+	}
+	if n := rdb.HLen(context.Background(), keys.ScheduledJobs(tenant)).Val(); n != 0 {
+		t.Errorf("%d scheduled jobs stored for the refused request, want 0", n)
+	}
+	if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","payload":{},"delay":"1h"}`); a.status != http.StatusAccepted {
+		t.Errorf("a small scheduled job: %d %s, want 202", a.status, a.body)
 	}
 }
 

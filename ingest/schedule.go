@@ -144,6 +144,25 @@ func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jo
 	return p
 }
 
+// checkScheduled refuses, with the 422 an enqueue would give now, scheduled
+// jobs the queue backend would refuse when they fall due (queue.Checker:
+// Kafka's produce request bound), before they are stored: a job stored that
+// the queue then refuses could only be dead-lettered by the scheduler.
+func (s *Server) checkScheduled(snap *snapshot, tenant string, jobs []scheduler.Job) *problem {
+	c, ok := s.producer.(queue.Checker)
+	if !ok || len(jobs) == 0 {
+		return nil
+	}
+	envs := make([]queue.Envelope, len(jobs))
+	for i := range jobs {
+		envs[i] = jobs[i].Envelope
+	}
+	if err := c.Check(envs); err != nil {
+		return enqueueProblem(snap, tenant, err)
+	}
+	return nil
+}
+
 // unschedule removes scheduled jobs stored by a request whose other jobs
 // could not be enqueued (the request is refused as a whole), best effort:
 // a failure is logged, and those jobs stay scheduled. A job cancelled here
@@ -184,6 +203,9 @@ func (s *Server) cancelScheduled(ctx context.Context, tenant, id string) (done b
 // leaves nothing behind that its retry would add twice.
 func (s *Server) makeDurable(ctx context.Context, snap *snapshot, tenant string, envs []queue.Envelope) *problem {
 	sched, now := splitScheduled(envs)
+	if p := s.checkScheduled(snap, tenant, sched); p != nil {
+		return p
+	}
 	if p := s.schedule(ctx, snap, tenant, sched); p != nil {
 		return p
 	}

@@ -46,7 +46,7 @@ var (
 	// mover for the drainers) and heartbeat jobs (ingest).
 	ScheduleAdd    = register(mustLoad("schedule_add.lua"))
 	ScheduleTake   = register(mustLoad("schedule_take.lua"))
-	ScheduleDone   = register(mustLoad("schedule_done.lua"))
+	ScheduleDone   = register(include("schedule_done.lua", "job_state_final.lua", "dead_letter.lua"))
 	ScheduleCancel = register(mustLoad("schedule_cancel.lua"))
 	ScheduleDue    = register(mustLoad("schedule_due.lua"))
 	JobBeat        = register(mustLoad("job_beat.lua"))

@@ -70,6 +70,15 @@ type Producer interface {
 	Close() error
 }
 
+// Checker is a Producer that can tell, without writing anything, that
+// Enqueue would refuse jobs (an error wrapping ErrInvalidJob: Kafka's
+// produce request bound). Jobs stored for later (scheduled) are checked
+// with it when stored and again when due, so one Enqueue would refuse never
+// waits in the store.
+type Checker interface {
+	Check(jobs []Envelope) error
+}
+
 // Consumer is the drain side of a queue backend, organised per tenant so a
 // drainer can run one lane (its per-tenant loop) per tenant and no tenant
 // waits behind another. Every job is delivered at least once: a job stays on

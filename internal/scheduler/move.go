@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/dlq"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/queue"
 )
@@ -60,22 +61,30 @@ func (s *Scheduler) take(ctx context.Context, tenant string, max int) (takeReply
 
 // enqueue hands the taken jobs to the Producer and ends their moves
 // (schedule_done.lua), returning how many were moved and the tenant's next
-// due time. An envelope that does not decode (or belongs to another
-// tenant) is logged and counted, and its move ended without an enqueue.
+// due time. A job that cannot go onto the queue, whose envelope does not
+// decode (or belongs to another tenant) or that the Producer refuses
+// (queue.Checker: larger than a Kafka request takes), is logged and
+// counted, and its move ends with its dead letter (reason poison), so it is
+// listed in the DLQ and never blocks the tenant's other moves.
 func (s *Scheduler) enqueue(ctx context.Context, tenant string, jobs []taken) (moved, nextMS int64, err error) {
 	envs := make([]queue.Envelope, 0, len(jobs))
 	done := make([]doneJob, 0, len(jobs))
+	check, _ := s.cfg.Producer.(queue.Checker)
 	for _, j := range jobs {
 		env, err := queue.Decode([]byte(j.Envelope))
+		op := "decode"
 		if err == nil && (env.Tenant != tenant || env.ID != j.ID) {
 			err = fmt.Errorf("scheduler: job %s of tenant %q stored as %s of %q", env.ID, env.Tenant, j.ID, tenant)
 		}
+		if err == nil && check != nil {
+			if err = check.Check([]queue.Envelope{env}); err != nil {
+				op = "refused"
+			}
+		}
 		if err != nil {
-			// Each such job is dropped for good (its move ends without an
-			// enqueue): logged one by one, with its id, not quieted.
-			s.m.errors.WithLabelValues("decode").Inc()
-			s.cfg.Logger.Error("scheduler: scheduled job does not decode; dropped", "tenant", tenant, "job_id", j.ID, "err", err)
-			done = append(done, doneJob{ID: j.ID})
+			s.m.errors.WithLabelValues(op).Inc()
+			s.cfg.Logger.Error("scheduler: scheduled job cannot go onto the queue; dead-lettered", "tenant", tenant, "job_id", j.ID, "err", err)
+			done = append(done, doneJob{ID: j.ID, Dead: s.deadLetter(j, err)})
 			continue
 		}
 		d := doneJob{ID: j.ID, HeartbeatMS: env.HeartbeatMS}
@@ -103,6 +112,16 @@ func (s *Scheduler) enqueue(ctx context.Context, tenant string, jobs []taken) (m
 		return 0, 0, fmt.Errorf("scheduler: end moves of %s: %w", tenant, err)
 	}
 	return moved, nextMS, nil
+}
+
+// deadLetter is the dead letter of the taken job j that cannot go onto the
+// queue for cause: reason poison, the job as it was stored.
+func (s *Scheduler) deadLetter(j taken, cause error) string {
+	rec, err := dlq.Encode(queue.DeadLetter{Reason: "poison", Error: cause.Error(), At: s.clock.Now().UTC()}, []byte(j.Envelope))
+	if err != nil { // a DeadLetter of strings always encodes; keep a letter anyway
+		rec = fmt.Sprintf(`{"reason":"poison","error":%q,"attempts":0}`, cause.Error())
+	}
+	return rec
 }
 
 // setHint sets tenant's hint to nextMS (removes it when -1), then reads the
@@ -161,7 +180,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		moved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_scheduled_moved_total",
 			Help: "Scheduled jobs this drainer's scheduler moved onto the queue when due."}, []string{"tenant"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_scheduler_errors_total",
-			Help: "Failed scheduler steps, by op (due, take, enqueue, decode, hint, sweep)."}, []string{"op"}),
+			Help: "Failed scheduler steps, by op (due, take, enqueue, decode, refused, hint, sweep); decode and refused count jobs dead-lettered because they cannot go onto the queue."}, []string{"op"}),
 	}
 	if reg == nil {
 		return m, nil

@@ -380,8 +380,9 @@ func TestRedisDownLoggedOnce(t *testing.T) {
 }
 
 // TestUndecodableJobLoggedEach: a scheduled job whose stored envelope does
-// not decode is dropped when due; each one is logged at Error with its id
-// (not quieted: each is a job lost for good) and counted.
+// not decode is dead-lettered when due (state dead, reason poison, its
+// letter in the DLQ with the job as stored); each one is logged at Error
+// with its id (not quieted) and counted.
 func TestUndecodableJobLoggedEach(t *testing.T) {
 	t.Parallel()
 	rdb, tenant := scheduledTenant(t, "poison")
@@ -398,8 +399,22 @@ func TestUndecodableJobLoggedEach(t *testing.T) {
 	})
 	stop()
 	for _, id := range []string{"p1", "p2"} {
-		if !strings.Contains(buf.String(), `level=ERROR msg="scheduler: scheduled job does not decode; dropped" tenant=`+tenant+` job_id=`+id) {
+		if !strings.Contains(buf.String(), `level=ERROR msg="scheduler: scheduled job cannot go onto the queue; dead-lettered" tenant=`+tenant+` job_id=`+id) {
 			t.Errorf("no error line for %s:\n%s", id, buf.String())
 		}
+		// Each is dead, its letter in the DLQ with the job as stored: not
+		// "queued" with nothing on the queue.
+		if rec, err := jobstate.Get(ctx, rdb, tenant, id); err != nil || rec.State != jobstate.Dead || rec.Reason != "poison" {
+			t.Errorf("%s after its move: %+v (%v), want dead, reason poison", id, rec, err)
+		}
+		if letter := rdb.HGet(ctx, keys.DeadRecords(tenant), id).Val(); !strings.Contains(letter, `"reason":"poison"`) {
+			t.Errorf("%s's dead letter %q, want one with reason poison", id, letter)
+		}
 	}
+	if n := rdb.ZCard(ctx, keys.JobIndex(tenant, "dead")).Val(); n != 2 {
+		t.Errorf("dead index holds %d jobs, want 2", n)
+	}
+	t.Cleanup(func() {
+		rdb.Del(context.Background(), keys.DeadRecords(tenant), keys.JobIndex(tenant, "dead"), keys.JobState(tenant, "p1"), keys.JobState(tenant, "p2"))
+	})
 }

@@ -71,17 +71,21 @@ type doneJob struct {
 	ID          string
 	DueMS       int64
 	HeartbeatMS int64
+	// Dead is the job's dead letter (dlq.Encode) when it cannot go onto the
+	// queue; "" when it is on the queue.
+	Dead string
 }
 
 // doneCall is lua/schedule_done.lua: end the moves of tenant's jobs.
 func doneCall(tenant string, jobs []doneJob) lua.Call {
-	ks := make([]string, 0, 3+len(jobs))
-	ks = append(ks, keys.ScheduledJobs(tenant), keys.ScheduledMoving(tenant), keys.JobIndex(tenant, "scheduled"))
-	args := make([]any, 0, 1+3*len(jobs))
-	args = append(args, keys.JobStateTTL.Milliseconds())
+	ks := make([]string, 0, 6+len(jobs))
+	ks = append(ks, keys.ScheduledJobs(tenant), keys.ScheduledMoving(tenant), keys.JobIndex(tenant, "scheduled"),
+		keys.JobIndex(tenant, "dead"), keys.DeadRecords(tenant), keys.JobsDispatched(tenant))
+	args := make([]any, 0, 3+4*len(jobs))
+	args = append(args, keys.JobStateTTL.Milliseconds(), keys.DeadTTL.Milliseconds(), keys.DeadMaxJobs)
 	for _, j := range jobs {
 		ks = append(ks, keys.JobState(tenant, j.ID))
-		args = append(args, j.ID, j.DueMS, j.HeartbeatMS)
+		args = append(args, j.ID, j.DueMS, j.HeartbeatMS, j.Dead)
 	}
 	return lua.Call{Script: lua.ScheduleDone, Keys: ks, Args: args}
 }

@@ -332,3 +332,16 @@ func (p *Producer) Close() error {
 	p.transport.CloseIdleConnections()
 	return nil
 }
+
+// Check returns the error Enqueue would return for jobs before it sends
+// anything (queue.Checker), wrapping queue.ErrInvalidJob for a job larger
+// than a produce request takes; it writes nothing. Ingest checks scheduled
+// jobs with it when it stores them, and the scheduler when they fall due.
+func (p *Producer) Check(jobs []queue.Envelope) error {
+	batches, err := batch.Prepare(jobs, p.clock.Now())
+	if err != nil {
+		return err
+	}
+	_, err = messagesOf(&producerCall{}, batches)
+	return err
+}
