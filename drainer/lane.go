@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
@@ -288,7 +289,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 		d.fails.failed(env.Tenant, env.ID, sent.Attempt+1, "retry_after", err)
 		d.m.dispatch.WithLabelValues(lbl, "retry_after").Inc()
 		d.m.retries.WithLabelValues(lbl, "retry_after").Inc()
-		r := queue.Retry{Delay: ra.After, Next: env, LastError: err.Error()}
+		r := queue.Retry{Delay: d.retryAfter(ra.After), Next: env, LastError: err.Error()}
 		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, r) }, "defer")
 	case outRetry:
 		next := env
@@ -316,6 +317,19 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 		d.m.dispatch.WithLabelValues(lbl, "stopped").Inc()
 		d.settle(job, func(ctx context.Context) error { return c.Release(ctx, job) }, "release")
 	}
+}
+
+// retryAfter is the pause of a job whose downstream asked for one: after,
+// but at least the backoff's base (drainer.backoff_base). A Retry-After of
+// 0 or a date in the past, answered on every try, spends no attempt, so
+// without the floor it would resend the job in a tight loop, never
+// dead-lettered, for as long as the downstream answers so.
+func (d *Drainer) retryAfter(after time.Duration) time.Duration {
+	floor := d.backoff.Base
+	if floor <= 0 {
+		floor = config.DefaultBackoffBase
+	}
+	return max(after, floor)
 }
 
 // handle hands env to the Handler, first holding it until its send time
