@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
@@ -28,6 +29,9 @@ const (
 	SkipPoison = "poison"
 	// SkipTruncated: the record was cut to MaxRecordBytes.
 	SkipTruncated = "truncated"
+	// SkipRedriving: another redrive holds the letter (keys.DeadRedriving)
+	// and puts it back on the queue itself.
+	SkipRedriving = "redriving"
 )
 
 // Skip is a dead letter that was not redriven; it stays in the DLQ.
@@ -52,10 +56,13 @@ type Result struct {
 // producer has acknowledged a chunk, the chunk's dead letters are removed
 // (lua/dlq_remove.lua), each only if its record is still the one read: a
 // crash in between leaves them in the DLQ as well as on the queue (at least
-// once; a second redrive enqueues the id again), and a job that died again
-// meanwhile keeps its new dead letter. Unknown ids are not counted, an id
-// given twice is redriven once; a record with no envelope or a cut one is
-// skipped and stays.
+// once; a redrive after keys.RedriveClaimTTL enqueues the id again), and a
+// job that died again meanwhile keeps its new dead letter. Before its
+// enqueue a chunk claims its letters (dlq_claim.lua): a letter another
+// redrive holds is skipped (SkipRedriving), so two redrives at once never
+// both enqueue it, and each counts only what it enqueued. Unknown ids are
+// not counted, an id given twice is redriven once; a record with no
+// envelope or a cut one is skipped and stays.
 func (s *Store) Redrive(ctx context.Context, tenant string, ids []string) (Result, error) {
 	var res Result
 	ids = unique(ids)
@@ -165,6 +172,13 @@ func (s *Store) redriveChunk(ctx context.Context, tenant string, recs []found, r
 	if len(jobs) == 0 {
 		return nil
 	}
+	token, err := newToken()
+	if err != nil {
+		return fmt.Errorf("dlq: redrive %s: %w", tenant, err)
+	}
+	if jobs, done, err = s.claim(ctx, tenant, token, jobs, done, res); err != nil || len(jobs) == 0 {
+		return err
+	}
 	// The dead jobs' states lose enqueued_at first, so that on Kafka the
 	// post-ack write (job_state_enqueue.lua) records them queued even when
 	// a drainer got one first, and never over the state it recorded; and
@@ -179,13 +193,63 @@ func (s *Store) redriveChunk(ctx context.Context, tenant string, recs []found, r
 		return fmt.Errorf("dlq: redrive %s: %w", tenant, err)
 	}
 	if err := s.producer.Enqueue(ctx, jobs); err != nil {
+		if !errors.Is(err, queue.ErrUnknownOutcome) {
+			s.release(ctx, tenant, token, jobs) // surely not queued: redrivable again at once
+		}
 		return fmt.Errorf("dlq: redrive %s: enqueue: %w", tenant, err)
 	}
 	res.Redriven += len(jobs)
 	if _, err := s.remove(ctx, tenant, done); err != nil {
 		return fmt.Errorf("dlq: redrive %s: enqueued, but the dead letters stay: %w", tenant, err)
 	}
+	s.release(ctx, tenant, token, jobs)
 	return nil
+}
+
+// claim claims the dead letters of jobs for the redrive token
+// (dlq_claim.lua) and returns the jobs it holds, with their removals; each
+// one another redrive holds is skipped (SkipRedriving) in res.
+func (s *Store) claim(ctx context.Context, tenant, token string, jobs []queue.Envelope, done []removal, res *Result) ([]queue.Envelope, []removal, error) {
+	ids := make([]string, len(jobs))
+	for i := range jobs {
+		ids[i] = jobs[i].ID
+	}
+	v, err := claimCall(tenant, "claim", token, ids).Run(ctx, s.rdb).Result()
+	var held []bool
+	if err == nil {
+		held, err = parseClaim(v, len(ids))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("dlq: redrive %s: claim: %w", tenant, err)
+	}
+	keepJobs, keepDone := jobs[:0], done[:0]
+	for i, ok := range held {
+		if !ok {
+			res.Skipped = append(res.Skipped, Skip{JobID: ids[i], Reason: SkipRedriving})
+			continue
+		}
+		keepJobs, keepDone = append(keepJobs, jobs[i]), append(keepDone, done[i])
+	}
+	return keepJobs, keepDone, nil
+}
+
+// release ends the redrive token's claims on jobs' dead letters, best
+// effort: a claim left ends after keys.RedriveClaimTTL.
+func (s *Store) release(ctx context.Context, tenant, token string, jobs []queue.Envelope) {
+	ids := make([]string, len(jobs))
+	for i := range jobs {
+		ids[i] = jobs[i].ID
+	}
+	_ = claimCall(tenant, "release", token, ids).Run(context.WithoutCancel(ctx), s.rdb).Err()
+}
+
+// newToken is a redrive's claim token: 16 random hex digits.
+func newToken() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("claim token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // Delete removes tenant's dead letters of jobs ids and reports how many

@@ -77,3 +77,32 @@ func parseRemove(v any) (int, error) {
 	}
 	return int(n), err
 }
+
+// claimCall is lua/dlq_claim.lua on tenant: mode "claim" or "release" of
+// ids for the redrive token.
+func claimCall(tenant, mode, token string, ids []string) lua.Call {
+	args := make([]any, 0, 3+len(ids))
+	args = append(args, mode, token, keys.RedriveClaimTTL.Milliseconds())
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return lua.Call{Script: lua.DLQClaim, Keys: []string{keys.DeadRedriving(tenant)}, Args: args}
+}
+
+// parseClaim checks dlq_claim.lua's reply to a claim of n ids: one 0 or 1
+// per id, true where this redrive holds the claim.
+func parseClaim(v any, n int) ([]bool, error) {
+	s := lua.DLQClaim
+	vals, err := s.Ints(v, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, n)
+	for i, c := range vals {
+		if c != 0 && c != 1 {
+			return nil, s.ReplyError("claim %d of id %d, want 0 or 1", c, i+1)
+		}
+		out[i] = c == 1
+	}
+	return out, nil
+}

@@ -190,3 +190,78 @@ func TestRedriveSkipsAndGuards(t *testing.T) {
 		t.Errorf("Delete(poison, unknown) = %d, %v; want 1", n, err)
 	}
 }
+
+// gatedProducer holds its first Enqueue until open is closed.
+type gatedProducer struct {
+	queue.Producer
+	first   chan struct{} // closed when the first Enqueue arrives
+	open    chan struct{}
+	entered bool
+}
+
+func (g *gatedProducer) Enqueue(ctx context.Context, jobs []queue.Envelope) error {
+	if !g.entered {
+		g.entered = true
+		close(g.first)
+		<-g.open
+	}
+	return g.Producer.Enqueue(ctx, jobs)
+}
+
+// TestConcurrentRedrives: a redrive that starts while another is putting
+// the same dead letters back on the queue skips them (reason redriving)
+// instead of enqueueing them a second time; the two together enqueue each
+// job once and count it once. Before the claim, two redrives at once both
+// read, enqueued and counted every letter (27 for 10 in a probe).
+func TestConcurrentRedrives(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tn := testenv.Name(t, "cr")
+	prod, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedProducer{Producer: prod, first: make(chan struct{}), open: make(chan struct{})}
+	store, err := dlq.New(dlq.Config{Redis: rdb, Producer: gate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := writers["job_state_settle.lua"]
+	var ids []string
+	for i := range 10 {
+		id := fmt.Sprint("d", i)
+		env := queue.Envelope{Version: 1, ID: id, Tenant: tn, Type: "t", Cost: 1, EnqueuedAt: time.Unix(1, 0)}
+		raw, _ := env.Encode()
+		rec, _ := dlq.Encode(queue.DeadLetter{Reason: "rejected", Attempts: 3}, raw)
+		write(t, rdb, tn, id, rec, time.Now(), keys.DeadMaxJobs)
+		ids = append(ids, id)
+	}
+	first := make(chan dlq.Result, 1)
+	go func() {
+		res, err := store.RedriveAll(ctx, tn)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- res
+	}()
+	<-gate.first // the first redrive holds its letters, its enqueue not done
+	second, err := store.Redrive(ctx, tn, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(gate.open)
+	a := <-first
+	if a.Redriven != 10 || second.Redriven != 0 || len(second.Skipped) != 10 || second.Skipped[0].Reason != dlq.SkipRedriving {
+		t.Errorf("redrives at once = %+v and %+v, want 10 redriven by the first, the second skipping all 10 as redriving", a, second)
+	}
+	if n := rdb.LLen(ctx, keys.Queue(tn)).Val(); n != 10 {
+		t.Errorf("queue holds %d jobs, want each of the 10 once", n)
+	}
+	if n := rdb.ZCard(ctx, keys.JobIndex(tn, "dead")).Val() + rdb.HLen(ctx, keys.DeadRedriving(tn)).Val(); n != 0 {
+		t.Errorf("%d dead letters or claims left, want 0", n)
+	}
+	if res, err := store.Redrive(ctx, tn, ids); err != nil || res.Redriven != 0 || len(res.Skipped) != 0 {
+		t.Errorf("a redrive afterwards = %+v, %v; want nothing (the letters are gone)", res, err)
+	}
+}

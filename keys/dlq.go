@@ -21,3 +21,16 @@ const (
 	// old, and at most this long after the tenant's newest one.
 	DeadTTL = 14 * 24 * time.Hour
 )
+
+// DeadRedriving is the tenant's hash of dead letters a redrive is putting
+// back on the queue: field = job id, value = "<token>:<unix ms the claim
+// ends>" (package dlq, lua/dlq_claim.lua). A redrive claims a letter before
+// it enqueues the job and releases it after the letter's removal, so two
+// redrives at once never both enqueue one letter; a claim a crashed
+// redrive left ends after RedriveClaimTTL.
+// TTL: RedriveClaimTTL, refreshed on every claim.
+func DeadRedriving(tenant string) string { return tag(tenant) + ":dead:redriving" }
+
+// RedriveClaimTTL bounds a redrive's claim on a dead letter: well above
+// the longest enqueue of a chunk (an admin request's bound).
+const RedriveClaimTTL = 5 * time.Minute

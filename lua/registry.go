@@ -73,6 +73,7 @@ var (
 	// Dead letters (dlq).
 	DLQPage   = register(mustLoad("dlq_page.lua"))
 	DLQRemove = register(mustLoad("dlq_remove.lua"))
+	DLQClaim  = register(mustLoad("dlq_claim.lua"))
 )
 
 // Modules are the embedded files that are not scripts of their own: each
