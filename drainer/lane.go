@@ -18,6 +18,9 @@ import (
 const (
 	errorPause    = 100 * time.Millisecond
 	errorPauseMax = 5 * time.Second
+	// startRetryPause is how long a job whose start could not be recorded
+	// waits before it goes back to its queue (giveBackUnstarted).
+	startRetryPause = time.Second
 )
 
 // claimWaitMin is the least a pull loop sleeps after a claim found no job.
@@ -266,7 +269,11 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 	defer d.releaseSlot(job, slot)
 	env := job.Envelope
 	lbl := d.label(env.Tenant)
-	st := d.startDelivery(ctx, job)
+	st, recorded := d.startDelivery(ctx, job)
+	if !recorded {
+		d.giveBackUnstarted(ctx, job)
+		return
+	}
 	if !st.Deliver {
 		d.dropAtStart(job, st.Duplicate)
 		return
@@ -343,6 +350,22 @@ func (d *Drainer) handle(ctx context.Context, env queue.Envelope, lbl string, at
 	err := d.handler.Handle(ctx, env)
 	d.m.duration.WithLabelValues(lbl).Observe(d.clock.Now().Sub(start).Seconds())
 	return err
+}
+
+// giveBackUnstarted gives back a job whose start could not be recorded
+// (Redis did not answer) after startRetryPause (or at once when ctx ends):
+// it goes back to its queue, undelivered, and is started again once Redis
+// answers. The lane's slot is held meanwhile, so a lane whose starts fail
+// pauses instead of spinning.
+func (d *Drainer) giveBackUnstarted(ctx context.Context, job *queue.Claimed) {
+	d.m.dispatch.WithLabelValues(d.label(job.Envelope.Tenant), "start_failed").Inc()
+	t := time.NewTimer(startRetryPause)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 }
 
 // dropAtStart finishes a job whose start found it cancelled after its claim

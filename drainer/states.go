@@ -33,19 +33,26 @@ const startTimeout = time.Second
 // consumer counted it with its start (queue.Claimed.Counted). A job whose
 // start the consumer recorded with its claim (queue.Claimed.Started, a
 // queue.Taker's take) is not recorded again.
-func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) jobstate.Start {
+func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) (jobstate.Start, bool) {
 	st := jobstate.Start{Deliver: true, Attempt: job.Started}
 	if job.Started == 0 {
-		st = d.recordStart(ctx, job)
+		var ok bool
+		if st, ok = d.recordStart(ctx, job); !ok {
+			return st, false
+		}
 	}
 	if st.Deliver && !job.Counted {
 		d.units.add(job.Envelope.Tenant, d.clock.Now().Unix(), job.Envelope.Cost)
 	}
-	return st
+	return st, true
 }
 
-// recordStart is startDelivery's write.
-func (d *Drainer) recordStart(ctx context.Context, job *queue.Claimed) jobstate.Start {
+// recordStart is startDelivery's write. ok is false when Redis did not
+// answer: the start is not delivered then, since neither a cancel nor a
+// copy done elsewhere could be checked, and the attempt not counted. An
+// unexpected reply still delivers (the script's explicit answers alone drop
+// a job), as attempt Envelope.Attempt + 1.
+func (d *Drainer) recordStart(ctx context.Context, job *queue.Claimed) (_ jobstate.Start, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	env := job.Envelope
@@ -56,16 +63,16 @@ func (d *Drainer) recordStart(ctx context.Context, job *queue.Claimed) jobstate.
 	}.Call())
 	if err != nil {
 		d.m.errors.WithLabelValues("job_state").Inc()
-		d.log.Warn("drainer: record delivery start", "tenant", env.Tenant, "job_id", env.ID, "err", err)
-		return floor
+		d.quiet.Warn("start/"+env.Tenant, "drainer: record delivery start; the job waits and goes back to its queue", "tenant", env.Tenant, "job_id", env.ID, "err", err)
+		return jobstate.Start{}, false
 	}
 	st, err := jobstate.ReadStart(v)
 	if err != nil {
 		d.m.errors.WithLabelValues("job_state").Inc()
 		d.log.Warn("drainer: record delivery start: unexpected reply; delivering", "tenant", env.Tenant, "job_id", env.ID, "err", err)
-		return floor
+		return floor, true
 	}
-	return st
+	return st, true
 }
 
 // startPipelines is how many pipelines of delivery starts may be in

@@ -193,13 +193,13 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 	if err != nil {
 		if !ts.allowOnError {
 			s.metrics.decision(ts, "", resultError)
-			s.log.Warn("idempotency reservation failed, tenant fails closed", "tenant", ts.name, "err", err)
+			s.warnRepeat(ts.name, "idempotency reservation failed, tenant fails closed", "err", err)
 			p := newProblem(http.StatusServiceUnavailable, "", "redis is unreachable and this tenant fails closed; retry later")
 			p.Backend = "redis"
 			p.RetryAfter = retryAfterSeconds(snap.retryAfter)
 			return nil, p
 		}
-		s.log.Warn("idempotency reservation failed, going on without it", "tenant", ts.name, "err", err)
+		s.warnRepeat(ts.name, "idempotency reservation failed, going on without it", "err", err)
 		sub.fresh = allIndexes(len(jobs))
 		return sub, nil
 	}
@@ -253,7 +253,7 @@ func (s *Server) storeAnswers(ctx context.Context, snap *snapshot, ts *tenantSta
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
 	defer cancel()
 	if err := store(ctx, s.rdb, ts.name, ids, answers); err != nil {
-		s.log.Warn("storing idempotent answers failed", "tenant", ts.name, "ids", len(ids), "err", err)
+		s.warnRepeat(ts.name, "storing idempotent answers failed", "ids", len(ids), "err", err)
 	}
 }
 
@@ -267,7 +267,7 @@ func (s *Server) releaseIDs(ctx context.Context, snap *snapshot, ts *tenantState
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
 	defer cancel()
 	if err := release(ctx, s.rdb, ts.name, ids); err != nil {
-		s.log.Warn("releasing idempotency reservations failed", "tenant", ts.name, "ids", len(ids), "err", err)
+		s.warnRepeat(ts.name, "releasing idempotency reservations failed", "ids", len(ids), "err", err)
 	}
 }
 

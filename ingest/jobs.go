@@ -228,7 +228,7 @@ func (s *Server) judge(w http.ResponseWriter, snap *snapshot, ts *tenantState, c
 	}
 	if v.err != nil && !v.failOpen {
 		s.metrics.decision(ts, "", resultError)
-		s.log.Warn("admission failed, tenant fails closed", "tenant", ts.name, "err", v.err)
+		s.warnRepeat(ts.name, "admission failed, tenant fails closed", "err", v.err)
 		p := newProblem(http.StatusServiceUnavailable, "",
 			"the rate limiter (redis) is unreachable and this tenant fails closed; retry later")
 		p.Backend = "redis"

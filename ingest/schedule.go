@@ -124,7 +124,7 @@ func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jo
 	case err == nil:
 		return nil
 	case errors.Is(err, scheduler.ErrHint):
-		s.log.Warn("scheduled jobs stored, hint not written; the scheduler's sweep will find them", "tenant", tenant, "err", err)
+		s.warnRepeat(tenant, "scheduled jobs stored, hint not written; the scheduler's sweep will find them", "err", err)
 		return nil
 	case errors.As(err, &full):
 		p := newProblem(http.StatusTooManyRequests, "", fmt.Sprintf(
@@ -132,7 +132,7 @@ func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jo
 		p.Type, p.Title, p.Limit, p.Tenant = quotaExceeded, "Too many scheduled jobs", full.Max, tenant
 		return p
 	}
-	s.log.Warn("storing scheduled jobs failed", "tenant", tenant, "jobs", len(jobs), "err", err)
+	s.warnRepeat(tenant, "storing scheduled jobs failed", "jobs", len(jobs), "err", err)
 	detail := "scheduled jobs cannot be stored (redis); retry later"
 	unknown := errors.Is(err, queue.ErrUnknownOutcome)
 	if unknown {
@@ -214,7 +214,7 @@ func (s *Server) makeDurable(ctx context.Context, snap *snapshot, tenant string,
 	}
 	if err := s.enqueue(ctx, snap, now); err != nil {
 		s.unschedule(ctx, snap, tenant, sched)
-		s.log.Warn("enqueue failed", "tenant", tenant, "jobs", len(now), "err", err)
+		s.warnRepeat(tenant, "enqueue failed", "jobs", len(now), "err", err)
 		return enqueueProblem(snap, tenant, err)
 	}
 	return nil

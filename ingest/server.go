@@ -45,6 +45,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/depth"
 	"github.com/sluicehq/sluice/internal/pausedgauge"
+	"github.com/sluicehq/sluice/internal/quietlog"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/tenants"
 )
@@ -94,6 +95,7 @@ type Server struct {
 	producer queue.Producer
 	admitter Admitter
 	log      *slog.Logger
+	quiet    *quietlog.Log // per-request warnings that repeat while a backend is down (warnRepeat)
 	clock    clock.Clock
 	// scriptClock is Config.Clock: nil (Redis TIME) unless a test set one.
 	scriptClock clock.Clock
@@ -144,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 		producer:    cfg.Producer,
 		admitter:    cfg.Admitter,
 		log:         cfg.Logger,
+		quiet:       quietlog.New(cfg.Logger, cfg.Clock, repeatLogEvery),
 		clock:       clock.Or(cfg.Clock),
 		scriptClock: cfg.Clock,
 		metrics:     m,

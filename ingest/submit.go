@@ -119,7 +119,7 @@ func (s *Server) submitFailed(q *request, jobs []job, sub *submission, envs []qu
 		return false
 	}
 	p.Observe(start, len(envs), qerr)
-	s.log.Warn("submit failed, outcome unknown", "tenant", q.ts.name, "jobs", len(envs), "err", err)
+	s.warnRepeat(q.ts.name, "submit failed, outcome unknown", "jobs", len(envs), "err", err)
 	s.keepUnknown(q.r.Context(), q.snap, q.ts, jobs, sub, envs)
 	s.fail(q, enqueueProblem(q.snap, q.ts.name, qerr))
 	return true

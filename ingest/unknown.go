@@ -161,7 +161,7 @@ func (s *Server) retryUnknown(ctx context.Context, snap *snapshot, tenant string
 	defer cancel()
 	ok, err := takeUnknown(ctx, s.rdb, tenant, j.id, raw, rec, now)
 	if err != nil {
-		s.log.Warn("holding an unknown id for its retry failed", "tenant", tenant, "id", j.id, "err", err)
+		s.warnRepeat(tenant, "holding an unknown id for its retry failed", "id", j.id, "err", err)
 		p := newProblem(http.StatusServiceUnavailable, "", "redis is unreachable; retry later")
 		p.Backend, p.RetryAfter = "redis", retryAfterSeconds(snap.retryAfter)
 		return p
@@ -236,6 +236,6 @@ func (s *Server) freeUnknown(ctx context.Context, snap *snapshot, ts *tenantStat
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
 	defer cancel()
 	if err := markUnknown(ctx, s.rdb, ts.name, recs); err != nil {
-		s.log.Warn("recording ids with an unknown enqueue outcome failed", "tenant", ts.name, "ids", len(recs), "err", err)
+		s.warnRepeat(ts.name, "recording ids with an unknown enqueue outcome failed", "ids", len(recs), "err", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/quietlog"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/limits"
 	"github.com/sluicehq/sluice/lua"
@@ -46,7 +47,7 @@ func newBacklog(rdb redis.UniversalClient, log *slog.Logger, reg prometheus.Regi
 	if err != nil {
 		return nil, err
 	}
-	return &backlog{rdb: rdb, log: log, errs: errs, stateErrs: stateErrs, topic: topic,
+	return &backlog{rdb: rdb, log: log, quiet: quietlog.New(log, nil, quietEvery), errs: errs, stateErrs: stateErrs, topic: topic,
 		held: newCounts(), stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
@@ -60,6 +61,7 @@ func newBacklog(rdb redis.UniversalClient, log *slog.Logger, reg prometheus.Regi
 type backlog struct {
 	rdb       redis.UniversalClient
 	log       *slog.Logger
+	quiet     *quietlog.Log // the failures of a Redis outage: one line per message and tenant per quietEvery
 	errs      prometheus.Counter
 	stateErrs prometheus.Counter
 	topic     string
@@ -187,13 +189,14 @@ func postAckParts(c counts) []postAckPart {
 	return parts
 }
 
-// failed counts and (when loud) logs one failed write of tenant's counts.
+// failed counts and (when loud) logs one failed write of tenant's counts,
+// at most one line per message and tenant per quietEvery.
 func (k *backlog) failed(loud bool, n prometheus.Counter, msg, tenant string, err error) {
 	if !loud {
 		return
 	}
 	n.Inc()
-	k.log.Error(msg+"; held and written again when Redis takes it", "topic", k.topic, "tenant", tenant, "err", err)
+	k.quiet.Warn(msg+"\x00"+tenant, msg+"; held and written again when Redis takes it", "topic", k.topic, "tenant", tenant, "err", err)
 }
 
 // notSent reports whether err shows that the command never reached Redis

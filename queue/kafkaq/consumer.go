@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/quietlog"
 	"github.com/sluicehq/sluice/keys"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
@@ -190,11 +191,14 @@ type Consumer struct {
 	refresh   keys.Refresh                     // once a second per tenant: TTLs and the done trim
 	finishes  *lua.Batcher[kafkaFinish, int64] // Finish's kafka_finish.lua calls, a tenant's merged, in shared pipelines
 
-	mu      sync.Mutex
-	tenants map[string]*tenantQueue
-	claimed map[*queue.Claimed]*entry
-	holding map[string]*queue.Claimed // the claimed copy of each job (sameKey): holdLocked
-	settled chan struct{}             // cap 1; signalled when a claimed job is settled
+	mu        sync.Mutex
+	tenants   map[string]*tenantQueue
+	claimed   map[*queue.Claimed]*entry
+	holding   map[string]*queue.Claimed // the claimed copy of each job (sameKey): holdLocked
+	settled   chan struct{}             // cap 1; signalled when a claimed job is settled
+	unwritten []heldFinish              // finishes whose Redis write failed, retried (heldfinish.go)
+
+	quiet *quietlog.Log // Redis failures that repeat per job while Redis is down
 }
 
 // NewConsumer checks cfg, creates the DLQ topic when absent and returns a
@@ -230,7 +234,7 @@ func NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 		log: log, clock: clock.Or(cfg.Clock), m: m, prefix: hex.EncodeToString(b),
 		tenants: map[string]*tenantQueue{}, claimed: map[*queue.Claimed]*entry{},
 		holding: map[string]*queue.Claimed{}, settled: make(chan struct{}, 1),
-		finishes: newFinishGroup(cfg.Redis),
+		finishes: newFinishGroup(cfg.Redis), quiet: quietlog.New(log, cfg.Clock, quietEvery),
 	}, nil
 }
 
@@ -253,6 +257,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	recorded := make(chan struct{})
 	go func() { defer close(recorded); c.keepMemberRecord(recordCtx) }()
 	defer func() { stopRecord(); <-recorded }()
+	// Finishes whose Redis write failed are retried until Run returns,
+	// after the generation's revoke.
+	retryCtx, stopRetry := context.WithCancel(context.WithoutCancel(ctx))
+	retried := make(chan struct{})
+	go func() { defer close(retried); c.retryFinishes(retryCtx) }()
+	defer func() { stopRetry(); <-retried }()
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: k.ConsumerGroup, Brokers: k.Brokers, Topics: []string{k.Topic},
 		StartOffset:       kafka.FirstOffset,

@@ -18,6 +18,7 @@ type consumerMetrics struct {
 	overflows prometheus.Counter
 
 	predecessors prometheus.Counter
+	heldFinishes prometheus.Gauge
 }
 
 // newConsumerMetrics registers (or finds) the consumer's metrics:
@@ -29,6 +30,7 @@ type consumerMetrics struct {
 //	sluice_kafka_lane_overflows_total               times a tenant's FIFO reached MaxTenantJobs
 //	sluice_redis_errors_total{op}                   finish, cancel_check, take, job_state
 //	sluice_kafka_predecessors_removed_total         previous members of this instance removed at start (member.go)
+//	sluice_kafka_finishes_unwritten                 finished jobs whose Redis write is held for a retry (heldfinish.go)
 func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	var m consumerMetrics
 	var err error
@@ -72,6 +74,12 @@ func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	if m.predecessors, err = metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_kafka_predecessors_removed_total",
 		Help: "Consumer-group members of this drainer instance's previous process (killed without leaving) removed from the group at start, so the rebalance does not wait out their session.",
+	})); err != nil {
+		return nil, err
+	}
+	if m.heldFinishes, err = metrics.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_kafka_finishes_unwritten",
+		Help: "Jobs this drainer finished whose Redis write (backlog counter, final state, DLQ listing) failed and is sent again every 500 ms; their offsets wait.",
 	})); err != nil {
 		return nil, err
 	}

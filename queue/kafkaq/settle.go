@@ -22,8 +22,9 @@ import (
 // after a second and the error wraps queue.ErrUnavailable), then lowers the
 // tenant's backlog by the job's cost and records its state (package
 // jobstate) in one script call, lua/kafka_finish.lua, shared with
-// concurrent finishes (a Redis failure is logged and counted, not returned:
-// the job is done), then marks its
+// concurrent finishes (a Redis failure is counted and the write held: the
+// job is done, its offset waits until Redis takes the write, holdFinish),
+// then marks its
 // offset finished so the watermark can pass it. It returns queue.ErrLeaseLost
 // when the job's partition was revoked meanwhile: its new owner delivers it
 // again.
@@ -46,7 +47,16 @@ func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Out
 			return fmt.Errorf("queue: finish %s: dead letter: %w", job.Envelope.ID, err)
 		}
 	}
-	c.lowerBacklog(ctx, job, out)
+	if err := c.lowerBacklog(ctx, job, out); err != nil {
+		return c.holdFinish(job, e, out)
+	}
+	return c.finishClaimed(job, e)
+}
+
+// finishClaimed ends the claimed job (its entry e) once its Redis write is
+// done: its offset finished, or queue.ErrLeaseLost when its partition was
+// revoked meanwhile.
+func (c *Consumer) finishClaimed(job *queue.Claimed, e *entry) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.takeLocked(job) == nil || e.fifo.p.state == partRevoked {
@@ -83,10 +93,12 @@ func (c *Consumer) finishLocked(e *entry) {
 // finishes send in shared pipelines (finishPipelines), a tenant's together
 // in one call (newFinishGroup). It outlives ctx's
 // cancellation (the job is done either way), bounded by backlogTimeout; a
-// failure is logged and counted in sluice_redis_errors_total{op="finish"}.
-func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out queue.Outcome) {
+// failure is counted in sluice_redis_errors_total{op="finish"}, logged at
+// most once per tenant per quietEvery, and returned: Finish then holds the
+// job's offset and writes again until Redis takes it (holdFinish).
+func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out queue.Outcome) error {
 	if c.rdb == nil {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backlogTimeout)
 	defer cancel()
@@ -102,9 +114,11 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 	}
 	if _, err := c.finishes.Do(ctx, kafkaFinish{Settle: st, Cost: job.Envelope.Cost}); err != nil {
 		c.m.redisErrs.WithLabelValues("finish").Inc()
-		c.log.Error("kafka consumer: backlog counter not lowered nor job state recorded; the job is finished",
+		c.quiet.Warn("finish/"+t, "kafka consumer: backlog counter not lowered nor job state recorded; written again until Redis takes it",
 			"tenant", t, "job_id", job.Envelope.ID, "state", state, "err", err)
+		return err
 	}
+	return nil
 }
 
 // recordDone records a delivered job's state done after its partition was
