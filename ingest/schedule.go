@@ -72,7 +72,7 @@ func validateTiming(j job, req jobRequest, now time.Time, maxDelay time.Duration
 			if req.Delay != nil {
 				name = "delay"
 			}
-			return unprocessable(name, "is %s ahead, beyond ingest.max_delay (%s)", due.Sub(now).Round(time.Second), maxDelay)
+			return unprocessable(name, "is %s ahead, beyond ingest.max_delay (%s)", due.Sub(now), maxDelay)
 		}
 		if j.deadline != nil && !j.deadline.After(due) {
 			return unprocessable("deadline", "must be after the due time (%s)", due.UTC().Format(time.RFC3339))
@@ -128,7 +128,7 @@ func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jo
 		return nil
 	case errors.As(err, &full):
 		p := newProblem(http.StatusTooManyRequests, "", fmt.Sprintf(
-			"tenant %s holds %d scheduled jobs; %d more would exceed ingest.max_scheduled (%d)", tenant, full.Count, len(jobs), full.Max))
+			"tenant %s holds %d scheduled jobs; this request's would take it past ingest.max_scheduled (%d)", tenant, full.Count, full.Max))
 		p.Type, p.Title, p.Limit, p.Tenant = quotaExceeded, "Too many scheduled jobs", full.Max, tenant
 		return p
 	}
@@ -136,7 +136,7 @@ func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jo
 	detail := "scheduled jobs cannot be stored (redis); retry later"
 	unknown := errors.Is(err, queue.ErrUnknownOutcome)
 	if unknown {
-		detail = "scheduled jobs were not acknowledged by redis.wait_replicas replicas and may be stored; " +
+		detail = "redis did not acknowledge the scheduled jobs in time (or too few redis.wait_replicas replicas did) and they may be stored; " +
 			"a retry with the same id stores them at most once"
 	}
 	p := newProblem(http.StatusServiceUnavailable, "", detail)

@@ -2,6 +2,9 @@ package lua
 
 import (
 	"context"
+	"errors"
+	"net"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -100,4 +103,22 @@ func Flag(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// MayHaveRun reports whether a script that failed with err may still have
+// run: not when Redis answered with an error (the script refused its
+// arguments before writing, or Redis refused it: LOADING, READONLY...), nor
+// when the command never left (no connection, a closed client); otherwise
+// (a timeout, a cut connection, a reply of the wrong shape) it may.
+func MayHaveRun(err error) bool {
+	var rerr redis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &rerr):
+		return false
+	case errors.As(err, &op) && op.Op == "dial", errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return false
+	}
+	return true
 }

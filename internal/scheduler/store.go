@@ -55,7 +55,10 @@ func Add(ctx context.Context, rdb redis.UniversalClient, tenant string, jobs []J
 // wrapping lua.ErrWaitShort, queue.ErrUnavailable and
 // queue.ErrUnknownOutcome (as the Redis queue backend's short WAIT),
 // returned after the hint is written: the jobs are stored on the primary and
-// may survive or not. A retry with the same ids and enqueued_at replaces
+// may survive or not. A script that may have run without its answer
+// reaching the caller (a timeout, a cut connection: lua.MayHaveRun) or with
+// an answer of the wrong shape wraps queue.ErrUnknownOutcome too; an error
+// that shows it never ran (no connection, an error reply) does not. A retry with the same ids and enqueued_at replaces
 // them, or skips those the scheduler has moved (schedule_add.lua).
 func AddWait(ctx context.Context, rdb redis.UniversalClient, tenant string, jobs []Job, max int64, w lua.Wait) error {
 	call, err := addCall(tenant, jobs, max)
@@ -65,11 +68,14 @@ func AddWait(ctx context.Context, rdb redis.UniversalClient, tenant string, jobs
 	cmds, waitErr := lua.ExecWait(ctx, rdb, []lua.Call{call}, w)
 	v, err := cmds[0].Result()
 	if err != nil {
+		if lua.MayHaveRun(err) { // a timeout or a cut connection: the jobs may be stored
+			return fmt.Errorf("scheduler: add jobs of %s: %w: %w: %w", tenant, queue.ErrUnavailable, queue.ErrUnknownOutcome, err)
+		}
 		return fmt.Errorf("scheduler: add jobs of %s: %w", tenant, err)
 	}
 	stored, n, err := parseAdd(v)
-	if err != nil {
-		return fmt.Errorf("scheduler: add jobs of %s: %w", tenant, err)
+	if err != nil { // the script ran: the jobs may be stored
+		return fmt.Errorf("scheduler: add jobs of %s: %w: %w", tenant, queue.ErrUnknownOutcome, err)
 	}
 	if !stored {
 		return &FullError{Tenant: tenant, Count: n, Max: max}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -111,4 +112,39 @@ func TestRetakeAfterUnknownEnqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	queued(t, rdb, tenant, "a", 1)
+}
+
+// TestAddTimeoutIsUnknown: a store whose script was sent but not answered
+// in time (Redis busy: DEBUG SLEEP, the client's read timeout first) is an
+// unknown outcome (Redis may run it after all); a store that never reached Redis (stopped) is not. Before, both
+// were "cannot be stored": ingest released the ids, and a retry stored the
+// job a second time under another enqueued_at.
+func TestAddTimeoutIsUnknown(t *testing.T) {
+	t.Parallel()
+	proc := testenv.StartRedis(t, "--enable-debug-command", "yes")
+	admin := redis.NewClient(&redis.Options{Addr: proc.Addr()})
+	t.Cleanup(func() { admin.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proc.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	tenant := testenv.Name(t, "tmo")
+	// Load the script first: after the sleep the timed-out call then runs
+	// as EVALSHA rather than failing with NOSCRIPT.
+	if err := Add(ctx, admin, tenant, []Job{job(tenant, "warm", time.Now().Add(time.Hour))}, 10); err != nil {
+		t.Fatal(err)
+	}
+	slept := make(chan error, 1)
+	go func() { slept <- admin.Do(ctx, "DEBUG", "SLEEP", "0.6").Err() }()
+	time.Sleep(100 * time.Millisecond) // the server asleep
+	err := Add(ctx, rdb, tenant, []Job{job(tenant, "a", time.Now().Add(time.Hour))}, 10)
+	if !errors.Is(err, queue.ErrUnknownOutcome) {
+		t.Errorf("Add with its script unanswered = %v, want an unknown outcome", err)
+	}
+	if err := <-slept; err != nil {
+		t.Fatal(err)
+	}
+	proc.Stop()
+	if err := Add(ctx, rdb, tenant, []Job{job(tenant, "b", time.Now().Add(time.Hour))}, 10); err == nil || errors.Is(err, queue.ErrUnknownOutcome) {
+		t.Errorf("Add with Redis stopped = %v, want an error that is not an unknown outcome", err)
+	}
 }

@@ -6,9 +6,7 @@ package redisq
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,7 +141,7 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, batches []*batch
 // joinFailures returns nil when every err is nil, else an error wrapping
 // queue.ErrUnavailable and the first failure, naming the failed tenants; it
 // wraps queue.ErrUnknownOutcome too when a failed script may have run
-// (mayHaveRun).
+// (lua.MayHaveRun).
 func joinFailures(batches []batch.Tenant, errs []error) error {
 	var failed []string
 	var first error
@@ -151,7 +149,7 @@ func joinFailures(batches []batch.Tenant, errs []error) error {
 	for i, err := range errs {
 		if err != nil {
 			failed = append(failed, batches[i].Tenant)
-			unknown = unknown || mayHaveRun(err)
+			unknown = unknown || lua.MayHaveRun(err)
 			if first == nil {
 				first = err
 			}
@@ -165,24 +163,6 @@ func joinFailures(batches []batch.Tenant, errs []error) error {
 		return queue.UnknownOutcome(op, first)
 	}
 	return queue.Unavailable(op, first)
-}
-
-// mayHaveRun reports whether a script that failed with err may still have
-// run: not when Redis answered with an error (the script refused its
-// arguments before writing, or Redis refused it: LOADING, READONLY...), nor
-// when the command never left (no connection, a closed client); otherwise
-// (a timeout, a cut connection, a reply of the wrong shape) it may.
-func mayHaveRun(err error) bool {
-	var rerr redis.Error
-	var op *net.OpError
-	switch {
-	case errors.As(err, &rerr):
-		return false
-	case errors.As(err, &op) && op.Op == "dial", errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
-		return false
-	}
-	return true
 }
 
 // Close releases nothing: the Redis client belongs to the caller.
