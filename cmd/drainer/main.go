@@ -193,7 +193,10 @@ func newScheduler(ctx context.Context, cfg backend.Config) (*scheduler.Scheduler
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := scheduler.New(scheduler.Config{Redis: cfg.Redis, Producer: p, Lease: cfg.Lease,
+	// A move's lease outlasts its longest move (an enqueue and its end,
+	// each bounded by 10 s), whatever drainer.lease is, so no other
+	// scheduler takes the jobs of a move still under way.
+	s, err := scheduler.New(scheduler.Config{Redis: cfg.Redis, Producer: p, Lease: max(cfg.Lease, scheduler.DefaultLease),
 		Logger: cfg.Logger, Registerer: cfg.Registerer})
 	if err != nil {
 		_ = p.Close()

@@ -71,7 +71,8 @@ type Config struct {
 	// Batch is the most jobs one move takes (default DefaultBatch, 100).
 	Batch int
 	// Lease is how long a move may take before another scheduler takes its
-	// jobs again (default DefaultLease, 30s).
+	// jobs again (default DefaultLease, 30s; cmd/drainer never passes less,
+	// since a move's enqueue and its end may take 10 s each).
 	Lease time.Duration
 	// Logger receives the scheduler's logs (nil: slog.Default()).
 	Logger *slog.Logger
@@ -159,7 +160,11 @@ func (s *Scheduler) Run(ctx context.Context, tenants func() []string, moved func
 
 // tick moves the jobs of every configured tenant whose hint is due. A
 // tenant that is not configured keeps its scheduled jobs, as a removed
-// tenant's lane leaves its queued jobs, until it is configured again.
+// tenant's lane leaves its queued jobs, until it is configured again; its
+// due hint entry is removed (a sweep of a drainer that has the tenant
+// writes it again), since it would otherwise stay due for good: one script
+// call every tick, and maxDueTenants of them would hide every configured
+// tenant's due jobs.
 func (s *Scheduler) tick(ctx context.Context, tenants func() []string, moved func(string)) {
 	if !s.mayBeDue(ctx) {
 		return
@@ -185,14 +190,23 @@ func (s *Scheduler) tick(ctx context.Context, tenants func() []string, moved fun
 			known[t] = true
 		}
 	}
+	var unknown []any
+	for _, t := range due {
+		if !known[t] {
+			unknown = append(unknown, t)
+		}
+	}
+	if len(unknown) > 0 {
+		if err := s.cfg.Redis.ZRem(ctx, keys.ScheduledTenants(), unknown...).Err(); err != nil {
+			s.fail(ctx, "hint", "", err)
+		}
+	}
 	for _, t := range due {
 		if ctx.Err() != nil {
 			return
 		}
 		if !known[t] {
-			// Not configured here (removed, or another deployment's):
-			// its jobs wait, as its queued jobs do.
-			continue
+			continue // its jobs wait, as its queued jobs do
 		}
 		if s.move(ctx, t) > 0 {
 			moved(t)

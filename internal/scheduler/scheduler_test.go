@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -417,4 +418,53 @@ func TestUndecodableJobLoggedEach(t *testing.T) {
 	t.Cleanup(func() {
 		rdb.Del(context.Background(), keys.DeadRecords(tenant), keys.JobIndex(tenant, "dead"), keys.JobState(tenant, "p1"), keys.JobState(tenant, "p2"))
 	})
+}
+
+// TestUnconfiguredHintsDoNotHide: due hint entries of tenants not
+// configured here (deleted tenants that kept scheduled jobs) are removed by
+// the tick, so more of them than one tick reads (maxDueTenants) never hide
+// a configured tenant's due jobs; the removed tenants' jobs stay stored,
+// and a sweep by a scheduler that has such a tenant writes its hint again.
+func TestUnconfiguredHintsDoNotHide(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.StartRedis(t).Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	past := time.Now().Add(-time.Hour)
+	for i := range maxDueTenants + 5 {
+		gone := fmt.Sprintf("gone%04d", i)
+		if err := Add(ctx, rdb, gone, []Job{job(gone, "g", past)}, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := "live"
+	if err := Add(ctx, rdb, live, []Job{job(live, "l", time.Now())}, 10); err != nil {
+		t.Fatal(err)
+	}
+	prod := &recorder{}
+	s, err := New(Config{Redis: rdb, Producer: prod, Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runFor(s, live)
+	testenv.WaitFor(t, 5*time.Second, "the configured tenant's job moved and no hint entry left", func() bool {
+		prod.mu.Lock()
+		defer prod.mu.Unlock()
+		return len(prod.jobs) == 1 && rdb.ZCard(ctx, keys.ScheduledTenants()).Val() == 0
+	})
+	stop()
+	if n := rdb.HLen(ctx, keys.ScheduledJobs("gone0000")).Val(); n != 1 {
+		t.Errorf("an unconfigured tenant's stored jobs: %d, want 1 kept", n)
+	}
+	s2, err := New(Config{Redis: rdb, Producer: prod, Interval: 20 * time.Millisecond, Sweep: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop = runFor(s2, "gone0000")
+	testenv.WaitFor(t, 5*time.Second, "the returning tenant's job moved", func() bool {
+		prod.mu.Lock()
+		defer prod.mu.Unlock()
+		return len(prod.jobs) == 2
+	})
+	stop()
 }
