@@ -28,8 +28,12 @@ type charge struct {
 	// tenant policy the whole request, a type's policy only its own jobs.
 	costs []int64
 	// total is the sum of every job's cost: a batch is one request of cost
-	// N, counted whole by the tenant policy and the backlog gate.
+	// N, counted whole by the tenant policy.
 	total int64
+	// queued is the part of total queued now, the jobs without a due time:
+	// the backlog gate counts only it, since a scheduled job joins the
+	// backlog (keys.Backlog) only when it is due and moved.
+	queued int64
 	// jobs is how many jobs the request holds (the admitted/s and
 	// refused/s of the stats count jobs).
 	jobs int
@@ -47,8 +51,8 @@ type charge struct {
 //     policy's Capacity (Burst for gcra and token_bucket, Limit otherwise):
 //     the request could never be admitted whatever the wait, so the client
 //     is not told to retry forever;
-//   - brings the total above the tenant's max_backlog: it could never pass
-//     the backlog gate.
+//   - brings the cost of the jobs queued now (those without a due time)
+//     above the tenant's max_backlog: it could never pass the backlog gate.
 //
 // It needs no Redis, so a refusal comes before any Redis call. The policies
 // of the charge are known even when it refuses.
@@ -81,7 +85,7 @@ func chargeOf(ts *tenantState, jobs []job) (charge, *problem) {
 		c.costs = append(c.costs, typeCost[t])
 	}
 	if refused != nil {
-		c.total, c.costs = 0, nil
+		c.total, c.queued, c.costs = 0, 0, nil
 	}
 	c.jobs = len(jobs)
 	return c, refused
@@ -119,9 +123,12 @@ func (c *charge) add(ts *tenantState, j job, typed bool, typeCost map[string]int
 		}
 		typeCost[j.typ] = sub
 	}
-	if ts.maxBacklog > 0 && total > ts.maxBacklog {
-		return refuse(ts.maxBacklog, " brings the request's cost %d above the tenant's max_backlog %d, so the request could never be admitted; send fewer units at once",
-			total, ts.maxBacklog)
+	if j.due == nil {
+		c.queued += j.cost // at most total, checked above
+	}
+	if ts.maxBacklog > 0 && c.queued > ts.maxBacklog {
+		return refuse(ts.maxBacklog, " brings the request's cost %d queued now above the tenant's max_backlog %d, so the request could never be admitted; send fewer units at once",
+			c.queued, ts.maxBacklog)
 	}
 	return nil
 }
@@ -143,9 +150,6 @@ type verdict struct {
 // wrapping limits.ErrInvalidRequest is always given back (the caller answers
 // 500), never decided in process.
 func (s *Server) admit(ctx context.Context, snap *snapshot, ts *tenantState, c *charge) verdict {
-	if len(c.policies) == 0 && ts.maxBacklog <= 0 {
-		return verdict{decision: limits.Decision{Allowed: true}}
-	}
 	req := limits.Request{
 		Tenant:     ts.name,
 		Policies:   c.policies,
@@ -153,6 +157,18 @@ func (s *Server) admit(ctx context.Context, snap *snapshot, ts *tenantState, c *
 		Cost:       c.total,
 		MaxBacklog: ts.maxBacklog,
 		Now:        s.scriptNow(),
+	}
+	if c.queued < c.total {
+		// Scheduled jobs: the gate counts only the jobs queued now, and
+		// each policy keeps its own charge (c.costs has one per policy).
+		if c.queued == 0 {
+			req.MaxBacklog = 0 // no job queued now: no gate
+		} else {
+			req.Cost = c.queued
+		}
+	}
+	if len(req.Policies) == 0 && req.MaxBacklog <= 0 {
+		return verdict{decision: limits.Decision{Allowed: true}}
 	}
 	ctx, cancel := context.WithTimeout(ctx, snap.redisTimeout)
 	start := time.Now()

@@ -155,6 +155,11 @@ func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submis
 	if s.submitInOne(q, jobs, all, sub, fresh) {
 		return
 	}
+	if p := s.scheduledRoom(ctx, q.snap, ts.name, fresh); p != nil {
+		s.giveBack(ctx, q.snap, ts, sub)
+		s.fail(q, p)
+		return
+	}
 	if p := s.admitFresh(q, jobs, all, admit); p != nil {
 		s.giveBack(ctx, q.snap, ts, sub)
 		s.fail(q, p)

@@ -127,10 +127,7 @@ func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jo
 		s.warnRepeat(tenant, "scheduled jobs stored, hint not written; the scheduler's sweep will find them", "err", err)
 		return nil
 	case errors.As(err, &full):
-		p := newProblem(http.StatusTooManyRequests, "", fmt.Sprintf(
-			"tenant %s holds %d scheduled jobs; this request's would take it past ingest.max_scheduled (%d)", tenant, full.Count, full.Max))
-		p.Type, p.Title, p.Limit, p.Tenant = quotaExceeded, "Too many scheduled jobs", full.Max, tenant
-		return p
+		return scheduledFull(tenant, full.Count, full.Max)
 	}
 	s.warnRepeat(tenant, "storing scheduled jobs failed", "jobs", len(jobs), "err", err)
 	detail := "scheduled jobs cannot be stored (redis); retry later"
@@ -141,6 +138,40 @@ func (s *Server) schedule(ctx context.Context, snap *snapshot, tenant string, jo
 	}
 	p := newProblem(http.StatusServiceUnavailable, "", detail)
 	p.Backend, p.RetryAfter, p.Tenant, p.unknown = "redis", retryAfterSeconds(snap.retryAfter), tenant, unknown
+	return p
+}
+
+// scheduledRoom refuses, before admission charges anything, a request
+// whose new scheduled jobs (those without a client id: surely new) would
+// take tenant past ingest.max_scheduled as it stands (one ZCARD, only for
+// requests that schedule). The store checks again, atomically
+// (schedule_add.lua), for what this read cannot see: a client id that
+// replaces a stored job, jobs stored meanwhile. A failed read is left to
+// that check.
+func (s *Server) scheduledRoom(ctx context.Context, snap *snapshot, tenant string, jobs []job) *problem {
+	var n int64
+	for _, j := range jobs {
+		if j.due != nil && j.id == "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, snap.redisTimeout)
+	defer cancel()
+	count, err := s.rdb.ZCard(rctx, keys.JobIndex(tenant, "scheduled")).Result()
+	if err != nil || count+n <= snap.maxScheduled {
+		return nil
+	}
+	return scheduledFull(tenant, count, snap.maxScheduled)
+}
+
+// scheduledFull is the 429 of a tenant at ingest.max_scheduled.
+func scheduledFull(tenant string, count, max int64) *problem {
+	p := newProblem(http.StatusTooManyRequests, "", fmt.Sprintf(
+		"tenant %s holds %d scheduled jobs; this request's would take it past ingest.max_scheduled (%d)", tenant, count, max))
+	p.Type, p.Title, p.Limit, p.Tenant = quotaExceeded, "Too many scheduled jobs", max, tenant
 	return p
 }
 

@@ -175,3 +175,63 @@ func TestScheduledIdempotent(t *testing.T) {
 		t.Errorf("scheduled hash holds %d, want 1", n)
 	}
 }
+
+// TestScheduledJobsPassTheBacklogGate: max_backlog counts the jobs queued
+// now; a scheduled job joins the backlog only when it is due and moved, so
+// a full backlog does not refuse it (it refused one due in a week, with a
+// Retry-After for the backlog to drain), while the immediate jobs of the
+// same request are still gated, and a scheduled job costlier than
+// max_backlog is no 422.
+func TestScheduledJobsPassTheBacklogGate(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "sgate")
+	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
+	h := startIngest(t, testConfig(t, tenantYAML(tenant, "    admission: {algorithm: gcra, limit: 1000, period: 1s}\n    outflow: {rate: 1, capacity: 10, max_backlog: 3}\n")), deps{rdb: rdb})
+	ctx := context.Background()
+	if err := rdb.Set(ctx, keys.Backlog(tenant), 3, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, path, body string
+		status           int
+	}{
+		{"scheduled, backlog full", "/v1/jobs", `{"type":"t","payload":{},"delay":"1h"}`, 202},
+		{"scheduled, cost above max_backlog", "/v1/jobs", `{"type":"t","payload":{},"delay":"1h","cost":5}`, 202},
+		{"immediate, backlog full", "/v1/jobs", `{"type":"t","payload":{}}`, 429},
+		{"batch: one immediate, one scheduled", "/v1/jobs:batch", `{"jobs":[{"type":"t","payload":{}},{"type":"t","payload":{},"delay":"1h"}]}`, 429},
+	} {
+		a := h.post(t, tenant, c.path, c.body)
+		if a.status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, a.status, a.body, c.status)
+		}
+	}
+	if n := rdb.HLen(ctx, keys.ScheduledJobs(tenant)).Val(); n != 2 {
+		t.Errorf("%d scheduled jobs stored, want the 2 accepted", n)
+	}
+}
+
+// TestMaxScheduledChargesNothing: a request refused because the tenant
+// holds ingest.max_scheduled scheduled jobs is refused before admission,
+// so it spends none of the tenant's rate: before, each such 429 took its
+// tokens, and a client retrying it ran its tenant out of quota.
+func TestMaxScheduledChargesNothing(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "schq")
+	t.Cleanup(func() { rdb.ZRem(context.Background(), keys.ScheduledTenants(), tenant) })
+	h := startIngest(t, testConfigWith(t, "  max_scheduled: 1\n", tenantYAML(tenant, "    admission: {algorithm: gcra, limit: 3, period: 1h}\n")), deps{rdb: rdb})
+	if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","payload":{},"delay":"1h"}`); a.status != 202 {
+		t.Fatalf("the first scheduled job: %d %s", a.status, a.body)
+	}
+	for i := range 4 {
+		if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","payload":{},"delay":"1h"}`); a.status != 429 || !strings.Contains(string(a.body), "max_scheduled") {
+			t.Fatalf("scheduled job %d past max_scheduled: %d %s, want 429 naming max_scheduled", i+2, a.status, a.body)
+		}
+	}
+	for i := range 2 {
+		if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","payload":{}}`); a.status != 202 {
+			t.Errorf("immediate job %d after the refused ones: %d %s, want 202 (2 of the limit of 3 left)", i+1, a.status, a.body)
+		}
+	}
+}

@@ -44,9 +44,12 @@ type seen struct {
 	suppressed int       // lines since then left out
 }
 
-// New returns a Log writing to log at most one line per key per every, on
-// clock c (nil: the system clock).
+// New returns a Log writing to log (nil: slog.Default()) at most one line
+// per key per every, on clock c (nil: the system clock).
 func New(log *slog.Logger, c clock.Clock, every time.Duration) *Log {
+	if log == nil {
+		log = slog.Default()
+	}
 	return &Log{log: log, clock: clock.Or(c), every: every, by: map[string]*seen{}}
 }
 

@@ -82,3 +82,11 @@ func TestForgetsCountsAfterForgetWindows(t *testing.T) {
 		t.Errorf("remembered %d keys after Forget windows, want 1 (new)", n)
 	}
 }
+
+// TestNilLogger: a Log made without a logger writes to slog.Default()
+// instead of panicking on its first line (a server built without a Logger
+// panicked serving its first request while Redis was down).
+func TestNilLogger(t *testing.T) {
+	q := quietlog.New(nil, nil, time.Second)
+	q.Warn("k", "a warning from a Log without a logger")
+}
