@@ -166,6 +166,15 @@ func (d *Drainer) launch(ctx, workCtx context.Context, job *queue.Claimed, dispa
 		d.giveBack(job)
 		return true
 	}
+	if h, ok := d.cfg.Consumer.(queue.Holder); ok && (slot || !turnAt.IsZero()) && !h.Holds(job) {
+		// Its partition is being let go (a rebalance) while it waited for
+		// a slot or its turn: the next owner delivers it. (A job that
+		// waited for neither was claimed just now.)
+		d.unreserve(1)
+		d.releaseSlot(job, slot)
+		d.giveBack(job)
+		return true
+	}
 	d.sentCounter(job.Envelope.Tenant).Add(job.Envelope.Cost)
 	dispatches.Add(1)
 	go func() {

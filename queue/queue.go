@@ -70,6 +70,16 @@ type Producer interface {
 	Close() error
 }
 
+// Holder is a Consumer that can tell whether a job it handed out is still
+// the caller's to deliver: a Kafka job whose partition a rebalance is
+// letting go is not (its next owner hands it out again). A drainer asks
+// just before it starts a job that waited for a concurrency slot or an
+// outflow turn, and gives back one it no longer holds, so the two owners
+// never both deliver it.
+type Holder interface {
+	Holds(job *Claimed) bool
+}
+
 // Checker is a Producer that can tell, without writing anything, that
 // Enqueue would refuse jobs (an error wrapping ErrInvalidJob: Kafka's
 // produce request bound). Jobs stored for later (scheduled) are checked

@@ -73,3 +73,25 @@ func TestRevokeAwaitsSlowDeliveries(t *testing.T) {
 		t.Errorf("%d deliveries started again (%d while the first still ran), want 0", again, overlap)
 	}
 }
+
+// TestHoldsEndsWithTheRevoke: a claimed job is its consumer's to deliver
+// (Holds) until a rebalance starts letting its partition go; from then on
+// Holds is false, so a drainer does not start a job that waited for a
+// concurrency slot or a turn across the revoke (after revoke_timeout the
+// next owner delivers it: a probe saw one job started by both drainers).
+func TestHoldsEndsWithTheRevoke(t *testing.T) {
+	t.Parallel()
+	e := newKafkaEnv(t, 1)
+	tn := testenv.Name(t, "holds")
+	e.enqueue(tn, 0, 2)
+	cfg := e.consumerConfig()
+	c1, _ := e.consumer(cfg, nil)
+	jobs := claimN(t, c1, tn, 1, 20*time.Second)
+	if !c1.Holds(jobs[0]) {
+		t.Fatal("Holds = false for a job just claimed, want true")
+	}
+	e.consumer(cfg, nil) // a second member: the group rebalances
+	testenv.WaitFor(t, 20*time.Second, "the claimed job no longer held once the revoke starts", func() bool {
+		return !c1.Holds(jobs[0])
+	})
+}

@@ -233,6 +233,17 @@ func (c *Consumer) releaseLocked(job *queue.Claimed) *entry {
 	return e
 }
 
+// Holds reports whether job is still this consumer's to deliver
+// (queue.Holder): claimed, and its partition not being let go. A job that
+// waited for a slot or a turn while a rebalance revoked its partition must
+// not start: after revoke_timeout its next owner delivers it.
+func (c *Consumer) Holds(job *queue.Claimed) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.claimed[job]
+	return ok && e.fifo.p.state == partActive
+}
+
 // settled is the error of a job_state_settle.lua call: Redis's, or a reply
 // jobstate.SettleReply refuses.
 func settled(cmd *redis.Cmd) error {
