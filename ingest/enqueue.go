@@ -68,10 +68,15 @@ func newJobID(now time.Time) string {
 	return hex.EncodeToString(b[:])
 }
 
-// envelopes builds the envelopes of jobs, all enqueued at now.
+// envelopes builds the envelopes of jobs, all enqueued at now. A due
+// time (read when the request arrived) that now has passed becomes now: a
+// job is never due before it was enqueued ("delay":"1ms").
 func envelopes(tenant string, jobs []job, now time.Time) []queue.Envelope {
 	out := make([]queue.Envelope, len(jobs))
 	for i, j := range jobs {
+		if j.due != nil && j.due.Before(now) {
+			j.due = &now
+		}
 		id := j.id
 		if id == "" {
 			id = newJobID(now)

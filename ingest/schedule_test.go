@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -232,6 +233,27 @@ func TestMaxScheduledChargesNothing(t *testing.T) {
 	for i := range 2 {
 		if a := h.post(t, tenant, "/v1/jobs", `{"type":"t","payload":{}}`); a.status != 202 {
 			t.Errorf("immediate job %d after the refused ones: %d %s, want 202 (2 of the limit of 3 left)", i+1, a.status, a.body)
+		}
+	}
+}
+
+// TestDueNeverBeforeEnqueued: a job's due_at is never earlier than its
+// enqueued_at, even for a delay shorter than the request's own admission
+// ("delay":"1ms" answered a due_at before its enqueued_at).
+func TestDueNeverBeforeEnqueued(t *testing.T) {
+	t.Parallel()
+	tenant := testenv.Name(t, "due")
+	h, _, _ := schedHarness(t, "redis", tenant, "")
+	for range 20 {
+		a := h.post(t, tenant, "/v1/jobs", `{"type":"t","payload":{},"delay":"1µs"}`)
+		if a.status != 202 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+		m := a.json(t)
+		due, err1 := time.Parse(time.RFC3339Nano, fmt.Sprint(m["due_at"]))
+		enq, err2 := time.Parse(time.RFC3339Nano, fmt.Sprint(m["enqueued_at"]))
+		if err1 != nil || err2 != nil || due.Before(enq) {
+			t.Fatalf("due_at %v before enqueued_at %v (%v, %v)", m["due_at"], m["enqueued_at"], err1, err2)
 		}
 	}
 }
