@@ -50,8 +50,12 @@ const (
 // enqueueTimeout bounds one move's Enqueue.
 const enqueueTimeout = 10 * time.Second
 
-// maxDueTenants bounds the tenants one tick reads from the hint.
-const maxDueTenants = 1000
+// maxDueTenants bounds the tenants one page of a tick reads from the hint,
+// and maxDuePages the pages of one tick.
+const (
+	maxDueTenants = 1000
+	maxDuePages   = 100
+)
 
 // Config wires a Scheduler. Redis and Producer are required; every other
 // field documents its default.
@@ -161,55 +165,53 @@ func (s *Scheduler) Run(ctx context.Context, tenants func() []string, moved func
 // tick moves the jobs of every configured tenant whose hint is due. A
 // tenant that is not configured keeps its scheduled jobs, as a removed
 // tenant's lane leaves its queued jobs, until it is configured again; its
-// due hint entry is removed (a sweep of a drainer that has the tenant
-// writes it again), since it would otherwise stay due for good: one script
-// call every tick, and maxDueTenants of them would hide every configured
-// tenant's due jobs.
+// hint entry stays (another drainer of the same Redis may have it), and
+// the hint is read in pages of maxDueTenants past such entries (at most
+// maxDuePages), so they never hide a configured tenant's due jobs.
 func (s *Scheduler) tick(ctx context.Context, tenants func() []string, moved func(string)) {
 	if !s.mayBeDue(ctx) {
 		return
 	}
-	v, err := dueCall(maxDueTenants).Run(ctx, s.cfg.Redis).Result()
-	var due []string
-	if err == nil {
-		due, err = parseDue(v)
-	}
-	if err != nil {
-		s.fail(ctx, "due", "", err)
-		return
-	}
-	if len(due) == 0 {
-		return
-	}
-	known := make(map[string]bool, len(due)) // the due tenants configured here
-	for _, t := range due {
-		known[t] = false
-	}
-	for _, t := range tenants() {
-		if _, isDue := known[t]; isDue {
-			known[t] = true
+	var list []string // the configured tenants, read once a tick when one is due
+	for skip, page := 0, 0; page < maxDuePages; page++ {
+		v, err := dueCall(maxDueTenants, skip).Run(ctx, s.cfg.Redis).Result()
+		var due []string
+		if err == nil {
+			due, err = parseDue(v)
 		}
-	}
-	var unknown []any
-	for _, t := range due {
-		if !known[t] {
-			unknown = append(unknown, t)
-		}
-	}
-	if len(unknown) > 0 {
-		if err := s.cfg.Redis.ZRem(ctx, keys.ScheduledTenants(), unknown...).Err(); err != nil {
-			s.fail(ctx, "hint", "", err)
-		}
-	}
-	for _, t := range due {
-		if ctx.Err() != nil {
+		if err != nil {
+			s.fail(ctx, "due", "", err)
 			return
 		}
-		if !known[t] {
-			continue // its jobs wait, as its queued jobs do
+		if len(due) == 0 {
+			return
 		}
-		if s.move(ctx, t) > 0 {
-			moved(t)
+		if list == nil {
+			list = tenants()
+		}
+		known := make(map[string]bool, len(due)) // the due tenants configured here
+		for _, t := range due {
+			known[t] = false
+		}
+		for _, t := range list {
+			if _, isDue := known[t]; isDue {
+				known[t] = true
+			}
+		}
+		for _, t := range due {
+			if ctx.Err() != nil {
+				return
+			}
+			if !known[t] {
+				skip++ // its jobs wait, as its queued jobs do; its entry stays
+				continue
+			}
+			if s.move(ctx, t) > 0 {
+				moved(t)
+			}
+		}
+		if len(due) < maxDueTenants {
+			return
 		}
 	}
 }

@@ -102,9 +102,10 @@ func parseDone(v any) (moved, nextMS int64, err error) {
 	return n[0], n[1], nil
 }
 
-// dueCall is lua/schedule_due.lua: up to max tenants whose hint is due.
-func dueCall(max int) lua.Call {
-	return lua.Call{Script: lua.ScheduleDue, Keys: []string{keys.ScheduledTenants()}, Args: []any{max}}
+// dueCall is lua/schedule_due.lua: up to max tenants whose hint is due,
+// after the first skip of them.
+func dueCall(max, skip int) lua.Call {
+	return lua.Call{Script: lua.ScheduleDue, Keys: []string{keys.ScheduledTenants()}, Args: []any{max, skip}}
 }
 
 // parseDue checks schedule_due.lua's reply: tenant ids.
