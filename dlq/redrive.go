@@ -30,11 +30,13 @@ const (
 	// SkipTruncated: the record was cut to MaxRecordBytes.
 	SkipTruncated = "truncated"
 	// SkipRedriving: another redrive holds the letter (keys.DeadRedriving)
-	// and puts it back on the queue itself.
+	// and puts it back on the queue itself (so, unlike the others, it does
+	// not stay in the DLQ).
 	SkipRedriving = "redriving"
 )
 
-// Skip is a dead letter that was not redriven; it stays in the DLQ.
+// Skip is a dead letter that was not redriven by this call; it stays in the
+// DLQ, unless another redrive holds it (SkipRedriving).
 type Skip struct {
 	JobID  string `json:"job_id"`
 	Reason string `json:"reason"`
@@ -104,22 +106,64 @@ func (s *Store) RedriveAll(ctx context.Context, tenant string) (Result, error) {
 	}
 	upTo := strconv.FormatFloat(newest[0].Score, 'f', -1, 64)
 	// Each step removes its redriven entries, so the entries up to upTo
-	// left are the skipped ones, then those not read yet; a step that
-	// finds none is the last. The bound only guards against a loop.
+	// left are the ones this call skipped (offset), then those not read
+	// yet; a step that finds none ends a pass. Those another redrive held
+	// (SkipRedriving) leave when it removes them, which may shift the
+	// entries not read yet under the offset: so after a pass that skipped
+	// any, a second pass reads again from past the skips that stay, and
+	// redrives what the first missed. The bound only guards against a loop.
+	offset, second := 0, false
 	for step := 0; step < 2*keys.DeadMaxJobs/chunk+10; step++ {
 		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: idx, Start: "-inf", Stop: upTo, ByScore: true,
-			Offset: int64(len(res.Skipped)), Count: chunk}).Result()
-		if err != nil || len(ids) == 0 {
-			return res, wrapErr("redrive", tenant, err)
+			Offset: int64(offset), Count: chunk}).Result()
+		if err != nil {
+			return dedupSkips(res), wrapErr("redrive", tenant, err)
+		}
+		if len(ids) == 0 {
+			if second || staying(res.Skipped) == len(res.Skipped) {
+				return dedupSkips(res), nil
+			}
+			second, offset = true, staying(dedupSkips(res).Skipped)
+			continue
 		}
 		part, err := s.Redrive(ctx, tenant, ids)
 		res.Redriven += part.Redriven
 		res.Skipped = append(res.Skipped, part.Skipped...)
+		offset += len(part.Skipped)
 		if err != nil {
-			return res, err
+			return dedupSkips(res), err
 		}
 	}
-	return res, nil
+	return dedupSkips(res), nil
+}
+
+// dedupSkips keeps the last skip of each letter in res (a second pass of
+// RedriveAll reads its letters again).
+func dedupSkips(res Result) Result {
+	last := make(map[string]int, len(res.Skipped))
+	for i, sk := range res.Skipped {
+		last[sk.JobID] = i
+	}
+	out := res.Skipped[:0:0]
+	for i, sk := range res.Skipped {
+		if last[sk.JobID] == i {
+			out = append(out, sk)
+		}
+	}
+	res.Skipped = out
+	return res
+}
+
+// staying counts the skips whose letters stay in the dead index: all but
+// those another redrive holds (SkipRedriving), which it removes.
+func staying(skips []Skip) int {
+	n := 0
+	for _, sk := range skips {
+		if sk.Reason != SkipRedriving {
+			n++
+		}
+	}
+	return n
 }
 
 // unique returns ids without repeats, in their first order.
@@ -194,7 +238,7 @@ func (s *Store) redriveChunk(ctx context.Context, tenant string, recs []found, r
 	}
 	if err := s.producer.Enqueue(ctx, jobs); err != nil {
 		if !errors.Is(err, queue.ErrUnknownOutcome) {
-			s.release(ctx, tenant, token, jobs) // surely not queued: redrivable again at once
+			s.release(ctx, tenant, token, done) // surely not queued: redrivable again at once
 		}
 		return fmt.Errorf("dlq: redrive %s: enqueue: %w", tenant, err)
 	}
@@ -202,45 +246,40 @@ func (s *Store) redriveChunk(ctx context.Context, tenant string, recs []found, r
 	if _, err := s.remove(ctx, tenant, done); err != nil {
 		return fmt.Errorf("dlq: redrive %s: enqueued, but the dead letters stay: %w", tenant, err)
 	}
-	s.release(ctx, tenant, token, jobs)
+	s.release(ctx, tenant, token, done)
 	return nil
 }
 
-// claim claims the dead letters of jobs for the redrive token
-// (dlq_claim.lua) and returns the jobs it holds, with their removals; each
-// one another redrive holds is skipped (SkipRedriving) in res.
+// claim claims the dead letters of jobs (their removals: id and the SHA-1
+// read) for the redrive token (dlq_claim.lua) and returns the jobs it
+// holds, with their removals; each one another redrive holds is skipped
+// (SkipRedriving) in res, and one gone or changed since it was read (put
+// back by another redrive meanwhile) is left out, as an unknown id is.
 func (s *Store) claim(ctx context.Context, tenant, token string, jobs []queue.Envelope, done []removal, res *Result) ([]queue.Envelope, []removal, error) {
-	ids := make([]string, len(jobs))
-	for i := range jobs {
-		ids[i] = jobs[i].ID
-	}
-	v, err := claimCall(tenant, "claim", token, ids).Run(ctx, s.rdb).Result()
-	var held []bool
+	v, err := claimCall(tenant, "claim", token, done).Run(ctx, s.rdb).Result()
+	var got []claimed
 	if err == nil {
-		held, err = parseClaim(v, len(ids))
+		got, err = parseClaim(v, len(done))
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("dlq: redrive %s: claim: %w", tenant, err)
 	}
 	keepJobs, keepDone := jobs[:0], done[:0]
-	for i, ok := range held {
-		if !ok {
-			res.Skipped = append(res.Skipped, Skip{JobID: ids[i], Reason: SkipRedriving})
-			continue
+	for i, c := range got {
+		switch c {
+		case claimOurs:
+			keepJobs, keepDone = append(keepJobs, jobs[i]), append(keepDone, done[i])
+		case claimHeld:
+			res.Skipped = append(res.Skipped, Skip{JobID: done[i].id, Reason: SkipRedriving})
 		}
-		keepJobs, keepDone = append(keepJobs, jobs[i]), append(keepDone, done[i])
 	}
 	return keepJobs, keepDone, nil
 }
 
-// release ends the redrive token's claims on jobs' dead letters, best
+// release ends the redrive token's claims on the letters of done, best
 // effort: a claim left ends after keys.RedriveClaimTTL.
-func (s *Store) release(ctx context.Context, tenant, token string, jobs []queue.Envelope) {
-	ids := make([]string, len(jobs))
-	for i := range jobs {
-		ids[i] = jobs[i].ID
-	}
-	_ = claimCall(tenant, "release", token, ids).Run(context.WithoutCancel(ctx), s.rdb).Err()
+func (s *Store) release(ctx context.Context, tenant, token string, done []removal) {
+	_ = claimCall(tenant, "release", token, done).Run(context.WithoutCancel(ctx), s.rdb).Err()
 }
 
 // newToken is a redrive's claim token: 16 random hex digits.

@@ -78,31 +78,44 @@ func parseRemove(v any) (int, error) {
 	return int(n), err
 }
 
-// claimCall is lua/dlq_claim.lua on tenant: mode "claim" or "release" of
-// ids for the redrive token.
-func claimCall(tenant, mode, token string, ids []string) lua.Call {
-	args := make([]any, 0, 3+len(ids))
+// claimCall is lua/dlq_claim.lua on tenant: mode "claim" of jobs (their
+// ids and the SHA-1 of each record as read) or "release" of their ids, for
+// the redrive token.
+func claimCall(tenant, mode, token string, jobs []removal) lua.Call {
+	args := make([]any, 0, 3+2*len(jobs))
 	args = append(args, mode, token, keys.RedriveClaimTTL.Milliseconds())
-	for _, id := range ids {
-		args = append(args, id)
+	for _, j := range jobs {
+		args = append(args, j.id)
+		if mode == "claim" {
+			args = append(args, j.sha1)
+		}
 	}
-	return lua.Call{Script: lua.DLQClaim, Keys: []string{keys.DeadRedriving(tenant)}, Args: args}
+	return lua.Call{Script: lua.DLQClaim, Keys: []string{keys.DeadRedriving(tenant), keys.DeadRecords(tenant)}, Args: args}
 }
 
-// parseClaim checks dlq_claim.lua's reply to a claim of n ids: one 0 or 1
-// per id, true where this redrive holds the claim.
-func parseClaim(v any, n int) ([]bool, error) {
+// claimed is dlq_claim.lua's answer for one letter.
+type claimed int8
+
+const (
+	claimGone claimed = -1 // the letter is gone or changed since it was read
+	claimHeld claimed = 0  // another redrive holds it
+	claimOurs claimed = 1  // this redrive holds it
+)
+
+// parseClaim checks dlq_claim.lua's reply to a claim of n letters: one of
+// -1, 0 or 1 per letter.
+func parseClaim(v any, n int) ([]claimed, error) {
 	s := lua.DLQClaim
 	vals, err := s.Ints(v, n)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]bool, n)
+	out := make([]claimed, n)
 	for i, c := range vals {
-		if c != 0 && c != 1 {
-			return nil, s.ReplyError("claim %d of id %d, want 0 or 1", c, i+1)
+		if c < -1 || c > 1 {
+			return nil, s.ReplyError("claim %d of letter %d, want -1, 0 or 1", c, i+1)
 		}
-		out[i] = c == 1
+		out[i] = claimed(c)
 	}
 	return out, nil
 }

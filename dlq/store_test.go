@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -263,5 +264,86 @@ func TestConcurrentRedrives(t *testing.T) {
 	}
 	if res, err := store.Redrive(ctx, tn, ids); err != nil || res.Redriven != 0 || len(res.Skipped) != 0 {
 		t.Errorf("a redrive afterwards = %+v, %v; want nothing (the letters are gone)", res, err)
+	}
+}
+
+// hookProducer runs hook before its first Enqueue.
+type hookProducer struct {
+	queue.Producer
+	hook func()
+	once sync.Once
+}
+
+func (h *hookProducer) Enqueue(ctx context.Context, jobs []queue.Envelope) error {
+	h.once.Do(h.hook)
+	return h.Producer.Enqueue(ctx, jobs)
+}
+
+// TestRedriveAllPastAnotherRedrive: a RedriveAll whose first chunk meets
+// letters another redrive holds (skipped as redriving) still redrives every
+// other letter, although the other redrive removes its letters in the
+// middle and shifts the index under the RedriveAll's offset: a second pass
+// reads again from past the skips that stay. Before, the shifted letters
+// were passed over and stayed dead. Each letter is enqueued once, and the
+// claims script refuses a letter gone since it was read.
+func TestRedriveAllPastAnotherRedrive(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tn := testenv.Name(t, "ra")
+	prod, err := redisq.NewProducer(redisq.ProducerConfig{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := writers["job_state_settle.lua"]
+	t0 := time.Now().Add(-time.Hour)
+	letter := func(id string, at time.Time) {
+		env := queue.Envelope{Version: 1, ID: id, Tenant: tn, Type: "t", Cost: 1, EnqueuedAt: time.Unix(1, 0)}
+		raw, _ := env.Encode()
+		rec, _ := dlq.Encode(queue.DeadLetter{Reason: "rejected", Attempts: 3}, raw)
+		write(t, rdb, tn, id, rec, at, keys.DeadMaxJobs)
+	}
+	var held []string
+	for i := range 150 { // d: the other redrive's, oldest; e, f after them
+		id := fmt.Sprintf("%c%02d", "def"[i/50], i%50)
+		letter(id, t0.Add(time.Duration(i)*time.Millisecond))
+		if i < 50 {
+			held = append(held, id)
+		}
+	}
+	gateA := &gatedProducer{Producer: prod, first: make(chan struct{}), open: make(chan struct{})}
+	storeA, _ := dlq.New(dlq.Config{Redis: rdb, Producer: gateA})
+	doneA := make(chan dlq.Result, 1)
+	go func() {
+		res, err := storeA.Redrive(ctx, tn, held)
+		if err != nil {
+			t.Error(err)
+		}
+		doneA <- res
+	}()
+	<-gateA.first // A holds d00..d49, its enqueue waiting
+	var a dlq.Result
+	storeB, _ := dlq.New(dlq.Config{Redis: rdb, Producer: &hookProducer{Producer: prod, hook: func() {
+		close(gateA.open) // A goes on and removes its letters in B's middle
+		a = <-doneA
+	}}})
+	b, err := storeB.RedriveAll(ctx, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Redriven != 50 || b.Redriven != 100 {
+		t.Errorf("redriven %d by the first and %d by RedriveAll (skipped %d), want 50 and 100", a.Redriven, b.Redriven, len(b.Skipped))
+	}
+	if n := rdb.LLen(ctx, keys.Queue(tn)).Val(); n != 150 {
+		t.Errorf("queue holds %d jobs, want each of the 150 once", n)
+	}
+	if n := rdb.ZCard(ctx, keys.JobIndex(tn, "dead")).Val(); n != 0 {
+		t.Errorf("%d dead letters left, want 0", n)
+	}
+	// A claim of a letter gone since it was read is refused (-1).
+	claim := lua.Call{Script: lua.DLQClaim, Keys: []string{keys.DeadRedriving(tn), keys.DeadRecords(tn)},
+		Args: []any{"claim", "tok", 60000, "d00", "0000000000000000000000000000000000000000"}}
+	if v, err := claim.Run(ctx, rdb).Int64Slice(); err != nil || len(v) != 1 || v[0] != -1 {
+		t.Errorf("claim of a letter gone = %v, %v; want [-1]", v, err)
 	}
 }

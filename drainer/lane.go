@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/jobstate"
 	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
@@ -300,13 +299,7 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 		d.m.dispatch.WithLabelValues(lbl, "done").Inc()
 		d.settle(job, func(ctx context.Context) error { return c.Finish(ctx, job, queue.Outcome{}) }, "finish")
 	case outRetryAfter:
-		var ra *RetryAfterError
-		errors.As(err, &ra)
-		d.fails.failed(env.Tenant, env.ID, sent.Attempt+1, "retry_after", err)
-		d.m.dispatch.WithLabelValues(lbl, "retry_after").Inc()
-		d.m.retries.WithLabelValues(lbl, "retry_after").Inc()
-		r := queue.Retry{Delay: d.retryAfter(ra.After), Next: env, LastError: err.Error()}
-		d.settle(job, func(ctx context.Context) error { return c.Defer(ctx, job, r) }, "defer")
+		d.deferAsAsked(job, sent.Attempt+1, lbl, err)
 	case outRetry:
 		next := env
 		next.Attempt++
@@ -335,19 +328,6 @@ func (d *Drainer) dispatch(ctx context.Context, job *queue.Claimed, o outflow.Li
 	}
 }
 
-// retryAfter is the pause of a job whose downstream asked for one: after,
-// but at least the backoff's base (drainer.backoff_base). A Retry-After of
-// 0 or a date in the past, answered on every try, spends no attempt, so
-// without the floor it would resend the job in a tight loop, never
-// dead-lettered, for as long as the downstream answers so.
-func (d *Drainer) retryAfter(after time.Duration) time.Duration {
-	floor := d.backoff.Base
-	if floor <= 0 {
-		floor = config.DefaultBackoffBase
-	}
-	return max(after, floor)
-}
-
 // handle hands env to the Handler, first holding it until its send time
 // on the bucket's clock (at, zero: none; waitSend, a late one counted), and
 // observes the delivery's duration.
@@ -359,22 +339,6 @@ func (d *Drainer) handle(ctx context.Context, env queue.Envelope, lbl string, at
 	err := d.handler.Handle(ctx, env)
 	d.m.duration.WithLabelValues(lbl).Observe(d.clock.Now().Sub(start).Seconds())
 	return err
-}
-
-// giveBackUnstarted gives back a job whose start could not be recorded
-// (Redis did not answer) after startRetryPause (or at once when ctx ends):
-// it goes back to its queue, undelivered, and is started again once Redis
-// answers. The lane's slot is held meanwhile, so a lane whose starts fail
-// pauses instead of spinning.
-func (d *Drainer) giveBackUnstarted(ctx context.Context, job *queue.Claimed) {
-	d.m.dispatch.WithLabelValues(d.label(job.Envelope.Tenant), "start_failed").Inc()
-	t := time.NewTimer(startRetryPause)
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		t.Stop()
-	}
-	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
 }
 
 // dropAtStart finishes a job whose start found it cancelled after its claim

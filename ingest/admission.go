@@ -30,9 +30,10 @@ type charge struct {
 	// total is the sum of every job's cost: a batch is one request of cost
 	// N, counted whole by the tenant policy.
 	total int64
-	// queued is the part of total queued now, the jobs without a due time:
-	// the backlog gate counts only it, since a scheduled job joins the
-	// backlog (keys.Backlog) only when it is due and moved.
+	// queued is the part of total queued now or soon, the jobs without a
+	// due time or due within dueSoon: the backlog gate counts only it,
+	// since a scheduled job joins the backlog (keys.Backlog) only when it is
+	// due and moved, while a delay of a millisecond is no way past the gate.
 	queued int64
 	// jobs is how many jobs the request holds (the admitted/s and
 	// refused/s of the stats count jobs).
@@ -123,7 +124,7 @@ func (c *charge) add(ts *tenantState, j job, typed bool, typeCost map[string]int
 		}
 		typeCost[j.typ] = sub
 	}
-	if j.due == nil {
+	if j.due == nil || time.Until(*j.due) <= dueSoon {
 		c.queued += j.cost // at most total, checked above
 	}
 	if ts.maxBacklog > 0 && c.queued > ts.maxBacklog {
@@ -132,6 +133,10 @@ func (c *charge) add(ts *tenantState, j job, typed bool, typeCost map[string]int
 	}
 	return nil
 }
+
+// dueSoon is how far ahead a scheduled job's due time may be and still
+// count in the backlog gate as queued now.
+const dueSoon = time.Minute
 
 // verdict is the outcome of admission.
 type verdict struct {

@@ -181,8 +181,8 @@ func TestScheduledIdempotent(t *testing.T) {
 // now; a scheduled job joins the backlog only when it is due and moved, so
 // a full backlog does not refuse it (it refused one due in a week, with a
 // Retry-After for the backlog to drain), while the immediate jobs of the
-// same request are still gated, and a scheduled job costlier than
-// max_backlog is no 422.
+// same request, and a job due within a minute (no way past the gate), are
+// still gated, and a scheduled job costlier than max_backlog is no 422.
 func TestScheduledJobsPassTheBacklogGate(t *testing.T) {
 	t.Parallel()
 	rdb := testenv.Redis(t)
@@ -200,6 +200,7 @@ func TestScheduledJobsPassTheBacklogGate(t *testing.T) {
 		{"scheduled, backlog full", "/v1/jobs", `{"type":"t","payload":{},"delay":"1h"}`, 202},
 		{"scheduled, cost above max_backlog", "/v1/jobs", `{"type":"t","payload":{},"delay":"1h","cost":5}`, 202},
 		{"immediate, backlog full", "/v1/jobs", `{"type":"t","payload":{}}`, 429},
+		{"scheduled a second ahead (due within a minute), backlog full", "/v1/jobs", `{"type":"t","payload":{},"delay":"1s"}`, 429},
 		{"batch: one immediate, one scheduled", "/v1/jobs:batch", `{"jobs":[{"type":"t","payload":{}},{"type":"t","payload":{},"delay":"1h"}]}`, 429},
 	} {
 		a := h.post(t, tenant, c.path, c.body)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -13,7 +14,10 @@ import (
 // dropped: the job stays claimed, its offset unfinished (so the watermark
 // and the commit wait at it, and a revoke waits for it as for a delivery
 // still running), and the write is sent again every finishRetry until
-// Redis takes it; then the offset finishes as it would have. Before this a
+// Redis takes it; then the offset finishes as it would have. Only a write
+// that surely never ran (no connection: lua.MayHaveRun false) is held or
+// sent again: one that timed out may have lowered the counter, and a second
+// would lower it twice, so its job finishes as before. Before this a
 // Redis outage left every job finished during it reading queued, its cost
 // in the backlog (so max_backlog refused the tenant for the counter's
 // TTL), and each dead job out of the DLQ listing. The Finish call itself
@@ -67,17 +71,21 @@ func (c *Consumer) retryFinishes(ctx context.Context) {
 		c.mu.Unlock()
 		settled := map[*queue.Claimed]bool{}
 		for _, h := range held {
+			if ctx.Err() != nil {
+				break // Run is returning: the rest are redelivered (at least once)
+			}
 			c.mu.Lock()
 			gone := c.claimed[h.job] == nil || h.e.fifo.p.state == partRevoked
 			if gone {
 				c.takeLocked(h.job)
 			}
 			c.mu.Unlock()
-			switch {
-			case gone:
-			case c.lowerBacklog(ctx, h.job, h.out) != nil:
-				continue
-			default:
+			if !gone {
+				if err := c.lowerBacklog(ctx, h.job, h.out); err != nil && !lua.MayHaveRun(err) {
+					continue // still not written
+				}
+				// Written, or perhaps (a timeout): not sent again, so the
+				// counter is never lowered twice for one job.
 				_ = c.finishClaimed(h.job, h.e) // a revoke meanwhile: the next owner has it
 			}
 			settled[h.job] = true
