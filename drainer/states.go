@@ -6,7 +6,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/depth"
 	"github.com/sluicehq/sluice/jobstate"
-	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -48,12 +47,15 @@ func (d *Drainer) startDelivery(ctx context.Context, job *queue.Claimed) (jobsta
 	return st, true
 }
 
-// recordStart is startDelivery's write. ok is false when the call surely
-// never ran (Redis unreachable: lua.MayHaveRun false): the start is not
-// delivered then, since neither a cancel nor a copy done elsewhere could be
-// checked, and the attempt not counted. A call that may have run (a
-// timeout) or an unexpected reply still delivers (the script's explicit
-// answers alone drop a job), as attempt Envelope.Attempt + 1.
+// recordStart is startDelivery's write. ok is false when Redis did not
+// answer (down, or a timeout): the start is not delivered then, since
+// neither a cancel nor a copy done elsewhere could be checked, and the job
+// goes back. (A Redis that drops the connection may have run the call: the
+// job then reads in flight until its next start, a second or so later,
+// which records it as a redelivery, one attempt more; that is taken over
+// delivering a job that may be cancelled.) An unexpected reply still
+// delivers (the script's explicit answers alone drop a job), as attempt
+// Envelope.Attempt + 1.
 func (d *Drainer) recordStart(ctx context.Context, job *queue.Claimed) (_ jobstate.Start, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -64,15 +66,12 @@ func (d *Drainer) recordStart(ctx context.Context, job *queue.Claimed) (_ jobsta
 		EnqueuedAt: env.EnqueuedAt, Lease: d.cfg.Settings.Lease, Source: job.Source,
 	}.Call())
 	if err != nil {
+		// Not delivered: a cancel or a copy done elsewhere could not be
+		// checked. If the call ran after all (a timeout), the job reads
+		// in flight until its next start, which counts it a redelivery.
 		d.m.errors.WithLabelValues("job_state").Inc()
-		if !lua.MayHaveRun(err) {
-			d.quiet.Warn("start/"+env.Tenant, "drainer: record delivery start; the job waits and goes back to its queue", "tenant", env.Tenant, "job_id", env.ID, "err", err)
-			return jobstate.Start{}, false
-		}
-		// It may have run (a timeout): giving the job back would leave it
-		// recorded in flight while it waits in its queue, so it goes out.
-		d.quiet.Warn("start/"+env.Tenant, "drainer: record delivery start timed out; delivering", "tenant", env.Tenant, "job_id", env.ID, "err", err)
-		return floor, true
+		d.quiet.Warn("start/"+env.Tenant, "drainer: record delivery start; the job waits and goes back to its queue", "tenant", env.Tenant, "job_id", env.ID, "err", err)
+		return jobstate.Start{}, false
 	}
 	st, err := jobstate.ReadStart(v)
 	if err != nil {
