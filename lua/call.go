@@ -108,17 +108,19 @@ func Flag(b bool) string {
 // MayHaveRun reports whether a script that failed with err may still have
 // run: not when Redis answered with an error (the script refused its
 // arguments before writing, or Redis refused it: LOADING, READONLY...), nor
-// when the command never left (no connection, a closed client); otherwise
-// (a timeout, a cut connection, a reply of the wrong shape) it may.
+// when the command never left (NeverSent); otherwise (a timeout, a cut
+// connection, a reply of the wrong shape) it may.
 func MayHaveRun(err error) bool {
 	var rerr redis.Error
+	return !errors.As(err, &rerr) && !NeverSent(err)
+}
+
+// NeverSent reports whether err shows that the command never reached Redis
+// (no connection could be made, the pool had none, the client is closed),
+// so sending it again cannot apply it twice. An error reply is not one:
+// Redis got the command, and a script may have written before it failed.
+func NeverSent(err error) bool {
 	var op *net.OpError
-	switch {
-	case errors.As(err, &rerr):
-		return false
-	case errors.As(err, &op) && op.Op == "dial", errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
-		return false
-	}
-	return true
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }

@@ -2,11 +2,8 @@ package kafkaq
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -149,7 +146,7 @@ func (k *backlog) write(c counts, loud bool) counts {
 		}
 		if p.raise > 0 {
 			k.failed(loud, k.errs, "backlog counter not raised after kafka ack; the jobs are queued", p.tenant, err)
-			if notSent(err) {
+			if lua.NeverSent(err) {
 				failed.addJob(p.tenant, p.raise, nil)
 			}
 		}
@@ -197,14 +194,6 @@ func (k *backlog) failed(loud bool, n prometheus.Counter, msg, tenant string, er
 	}
 	n.Inc()
 	k.quiet.Warn(msg+"\x00"+tenant, msg+"; held and written again when Redis takes it", "topic", k.topic, "tenant", tenant, "err", err)
-}
-
-// notSent reports whether err shows that the command never reached Redis
-// (no connection could be made), so writing it again cannot count it twice.
-func notSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
 
 // hold keeps f for the retry loop, within maxHeldStates, starting the loop

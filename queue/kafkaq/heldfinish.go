@@ -15,9 +15,10 @@ import (
 // and the commit wait at it, and a revoke waits for it as for a delivery
 // still running), and the write is sent again every finishRetry until
 // Redis takes it; then the offset finishes as it would have. Only a write
-// that surely never ran (no connection: lua.MayHaveRun false) is held or
-// sent again: one that timed out may have lowered the counter, and a second
-// would lower it twice, so its job finishes as before. Before this a
+// that surely never reached Redis (no connection: lua.NeverSent) is held
+// or sent again: one that timed out may have lowered the counter, and a
+// second would lower it twice; and an error reply repeats, so holding it
+// would hold the offset for good. Either way the job finishes as before. Before this a
 // Redis outage left every job finished during it reading queued, its cost
 // in the backlog (so max_backlog refused the tenant for the counter's
 // TTL), and each dead job out of the DLQ listing. The Finish call itself
@@ -81,7 +82,7 @@ func (c *Consumer) retryFinishes(ctx context.Context) {
 			}
 			c.mu.Unlock()
 			if !gone {
-				if err := c.lowerBacklog(ctx, h.job, h.out); err != nil && !lua.MayHaveRun(err) {
+				if err := c.lowerBacklog(ctx, h.job, h.out); err != nil && lua.NeverSent(err) {
 					continue // still not written
 				}
 				// Written, or perhaps (a timeout): not sent again, so the
