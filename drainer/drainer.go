@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/quietlog"
 	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/outflow"
 	"github.com/sluicehq/sluice/queue"
@@ -87,8 +86,7 @@ type Drainer struct {
 	slots    *outflow.Semaphore
 	m        *metrics
 	log      *slog.Logger
-	fails    *failLog      // failed deliveries, one line per tenant per failLogEvery
-	quiet    *quietlog.Log // Redis failures that repeat per job, one line per key per failLogEvery
+	fails    *failLog // failed deliveries, one line per tenant per failLogEvery
 	clock    clock.Clock
 	backoff  Backoff
 	room     *room     // MaxInFlight's places: one per dispatch in progress or reserved for a take
@@ -128,7 +126,6 @@ func New(cfg Config) (*Drainer, error) {
 		m:       m,
 		log:     cfg.Logger,
 		fails:   newFailLog(cfg.Logger, cfg.Clock),
-		quiet:   quietlog.New(cfg.Logger, cfg.Clock, failLogEvery),
 		clock:   cfg.Clock,
 		backoff: Backoff{Base: s.BackoffBase, Max: s.BackoffMax},
 		room:    newRoom(cfg.MaxInFlight),

@@ -49,5 +49,5 @@ func (d *Drainer) giveBackUnstarted(ctx context.Context, job *queue.Claimed) {
 	case <-ctx.Done():
 		t.Stop()
 	}
-	d.settle(job, func(ctx context.Context) error { return d.cfg.Consumer.Release(ctx, job) }, "release")
+	d.giveBack(job)
 }

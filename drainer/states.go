@@ -70,7 +70,7 @@ func (d *Drainer) recordStart(ctx context.Context, job *queue.Claimed) (_ jobsta
 		// checked. If the call ran after all (a timeout), the job reads
 		// in flight until its next start, which counts it a redelivery.
 		d.m.errors.WithLabelValues("job_state").Inc()
-		d.quiet.Warn("start/"+env.Tenant, "drainer: record delivery start; the job waits and goes back to its queue", "tenant", env.Tenant, "job_id", env.ID, "err", err)
+		d.fails.q.Warn("start/"+env.Tenant, "drainer: record delivery start; the job waits and goes back to its queue", "tenant", env.Tenant, "job_id", env.ID, "err", err)
 		return jobstate.Start{}, false
 	}
 	st, err := jobstate.ReadStart(v)
