@@ -159,7 +159,9 @@
       const r = await S.api("POST", base() + "/dlq:redrive", { job_ids: [d.job_id] });
       await loadDLQ(true);
       const skipped = r.ok && (r.data.skipped || []).length ? r.data.skipped[0] : null;
-      if (skipped) msg("dlq-msg", "Not redriven: " + d.job_id + " is " + skipped.reason + " (it stays in the DLQ).", true);
+      if (skipped && skipped.reason === "redriving") msg("dlq-msg", "Not redriven here: another redrive is putting " + d.job_id + " back on the queue.", false);
+      else if (skipped) msg("dlq-msg", "Not redriven: " + d.job_id + " is " + skipped.reason + " (it stays in the DLQ).", true);
+      else if (r.ok && r.data.redriven === 0) msg("dlq-msg", "Not redriven: " + d.job_id + " is no longer in the DLQ.", true);
       else msg("dlq-msg", r.ok ? "Redriven " + r.data.redriven + " job: it is back on the queue." : "Not redriven: " + r.error, !r.ok);
     });
     return el("tr", { "data-job": d.job_id },
