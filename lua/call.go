@@ -115,6 +115,17 @@ func MayHaveRun(err error) bool {
 	return !errors.As(err, &rerr) && !NeverSent(err)
 }
 
+// NoReply reports whether err shows that no reply came for a call: it
+// never left (NeverSent), or the connection failed or timed out before
+// Redis answered, so the call may or may not have run. Sending it again is
+// the way to learn its outcome, for a script that tells a second send of
+// one call from a first (kafka_finish.lua's fin mark). Not for an error
+// reply (Redis answered; it repeats) nor a reply of the wrong shape
+// (ErrReply: the script ran).
+func NoReply(err error) bool {
+	return err != nil && !errors.Is(err, ErrReply) && (NeverSent(err) || MayHaveRun(err))
+}
+
 // NeverSent reports whether err shows that the command never reached Redis
 // (no connection could be made, the pool had none, the client is closed),
 // so sending it again cannot apply it twice. An error reply is not one:

@@ -38,9 +38,10 @@
 -- (for the done index) trim per index joined, and Redis TIME is read once
 -- per batch (ack.lua finishes a tenant's jobs so).
 --
--- record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre) sets
--- the job's state hash sk (package jobstate): state, updated_at (Redis TIME,
--- ms), last_error and reason when not empty, its TTL refreshed to ttl ms,
+-- record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre, B,
+-- more) sets the job's state hash sk (package jobstate): state, updated_at
+-- (Redis TIME, ms), last_error and reason when not empty, the field-value
+-- pairs of the list more when given, its TTL refreshed to ttl ms,
 -- and moves the job between the indexes (score: the new state's index
 -- score, default updated_at; a retrying job passes its due time). The done
 -- index is trimmed (keys.DoneTrimEvery) only when tick is '1' (the caller's
@@ -274,11 +275,12 @@ local function index_move(sk, id, new_state, score)
   index_add(sk, id, new_state, score)
 end
 
-local function record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre, B)
+local function record_final(sk, seqk, state, last_error, reason, ttl, score, tick, pre, B, more)
   local now = batch_now(B)
   local f = {'state', state, 'updated_at', now}
   if last_error ~= '' then f[#f + 1] = 'last_error'; f[#f + 1] = last_error end
   if reason ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = reason end
+  if more then for _, v in ipairs(more) do f[#f + 1] = v end end
   local id = job_id(sk)
   local seq
   if id then

@@ -5,8 +5,12 @@
 -- job indexes) are one command each for all of them. lua.Include puts
 -- job_state_final.lua, dead_letter.lua and backlog_lower.lua first.
 --
--- For each job, in order: its state hash is read once (state, seq and
--- reason, before any write); its cost lowers the tenant's backlog unless
+-- For each job, in order: its state hash is read once (state, seq, reason
+-- and fin, before any write). A job whose fin is its member (below) was
+-- finished by this very finish sent before (a call whose reply was lost:
+-- a timeout, a cut connection; queue/kafkaq holds such a finish and sends
+-- it again, heldfinish.go) and is skipped, so a finish sent twice lowers
+-- the backlog once. Otherwise its cost lowers the tenant's backlog unless
 -- the job was purged (reason "purged"); and unless its state argument is
 -- "" (a duplicate: a copy of a job delivered already, whose state stays
 -- done and which only lowers the backlog) the delivery leaves the
@@ -15,7 +19,9 @@
 -- with one batch for all the jobs: batch_new, batch_flush; the hash is
 -- created when missing: on Kafka a job may finish before the producer's
 -- post-ack write records it, which then keeps this state,
--- job_state_enqueue.lua). Then backlog_lower lowers the counter KEYS[5] by
+-- job_state_enqueue.lua), with fin set to the member; a duplicate sets
+-- fin on the hash when it exists (a duplicate whose hash has expired
+-- meanwhile is not marked: sent twice, it lowers twice). Then backlog_lower lowers the counter KEYS[5] by
 -- the sum, never below 0 (the rest owed in KEYS[6], paid by
 -- backlog_raise.lua), its TTL refreshed on ARGV[4] "1" or when the counter
 -- was created or reset. Each job id appears at most once per call.
@@ -38,7 +44,8 @@
 -- ARGV[6]    PEXPIRE of the owed count, ms (keys.BacklogOwedTTL)
 -- ARGV[7]    n, the number of jobs, 1 to 1000
 -- then 7 arguments per job i, from ARGV[8 + 7(i-1)]:
---   +0  the delivery's member in KEYS[2] (queue.Claimed.Token)
+--   +0  the delivery's member in KEYS[2] (queue.Claimed.Token), unique to
+--       this claim of the job; also its fin mark
 --   +1  the state: done, dead, cancelled or expired; "" for a duplicate
 --   +2  the last delivery error, "" to keep the recorded one
 --   +3  why a dead job is dead, or ""
@@ -62,18 +69,22 @@ local B = batch_new()
 local lower, delivering = 0, {}
 for i = 1, n do
   local a = 8 + 7 * (i - 1)
-  local sk, state = KEYS[6 + i], ARGV[a + 1]
+  local sk, state, member = KEYS[6 + i], ARGV[a + 1], ARGV[a]
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
-  local pre = redis.pcall('HMGET', sk, 'state', 'seq', 'reason')
-  if pre['err'] or pre[3] ~= 'purged' then
-    lower = lower + tonumber(ARGV[a + 6])
-  end
-  if state ~= '' then
-    delivering[#delivering + 1] = ARGV[a]
-    if ARGV[a + 4] ~= '' then
-      dead_add(KEYS[3], KEYS[4], job_id(sk) or '?', ARGV[a + 4], ARGV[a + 5], ARGV[3], ARGV[2])
+  local pre = redis.pcall('HMGET', sk, 'state', 'seq', 'reason', 'fin')
+  if pre['err'] or member == '' or pre[4] ~= member then
+    if pre['err'] or pre[3] ~= 'purged' then
+      lower = lower + tonumber(ARGV[a + 6])
     end
-    record_final(sk, KEYS[1], state, ARGV[a + 2], ARGV[a + 3], state_ttl, nil, tick, pre, B)
+    if state ~= '' then
+      delivering[#delivering + 1] = member
+      if ARGV[a + 4] ~= '' then
+        dead_add(KEYS[3], KEYS[4], job_id(sk) or '?', ARGV[a + 4], ARGV[a + 5], ARGV[3], ARGV[2])
+      end
+      record_final(sk, KEYS[1], state, ARGV[a + 2], ARGV[a + 3], state_ttl, nil, tick, pre, B, member ~= '' and {'fin', member} or nil)
+    elseif not pre['err'] and pre[1] and member ~= '' then
+      redis.call('HSET', sk, 'fin', member)
+    end
   end
 end
 if #delivering > 0 then

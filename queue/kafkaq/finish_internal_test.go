@@ -114,3 +114,44 @@ func TestKafkaFinishBatchMatchesSingleCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaFinishSentTwiceFinishesOnce: a finish sent again after its first
+// send ran (its reply lost: heldfinish.go sends it again) changes nothing:
+// the backlog is lowered once, and the states, indexes and dead letters
+// are those of one send. Another claim of the same job (another member)
+// is finished as before.
+func TestKafkaFinishSentTwiceFinishesOnce(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	if err := lua.LoadAll(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Truncate(time.Millisecond)
+	tenant, jobs := finishTenant(t, rdb, "kf2", 100, at)
+	t.Cleanup(func() { testenv.DeleteTenant(t, rdb, tenant) })
+	send := func() {
+		t.Helper()
+		if _, err := parseKafkaFinish(kafkaFinishCall(jobs).Run(ctx, rdb).Val(), len(jobs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send()
+	once := testenv.TenantDump(t, rdb, tenant)
+	send()
+	twice := testenv.TenantDump(t, rdb, tenant)
+	if d := cmp.Diff(once, twice); d != "" {
+		t.Errorf("keys after one send (-) and the same finish sent again (+):\n%s", d)
+	}
+	if once[":backlog"] != "76" { // 100 - (28 - the purged job's 4)
+		t.Errorf("backlog %v after one send, want 76", once[":backlog"])
+	}
+	again := jobs[0]
+	again.Member = "a|another-claim"
+	if _, err := parseKafkaFinish(kafkaFinishCall([]kafkaFinish{again}).Run(ctx, rdb).Val(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int64(); got != 75 {
+		t.Errorf("backlog %d after another claim's finish of job a, want 75", got)
+	}
+}

@@ -14,11 +14,14 @@ import (
 // dropped: the job stays claimed, its offset unfinished (so the watermark
 // and the commit wait at it, and a revoke waits for it as for a delivery
 // still running), and the write is sent again every finishRetry until
-// Redis takes it; then the offset finishes as it would have. Only a write
-// that surely never reached Redis (no connection: lua.NeverSent) is held
-// or sent again: one that timed out may have lowered the counter, and a
-// second would lower it twice; and an error reply repeats, so holding it
-// would hold the offset for good. Either way the job finishes as before. Before this a
+// Redis answers it; then the offset finishes as it would have. A write
+// that got no reply (lua.NoReply: no connection, or one that failed or
+// timed out before the reply, so the write may have run or not) is held
+// and sent again: kafka_finish.lua marks each job it finishes with the
+// claim's token (fin) and skips a job so marked, so a write that had run
+// lowers the counter once however often it is sent. An error reply
+// repeats, so holding it would hold the offset for good: that job
+// finishes as before. Before this a
 // Redis outage left every job finished during it reading queued, its cost
 // in the backlog (so max_backlog refused the tenant for the counter's
 // TTL), and each dead job out of the DLQ listing. The Finish call itself
@@ -82,11 +85,9 @@ func (c *Consumer) retryFinishes(ctx context.Context) {
 			}
 			c.mu.Unlock()
 			if !gone {
-				if err := c.lowerBacklog(ctx, h.job, h.out); err != nil && lua.NeverSent(err) {
-					continue // still not written
+				if err := c.lowerBacklog(ctx, h.job, h.out); lua.NoReply(err) {
+					continue // still no reply
 				}
-				// Written, or perhaps (a timeout): not sent again, so the
-				// counter is never lowered twice for one job.
 				_ = c.finishClaimed(h.job, h.e) // a revoke meanwhile: the next owner has it
 			}
 			settled[h.job] = true

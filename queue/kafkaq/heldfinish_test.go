@@ -116,3 +116,60 @@ func TestNoDeliveryWhileStartsFail(t *testing.T) {
 		}
 	}
 }
+
+// TestFinishWithoutReplySentAgain: a finish whose call got no reply is held
+// and sent again, and lowers the backlog once whether its first send ran or
+// not. Job 1's first send waits in a paused Redis, which runs it when it
+// resumes; job 2's waits in a paused Redis that is then killed, so it never
+// runs. Both end done, with the backlog lowered by exactly their costs, and
+// the offsets committed only then. Before, a finish that timed out was not
+// held: job 2 stayed unrecorded with its cost in the backlog.
+func TestFinishWithoutReplySentAgain(t *testing.T) {
+	t.Parallel()
+	e := newKafkaEnv(t, 1)
+	tenant := testenv.Name(t, "noreply")
+	e.enqueue(tenant, 0, 3)
+	proc := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+	rdb := redis.NewClient(&redis.Options{Addr: proc.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	rdb.Set(ctx, keys.Backlog(tenant), 10, time.Hour)
+	cfg := e.consumerConfig()
+	cfg.Redis = rdb
+	reg := prometheus.NewRegistry()
+	c, stop := e.consumer(cfg, reg)
+	defer stop()
+	jobs := claimN(t, c, tenant, 3, 20*time.Second)
+	finish(t, c, jobs[0], nil)
+	unwritten := func() float64 { return testenv.MetricValue(t, reg, "sluice_kafka_finishes_unwritten", nil) }
+
+	proc.Pause()
+	finish(t, c, jobs[1], nil) // times out: its call waits in Redis
+	if n := unwritten(); n != 1 {
+		t.Errorf("sluice_kafka_finishes_unwritten = %v after a finish timed out, want 1", n)
+	}
+	time.Sleep(1200 * time.Millisecond) // a send again, which times out too
+	proc.Resume()
+	testenv.WaitFor(t, 10*time.Second, "job 1's finish settled", func() bool { return unwritten() == 0 })
+	if got, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int64(); got != 8 {
+		t.Errorf("backlog %d after two finishes, one sent more than once, want 8", got)
+	}
+
+	proc.Pause()
+	finish(t, c, jobs[2], nil) // times out, and never runs
+	proc.Kill()
+	proc.Start()
+	testenv.WaitFor(t, 10*time.Second, "job 2's finish written", func() bool {
+		r, _ := jobstate.Get(ctx, rdb, tenant, jobs[2].Envelope.ID)
+		return r.State == jobstate.Done && unwritten() == 0
+	})
+	if got, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int64(); got != 7 {
+		t.Errorf("backlog %d after three finishes, want 7", got)
+	}
+	for _, j := range jobs[:2] {
+		if r, _ := jobstate.Get(ctx, rdb, tenant, j.Envelope.ID); r.State != jobstate.Done {
+			t.Errorf("%s reads %q, want done", j.Envelope.ID, r.State)
+		}
+	}
+	testenv.WaitFor(t, 10*time.Second, "the offsets committed", func() bool { return e.committed(1)[0] == 3 })
+}

@@ -47,8 +47,8 @@ func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Out
 			return fmt.Errorf("queue: finish %s: dead letter: %w", job.Envelope.ID, err)
 		}
 	}
-	if err := c.lowerBacklog(ctx, job, out); err != nil && lua.NeverSent(err) {
-		return c.holdFinish(job, e, out) // surely not written: written again later
+	if err := c.lowerBacklog(ctx, job, out); lua.NoReply(err) {
+		return c.holdFinish(job, e, out) // perhaps not written: sent again later
 	}
 	return c.finishClaimed(job, e)
 }
