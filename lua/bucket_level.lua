@@ -12,11 +12,14 @@
 --     capacity; one the scripts cannot represent is refused: nil and an
 --     error reply naming it), Redis TIME when now is 0 (µs), and the water
 --     hash kw, heals a level an older version left, applies the adaptive
---     rate and leaks the water up to now. Returns the bucket b: b.now (µs,
+--     rate, spills what a capacity lowered since the last store leaves
+--     above the brim, and leaks the water up to now. Returns the bucket b: b.now (µs,
 --     never before the stored ts), b.rate, b.capacity, b.cap_micro, b.water
 --     (micro-units after the leak), b.heal (the stored state was healed and
 --     must be written back), b.margin; writes nothing.
---   bucket_store(b, level)  writes level at b.now with its TTL: the time the
+--   bucket_store(b, level)  writes level at b.now, and the capacity it was
+--     measured against ("cap", micro-units: bucket_open spills what a lower
+--     capacity leaves above the brim), with its TTL: the time the
 --     bucket takes to empty plus b.margin ms, an integer in [1, 30 d]. With
 --     b.now from Redis TIME (now 0, or clock true) the TTL is set with
 --     BUCKET_TTL_SLACK_MS more and the absolute expiry kept in the hash
@@ -85,11 +88,21 @@ local function bucket_open(kw, ko, rate, capacity, now, margin, script, clock)
   -- reason to fail every later call: a corrupt water reads as a full bucket
   -- and a corrupt ts as now (no leak is invented, so no burst), and the
   -- healed state is written back with a TTL whatever the answer.
-  local st = redis.call('HMGET', kw, 'water', 'ts', 'eff', 'eff_ts', 'eff_inc', 'exp')
+  local st = redis.call('HMGET', kw, 'water', 'ts', 'eff', 'eff_ts', 'eff_inc', 'exp', 'cap')
   local water, ts, heal = 0, now, false
   if st[1] then
     water = bucket_num(st[1], 1, 0, false, true)
     if not water then water, ts, heal = cap_micro, now, true end
+  end
+  -- A capacity lowered since the level was stored (a rate cut, whose
+  -- default capacity follows it): the water above the new brim spills, so
+  -- the level is as far under the brim as it was, never above it by the
+  -- cut (which would hold the tenant's next send for cut ÷ rate: a cut from
+  -- 1000/s to 10/s held it 99 s). A level stored before "cap" was kept
+  -- spills nothing. A raised capacity adds room, nothing more.
+  local stored_cap = tonumber(st[7])
+  if not heal and stored_cap and stored_cap > cap_micro then
+    water = water - (stored_cap - cap_micro)
   end
   if st[2] and not heal then
     ts = bucket_num(st[2], 1, 0, true, true)
@@ -121,9 +134,9 @@ local function bucket_store(b, level)
   local ttl = math.ceil(level / b.rate / 1000) + b.margin
   if not (ttl <= BUCKET_MAX_TTL_MS) then ttl = BUCKET_MAX_TTL_MS end
   if not (ttl >= 1) then ttl = 1 end
-  local water, ts = string.format('%d', level), string.format('%d', b.now)
+  local water, ts, cap = string.format('%d', level), string.format('%d', b.now), string.format('%d', b.cap_micro)
   if not b.clock then
-    redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'exp', '0')
+    redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'cap', cap, 'exp', '0')
     redis.call('PEXPIRE', b.kw, string.format('%d', ttl))
     return
   end
@@ -131,12 +144,12 @@ local function bucket_store(b, level)
   -- An exp past the longest TTL a store sets is not one this script wrote
   -- (hand-edited, corrupt): it is not trusted, and the TTL is set again.
   if now_ms + ttl <= b.exp and b.exp <= now_ms + BUCKET_MAX_TTL_MS then
-    redis.call('HSET', b.kw, 'water', water, 'ts', ts)
+    redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'cap', cap)
     return
   end
   ttl = math.min(ttl + BUCKET_TTL_SLACK_MS, BUCKET_MAX_TTL_MS)
   b.exp = now_ms + ttl
-  redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'exp', string.format('%d', b.exp))
+  redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'cap', cap, 'exp', string.format('%d', b.exp))
   redis.call('PEXPIRE', b.kw, string.format('%d', ttl))
 end
 

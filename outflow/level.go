@@ -9,8 +9,9 @@ type State struct {
 	// outflow_rate (units/s) and outflow_capacity (units); one that is not
 	// positive is no override.
 	OverrideRate, OverrideCapacity float64
-	// WaterMicro is the stored level in micro-units, at TSMicro (unix µs).
-	WaterMicro, TSMicro float64
+	// WaterMicro is the stored level in micro-units, at TSMicro (unix µs),
+	// measured against the capacity CapMicro (micro-units; 0: not stored).
+	WaterMicro, TSMicro, CapMicro float64
 	// Eff is the adaptive rate (units/s) drain_adapt.lua set at EffTSMicro
 	// (unix µs), recovering by EffInc units/s every second; Eff 0 is none.
 	// A TSMicro or EffTSMicro of 0 is a field not stored, read as now, as
@@ -39,7 +40,8 @@ type Level struct {
 //
 //	rate      = override outflow_rate when > 0, else l.Rate
 //	effective = min(rate, eff + (now − eff_ts) × eff_inc)  (rate without eff)
-//	water     = max(0, water − (now − ts) × effective)
+//	spilled   = max(0, cap − capacity)  (a capacity lowered since the store)
+//	water     = max(0, water − spilled − (now − ts) × effective)
 //
 // A limit that is not Shaped has no bucket: the zero Level. A result that
 // is not finite is 0.
@@ -65,7 +67,8 @@ func (l Limit) At(s State, nowMicro float64) Level {
 	if !(lv.Effective > 0) {
 		return lv
 	}
-	water := max(s.WaterMicro-max(nowMicro-orNow(s.TSMicro, nowMicro), 0)*lv.Effective, 0) / micro
+	spilled := max(s.CapMicro-math.Floor(lv.Capacity*micro), 0)
+	water := max(s.WaterMicro-spilled-max(nowMicro-orNow(s.TSMicro, nowMicro), 0)*lv.Effective, 0) / micro
 	if !math.IsInf(water, 0) && !math.IsNaN(water) {
 		lv.Water = water
 	}
