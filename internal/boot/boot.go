@@ -23,10 +23,16 @@ import (
 // which asks the Sentinels for the current primary, hears their
 // +switch-master and moves every new command to a promoted replica
 // without a restart; else a client of addr. Every command is bounded by
-// cfg.Timeout and retried at most once, and a refused dial is not retried
-// inside go-redis (its default is 5 dials 100ms apart), so a dead Redis
-// turns into fail-open/fail-closed answers and drainer pauses within about
-// two timeouts instead of seconds.
+// cfg.Timeout and never sent again by go-redis (MaxRetries -1): after a
+// read timeout go-redis sends a pipeline once more, so a script whose
+// reply was late ran twice (a submit that queued its job ran again, was
+// refused by the limit its first run charged, and answered 429 for a
+// queued job; TestSlowScriptNotSentTwice). sluice's callers tell an
+// outcome they do not know (lua.MayHaveRun, lua.NoReply) and send again
+// only what a second run cannot double. A refused dial is retried once
+// (DialerRetries; go-redis' default is 5 dials 100ms apart), so a dead
+// Redis turns into fail-open/fail-closed answers and drainer pauses within
+// about a timeout instead of seconds.
 func Redis(cfg config.Redis) redis.UniversalClient {
 	addrs := []string{cfg.Addr}
 	switch {
@@ -45,7 +51,7 @@ func Redis(cfg config.Redis) redis.UniversalClient {
 		DialTimeout:      cfg.Timeout,
 		ReadTimeout:      cfg.Timeout,
 		WriteTimeout:     cfg.Timeout,
-		MaxRetries:       1,
+		MaxRetries:       -1,
 		DialerRetries:    1,
 		IsClusterMode:    len(cfg.ClusterAddrs) > 0,
 	})
