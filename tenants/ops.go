@@ -159,7 +159,7 @@ func (r *Registry) write(ctx context.Context, id, who string, at time.Time,
 		return Result{}, specError(id, FieldError{Field: "id", Msg: fmt.Sprintf("tenant id must be %s (got %q)", keys.TenantRule, id)})
 	}
 	for try := 1; ; try++ {
-		c, cur, noop, err := r.plan(ctx, id, who, at, change)
+		c, cur, prior, noop, err := r.plan(ctx, id, who, at, change)
 		if err != nil {
 			return Result{}, err
 		}
@@ -178,6 +178,11 @@ func (r *Registry) write(ctx context.Context, id, who string, at time.Time,
 		if err != nil {
 			r.log.Warn("tenants: change stored but not announced; other instances apply it at their next resync", "tenant", id, "err", err)
 		}
+		if c.Op == OpPut {
+			if err := r.undoClash(ctx, c, prior, out.Version); err != nil {
+				return Result{}, err
+			}
+		}
 		if err := r.Refresh(ctx); err != nil {
 			r.log.Warn("tenants: refresh after a write", "tenant", id, "err", err)
 		}
@@ -192,19 +197,20 @@ func (r *Registry) write(ctx context.Context, id, who string, at time.Time,
 	}
 }
 
-// plan reads tenant id's record and computes the Change of one try of
-// write: the operation change returns for the current view cur (nil when
-// the tenant does not exist), validated against the merged configuration.
-// noop says the change would leave the spec as it is (cur is then set).
+// plan reads tenant id's record (rec, returned) and computes the Change of
+// one try of write: the operation change returns for the current view cur
+// (nil when the tenant does not exist), validated against the merged
+// configuration. noop says the change would leave the spec as it is (cur
+// is then set).
 func (r *Registry) plan(ctx context.Context, id, who string, at time.Time,
-	change func(cur *View) (Op, config.Tenant, error)) (c Change, cur *View, noop bool, err error) {
+	change func(cur *View) (Op, config.Tenant, error)) (c Change, cur *View, rec Record, noop bool, err error) {
 	recs, err := r.store.List(ctx)
 	if err != nil {
-		return Change{}, nil, false, err
+		return Change{}, nil, rec, false, err
 	}
-	rec, err := r.store.Get(ctx, id)
+	rec, err = r.store.Get(ctx, id)
 	if err != nil {
-		return Change{}, nil, false, err
+		return Change{}, nil, rec, false, err
 	}
 	base := r.Base()
 	if v, ok := view(base, rec); ok {
@@ -212,24 +218,24 @@ func (r *Registry) plan(ctx context.Context, id, who string, at time.Time,
 	}
 	op, spec, err := change(cur)
 	if err != nil {
-		return Change{}, nil, false, err
+		return Change{}, nil, rec, false, err
 	}
 	c = Change{Tenant: id, Expect: rec.Version, Op: op, Who: who, At: at, Action: ActionDelete}
 	if cur != nil {
 		c.Old = &cur.Spec
 	}
 	if op != OpPut {
-		return c, cur, false, nil
+		return c, cur, rec, false, nil
 	}
 	spec = spec.WithDefaults()
 	if err := Validate(Merge(base, replace(recs, Record{Tenant: id, Spec: &spec})), id); err != nil {
-		return Change{}, nil, false, err
+		return Change{}, nil, rec, false, err
 	}
 	c.Spec, c.Action = spec, ActionCreate
 	if cur != nil {
 		c.Action = ActionUpdate
 	}
-	return c, cur, cur != nil && sameSpec(cur.Spec, spec), nil
+	return c, cur, rec, cur != nil && sameSpec(cur.Spec, spec), nil
 }
 
 // sameSpec reports whether a and b (defaults applied) are the same spec,

@@ -64,9 +64,11 @@ type RegistryConfig struct {
 // periodic resync, a new file (SetBase) — re-merges; a merged config that
 // differs from the current one and passes config.Validate is published to
 // Config and handed to the apply function given to Run. A merged config that
-// fails validation (a runtime tenant's key now also in the file) is logged,
-// counted in sluice_registry_errors_total{reason="invalid"} and not applied:
-// the running config stays. A Redis error keeps the running config too
+// fails validation (a runtime tenant's key now also in the file, or held by
+// two runtime tenants) is logged and counted in
+// sluice_registry_errors_total{reason="invalid"}; the tenants its problems
+// name keep their running spec (quarantine) and the rest is applied. Only
+// a problem outside the tenants keeps the whole running config. A Redis error keeps the running config too
 // (reason="read"); admin changes are never dropped because Redis was away.
 //
 // It is safe for concurrent use.
@@ -294,10 +296,16 @@ func (r *Registry) remerge(source string) {
 	}
 	merged := Merge(r.base, r.records)
 	if err := merged.Validate(); err != nil {
-		r.invalid = fp
 		r.m.errors.WithLabelValues("invalid").Inc()
-		r.log.Error("tenants: merged tenants are invalid; keeping the running config", "source", source, "err", err)
-		return
+		valid, aside, ok := quarantine(merged, r.current.Load(), err)
+		if !ok {
+			r.invalid = fp
+			r.log.Error("tenants: merged tenants are invalid; keeping the running config", "source", source, "err", err)
+			return
+		}
+		r.log.Error("tenants: tenants set aside, their running spec kept (or left out when new); the others applied",
+			"source", source, "set_aside", aside, "err", err)
+		merged = valid
 	}
 	r.print = fp
 	r.current.Store(merged)

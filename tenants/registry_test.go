@@ -190,20 +190,25 @@ func TestRegistryKeepsConfigWhileRedisDown(t *testing.T) {
 	}
 }
 
-// TestRegistryInvalidMergeKeepsRunning gives a registry a file whose tenant
-// uses a runtime tenant's API key: the merge fails validation, the running
-// config stays, and the failure is counted.
-func TestRegistryInvalidMergeKeepsRunning(t *testing.T) {
+// TestRegistryInvalidMergeSetsAside gives a registry a file whose new
+// tenant uses a runtime tenant's API key: the merge fails validation, the
+// new file tenant (the change that brought the clash) is set aside, the
+// runtime tenant keeps its key, the rest of the file applies, and the
+// failure is counted.
+func TestRegistryInvalidMergeSetsAside(t *testing.T) {
 	_, rdb := privateRedis(t)
 	ctx := context.Background()
 	r, _ := startRegistry(t, rdb, baseConfig(t, fileTenant("a", 5)), RegistryConfig{})
 	if _, err := r.Put(ctx, "b", config.Tenant{APIKeys: []string{config.HashKey("key-z")}}, "alice", testAt); err != nil {
 		t.Fatal(err)
 	}
-	before := r.Config()
-	r.SetBase(baseConfig(t, fileTenant("a", 5), fileTenant("z", 1)))
-	if r.Config() != before {
-		t.Error("an invalid merge replaced the running config")
+	r.SetBase(baseConfig(t, fileTenant("a", 7), fileTenant("z", 1)))
+	cfg := r.Config()
+	if _, ok := cfg.Tenants["z"]; ok {
+		t.Error("the file tenant holding runtime b's key was applied")
+	}
+	if got := cfg.Tenants["a"].Outflow.Rate; got != 7 || len(cfg.Tenants["b"].APIKeys) != 1 {
+		t.Errorf("a's rate %v (want the new file's 7), b's keys %v (want kept)", got, cfg.Tenants["b"].APIKeys)
 	}
 	if n := testutil.ToFloat64(r.m.errors.WithLabelValues("invalid")); n != 1 {
 		t.Errorf("errors{reason=invalid} = %v, want 1", n)
@@ -214,6 +219,80 @@ func TestRegistryInvalidMergeKeepsRunning(t *testing.T) {
 	if !ok || len(se.Problems) == 0 {
 		t.Fatalf("put with another tenant's key: %v, want a *SpecError", err)
 	}
+}
+
+// TestRegistryOneKeyTwoRuntimeTenants: two runtime records that hold one
+// API key (two admins racing: each write validated before the other's
+// landed) set aside those two tenants only. Every other change still
+// applies, on a running registry and on one started afresh (a restart),
+// which used to fall back to the file's tenants alone: a file tenant
+// paused at runtime was delivered again. A tenant that takes a key
+// another already holds keeps its running spec, and the holder its key.
+func TestRegistryOneKeyTwoRuntimeTenants(t *testing.T) {
+	_, rdb := privateRedis(t)
+	ctx := context.Background()
+	base := baseConfig(t, fileTenant("f", 5))
+	r, _ := startRegistry(t, rdb, base, RegistryConfig{})
+	paused := r.Config().Tenants["f"]
+	paused.Outflow.Paused = true
+	if _, err := r.Put(ctx, "f", paused, "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Put(ctx, "h", config.Tenant{APIKeys: []string{config.HashKey("key-h")}}, "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	dup := config.Tenant{APIKeys: []string{config.HashKey("key-dup")}}.WithDefaults()
+	for _, id := range []string{"x", "y"} {
+		if _, err := r.store.Write(ctx, Change{Tenant: id, Op: OpPut, Spec: dup, Who: "race", At: testAt, Action: ActionCreate}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken := config.Tenant{APIKeys: []string{config.HashKey("key-h"), config.HashKey("key-h2")}}.WithDefaults()
+	if _, err := r.store.Write(ctx, Change{Tenant: "g", Op: OpPut, Spec: taken, Who: "race", At: testAt, Action: ActionCreate}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, reg *Registry, aside []string) {
+		t.Helper()
+		testenv.WaitFor(t, 5*time.Second, name+": the records merged", func() bool {
+			_ = reg.Sync(ctx)
+			return reg.Config().Tenants["f"].Outflow.Paused
+		})
+		cfg := reg.Config()
+		for _, id := range aside {
+			if _, ok := cfg.Tenants[id]; ok {
+				t.Errorf("%s: tenant %s applied, want it set aside", name, id)
+			}
+		}
+		if h, ok := cfg.Tenants["h"]; ok && len(h.APIKeys) != 1 {
+			t.Errorf("%s: h holds %v, want its one key", name, h.APIKeys)
+		}
+	}
+	check("running", r, []string{"x", "y", "g"})
+	if _, ok := r.Config().Tenants["h"]; !ok {
+		t.Error("running: h, which held its key first, was set aside")
+	}
+	// A later change of another tenant applies (it froze before).
+	if _, err := r.Put(ctx, "later", config.Tenant{APIKeys: []string{config.HashKey("key-later")}}, "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Config().Tenants["later"]; !ok {
+		t.Error("running: a tenant created after the clash was not applied")
+	}
+	// A registry started afresh has no running spec to tell which of g
+	// and h held the key first: both are set aside; the others apply.
+	fresh, _ := startRegistry(t, rdb, base, RegistryConfig{})
+	check("restarted", fresh, []string{"x", "y", "g", "h"})
+	// Mending one of the two applies both.
+	if _, err := r.store.Write(ctx, Change{Tenant: "y", Expect: 1, Op: OpPut, Who: "bob", At: testAt, Action: ActionUpdate,
+		Spec: config.Tenant{APIKeys: []string{config.HashKey("key-y")}}.WithDefaults()}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 5*time.Second, "x and y applied once mended", func() bool {
+		_ = r.Sync(ctx)
+		_, x := r.Config().Tenants["x"]
+		_, y := r.Config().Tenants["y"]
+		return x && y
+	})
 }
 
 // TestRegistryCluster runs the propagation over a Redis Cluster: the write
