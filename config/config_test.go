@@ -195,6 +195,7 @@ func TestInvalid(t *testing.T) {
 		{"unknown tenant key", "tenants: {a: {admision: {limit: 1}}}\n", "admision"},
 		{"unknown algorithm", "tenants: {a: {admission: {algorithm: magic, limit: 1}}}\n", `tenants.a.admission.algorithm: unknown algorithm "magic"`},
 		{"zero limit", "tenants: {a: {admission: {algorithm: gcra, limit: 0}}}\n", "tenants.a.admission.limit: must be >= 1"},
+		{"period without algorithm", "tenants: {a: {admission: {period: 100ns}}}\n", "tenants.a.admission.algorithm: must be set when a limit, burst or period is given"},
 		{"negative rate", "tenants: {a: {outflow: {rate: -1}}}\n", "tenants.a.outflow.rate: must be > 0 units per second (got -1); to stop delivery, pause the tenant"},
 		{"bad backend", "queue: {backend: rabbit}\n", `queue.backend: must be redis or kafka (got "rabbit")`},
 		{"batch timeout not below the produce timeout", "kafka: {batch_timeout: 2s, produce_timeout: 2s}\n", "kafka.batch_timeout: must be a positive duration below kafka.produce_timeout 2s (got 2s)"},

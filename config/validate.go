@@ -245,8 +245,10 @@ type badFunc func(key, format string, args ...any)
 // ("tenant", "type.<job type>"). Periods are also whole milliseconds here.
 func (a Admission) validate(bad badFunc, p, name string) {
 	if a.Algorithm == "" {
-		if a.Limit != 0 || a.Burst != 0 {
-			bad(p+".algorithm", "must be set when a limit is given (one of %s)", limits.AlgorithmNames())
+		// A period, limit or burst without an algorithm would be stored
+		// unchecked and refused later, in a write that never named it.
+		if a.Limit != 0 || a.Burst != 0 || a.Period != 0 {
+			bad(p+".algorithm", "must be set when a limit, burst or period is given (one of %s)", limits.AlgorithmNames())
 		}
 		return
 	}
