@@ -149,3 +149,30 @@ func TestAdminGCRAUpgradeRescales(t *testing.T) {
 		t.Errorf("0.1 s after the upgrade: %d, want 202 (unrescaled it would wait 4.6 s): %s", r.status, r.body)
 	}
 }
+
+// TestAdminGCRACutKeepsTheDebt: a GCRA tenant that spent its whole burst
+// (1000/s, a job of cost 1000) and is then cut to 1/s is refused at once
+// after the cut, and admitted one emission interval later. Before, its
+// debt (1000 requests at 1/s: TAT 1000 s ahead) was past the new τ, which
+// gcra.lua reads as another policy's state and forgets: the next request
+// got a fresh burst.
+func TestAdminGCRACutKeepsTheDebt(t *testing.T) {
+	t.Parallel()
+	rdb := privateRedis(t)
+	clock := newFixedClock()
+	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML("acme",
+		"    admission: {algorithm: gcra, limit: 1000, period: 1s}\n")), clock)
+	if r := h.post(t, "acme", "/v1/jobs", `{"type":"t","cost":1000}`); r.status != http.StatusAccepted {
+		t.Fatalf("a job of cost 1000: %d %s", r.status, r.body)
+	}
+	if r := h.admin(t, http.MethodPatch, "/admin/v1/tenants/acme", aliceToken, `{"admission":{"limit":1}}`); r.status != http.StatusOK {
+		t.Fatalf("patch: %d %s", r.status, r.body)
+	}
+	if r := h.post(t, "acme", "/v1/jobs", `{"type":"t"}`); r.status != http.StatusTooManyRequests {
+		t.Errorf("at once after the cut: %d, want 429 (the debt kept, capped at the new burst): %s", r.status, r.body)
+	}
+	clock.Advance(time.Second)
+	if r := h.post(t, "acme", "/v1/jobs", `{"type":"t"}`); r.status != http.StatusAccepted {
+		t.Errorf("1 s after the cut: %d, want 202: %s", r.status, r.body)
+	}
+}

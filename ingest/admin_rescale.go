@@ -27,14 +27,15 @@ func (s *Server) rescaleGCRA(ctx context.Context, id string, res tenants.Result)
 
 // gcraChanges returns, by policy name, the old and new policy of every gcra
 // policy of the tenant ("tenant", "type.<type>") that is gcra before and
-// after and whose limit or period changed.
+// after and whose limit, period or burst changed (a lowered burst alone
+// caps the debt at the new τ).
 func gcraChanges(old, cur config.Tenant) map[string][2]limits.Policy {
 	out := map[string][2]limits.Policy{}
 	pair := func(name string, a, b config.Admission) {
 		po, ok1 := a.Policy(name)
 		pn, ok2 := b.Policy(name)
 		if ok1 && ok2 && po.Algorithm == limits.AlgGCRA && pn.Algorithm == limits.AlgGCRA &&
-			(po.Limit != pn.Limit || po.Period != pn.Period) {
+			(po.Limit != pn.Limit || po.Period != pn.Period || po.Burst != pn.Burst) {
 			out[name] = [2]limits.Policy{po, pn}
 		}
 	}

@@ -30,11 +30,14 @@ type Rescaled struct {
 //
 //	TAT' = now + ⌈(TAT − now) × T_new / T_old⌉,  PX TTL = TAT' − now
 //
-// and nothing changes when TAT ≤ now or the key is absent. Example: limit 1
+// at most τ_new = new.Burst × T_new ahead (the new plan's full bucket), and
+// nothing changes when TAT ≤ now or the key is absent. Example: limit 1
 // per second with burst 5, exhausted at now (TAT = now + 5 s), upgraded to 10
 // per second: TAT' = now + 0.5 s, so with burst 5 the next request passes
-// after 0.1 s instead of 4.6 s. Burst does not enter the formula: the new τ
-// applies to the rescaled TAT at the next admission.
+// after 0.1 s instead of 4.6 s. The cap keeps a cut from forgiving a debt:
+// gcra.lua forgets a TAT more than τ ahead (another policy's state), so
+// limit 1000/s cut to 1/s after a batch of 1000 (TAT' ≈ 1000 s ahead) let
+// the next request through at once; capped, it waits one emission interval.
 //
 // now is the zero Time in production (Redis TIME, the admission scripts'
 // clock); tests pass an instant. The call is one atomic script
@@ -74,7 +77,7 @@ func rescaleCall(tenant string, old, new Policy, now time.Time) lua.Call {
 	return lua.Call{
 		Script: lua.GCRARescale,
 		Keys:   []string{keys.Admission(tenant, string(AlgGCRA), new.Name)},
-		Args:   []any{nowUS, old.Limit, old.Period.Microseconds(), new.Limit, new.Period.Microseconds()},
+		Args:   []any{nowUS, old.Limit, old.Period.Microseconds(), new.Limit, new.Period.Microseconds(), new.Burst},
 	}
 }
 

@@ -40,6 +40,11 @@ func TestRescaleGCRAFormula(t *testing.T) {
 		// 1e6 × 142858 / 333334 = 428573.99…, rounded up.
 		{"rounded up to the µs", time.Second, false, gcraPolicy(3, time.Second, 3), gcraPolicy(7, time.Second, 3), 428574 * time.Microsecond, true},
 		{"same interval", 4 * time.Second, false, gcraPolicy(1, time.Second, 5), gcraPolicy(1, time.Second, 9), 4 * time.Second, true},
+		// A cut whose debt passes the new τ: capped at τ_new, a full bucket
+		// (gcra.lua forgot a TAT further ahead, so the cut gave a fresh
+		// burst): 1000/s cut to 1/s after 1000 requests, τ_new = 1 × 1 s.
+		{"a cut capped at the new tau", time.Second, false, gcraPolicy(1000, time.Second, 1000), gcraPolicy(1, time.Second, 1), time.Second, true},
+		{"a lowered burst caps the debt", 4 * time.Second, false, gcraPolicy(1, time.Second, 5), gcraPolicy(1, time.Second, 2), 2 * time.Second, true},
 		{"no debt", -time.Second, false, gcraPolicy(1, time.Second, 5), gcraPolicy(10, time.Second, 5), -time.Second, false},
 		{"tat exactly now", 0, false, gcraPolicy(1, time.Second, 5), gcraPolicy(10, time.Second, 5), 0, false},
 		{"no key", 0, true, gcraPolicy(1, time.Second, 5), gcraPolicy(10, time.Second, 5), 0, false},

@@ -8,6 +8,11 @@
 --
 --   TAT' = now + ceil((TAT − now) × T_new / T_old)
 --
+-- at most tau_new = burst_new × T_new ahead (a full bucket of the new plan:
+-- gcra.lua forgets a TAT further ahead as another policy's state, so a
+-- debt larger than the new burst, left as it was, wiped the debt and gave
+-- a heavy user a fresh burst: limit 1000/s cut to 1/s after a batch of
+-- 1000 admitted the next request at once),
 -- stored with PX = ceil((TAT' − now) / 1000) ms, as gcra.lua does. A TAT at
 -- or before now (no debt) or an absent key is left alone. With T_old = 1 s
 -- and T_new = 0.1 s (1/s upgraded to 10/s), a TAT 5 s ahead (5 requests of
@@ -19,13 +24,14 @@
 -- ARGV[3]  old period (µs, >= 1)
 -- ARGV[4]  new limit (units per period, >= 1)
 -- ARGV[5]  new period (µs, >= 1)
+-- ARGV[6]  new burst (units, >= 1)
 --
 -- Returns {rescaled (1 or 0), tat (µs after the call; 0 when there is no
 -- key), now (µs)}.
 
-local lo, po, ln, pn = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if not (lo and po and ln and pn) or lo < 1 or po < 1 or ln < 1 or pn < 1 then
-  return redis.error_reply('ERR gcra_rescale: limits and periods must be numbers >= 1')
+local lo, po, ln, pn, bn = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+if not (lo and po and ln and pn and bn) or lo < 1 or po < 1 or ln < 1 or pn < 1 or bn < 1 then
+  return redis.error_reply('ERR gcra_rescale: limits, periods and the new burst must be numbers >= 1')
 end
 local now = tonumber(ARGV[1])
 if now == nil or now <= 0 then
@@ -51,6 +57,8 @@ if prod < 9007199254740992 then
 else
   scaled = math.ceil(debt / t_old * t_new)
 end
+local tau = bn * t_new
+if not (scaled <= tau) then scaled = tau end
 local new = now + scaled
 redis.call('SET', KEYS[1], string.format('%d', new), 'PX',
   string.format('%d', math.max(1, math.ceil(scaled / 1000))))
