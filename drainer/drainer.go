@@ -183,7 +183,13 @@ func (d *Drainer) SetTenants(t map[string]config.Tenant) {
 	if t == nil {
 		t = map[string]config.Tenant{}
 	}
-	d.tenants.Store(&t)
+	if prev := d.tenants.Swap(&t); prev != nil {
+		for id := range *prev {
+			if _, ok := t[id]; !ok {
+				d.m.forget(id)
+			}
+		}
+	}
 	d.m.paused.Set(t)
 	next := make(chan struct{})
 	if old := d.changed.Swap(&next); old != nil {

@@ -93,6 +93,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// forget removes a tenant's gauges (its water level and outflow rates)
+// when it leaves the configuration: a deleted tenant's last values would
+// read as live (its later samples go to otherTenant). Its counters stay,
+// as counters do: their rates fall to 0.
+func (m *metrics) forget(tenant string) {
+	for _, g := range []*prometheus.GaugeVec{m.water, m.configured, m.effective, m.measured} {
+		g.DeleteLabelValues(tenant)
+	}
+}
+
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }

@@ -238,3 +238,32 @@ func TestDrainerPausedLaneClaimsNothing(t *testing.T) {
 	d.SetTenants(map[string]config.Tenant{tenant: cfg})
 	testenv.WaitFor(t, time.Second, "the 3 jobs within 1 s of the resume", func() bool { return len(s.arrivals(tenant)) == 3 })
 }
+
+// TestRemovedTenantGaugesGone: a tenant removed from the configuration (a
+// DELETE through the admin API) loses its gauges (water level and outflow
+// rates) at once. Before, they kept its last values for good, read as a
+// live tenant, while its later samples went to the _other label.
+func TestRemovedTenantGaugesGone(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "gone")
+	s := newTimedSink(t, 0)
+	cons, enqueue := pauseBackends[0].build(t, rdb)
+	reg := prometheus.NewRegistry()
+	d := start(t, drainer.Config{Consumer: cons, Redis: rdb, Settings: settings(), Registerer: reg,
+		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 100, Capacity: 5})}})
+	enqueue(jobs(tenant, 5)...)
+	testenv.WaitFor(t, 15*time.Second, "the deliveries", func() bool { return len(s.arrivals(tenant)) == 5 })
+	gauges := []string{"sluice_water_level", "sluice_outflow_configured_rate", "sluice_outflow_effective_rate"}
+	for _, g := range gauges {
+		if _, ok := testenv.Metric(t, reg, g, map[string]string{"tenant": tenant}); !ok {
+			t.Fatalf("%s{tenant=%s} absent while the tenant is configured", g, tenant)
+		}
+	}
+	d.SetTenants(map[string]config.Tenant{})
+	for _, g := range append(gauges, "sluice_outflow_measured_rate") {
+		if v, ok := testenv.Metric(t, reg, g, map[string]string{"tenant": tenant}); ok {
+			t.Errorf("%s{tenant=%s} = %v after the tenant was removed, want no series", g, tenant, v)
+		}
+	}
+}
