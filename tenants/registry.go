@@ -173,7 +173,8 @@ func (r *Registry) Refresh(ctx context.Context) error { return r.reload(ctx, Sou
 // reconnects and resubscribes by itself; every (re)subscription triggers a
 // full read, so messages missed while disconnected are caught up), polls
 // keys.TenantsVersion every PollEvery and reads everything every
-// ResyncEvery. It returns nil when ctx ends. apply runs while the registry
+// ResyncEvery; at its start and daily it refreshes the runtime tenants'
+// TTLs (Store.Keep). It returns nil when ctx ends. apply runs while the registry
 // is locked: it must be quick and must not call Base or SetBase.
 func (r *Registry) Run(ctx context.Context, apply func(*config.Config)) error {
 	r.mu.Lock()
@@ -202,6 +203,9 @@ func (r *Registry) Run(ctx context.Context, apply func(*config.Config)) error {
 	defer poll.Stop()
 	resync := time.NewTicker(r.resyncEvery)
 	defer resync.Stop()
+	keep := time.NewTicker(keepEvery)
+	defer keep.Stop()
+	r.keep(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -210,6 +214,8 @@ func (r *Registry) Run(ctx context.Context, apply func(*config.Config)) error {
 			r.poll(ctx)
 		case <-resync.C:
 			_ = r.reload(ctx, SourcePoll)
+		case <-keep.C:
+			r.keep(ctx)
 		}
 	}
 }
