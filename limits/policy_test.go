@@ -45,7 +45,7 @@ func TestPolicyValidate(t *testing.T) {
 		{"token bucket 2^53", with(func(p *Policy) { p.Algorithm, p.Burst, p.Period = AlgTokenBucket, 1e9, 24*time.Hour }), "burst: must be <= 104249: burst × period (86400000000 µs) must stay below 2^53 (got 1000000000)"},
 		{"sliding 2^53", with(func(p *Policy) { p.Algorithm, p.Limit, p.Period = AlgSlidingWindow, 1e9, 24*time.Hour }), "limit: must be <= 104249: limit × period"},
 		{"period cap", with(func(p *Policy) { p.Period = MaxPeriod + time.Millisecond }), "period: must be <= 8784h0m0s (366 days)"},
-		{"log cap", with(func(p *Policy) { p.Algorithm, p.Limit = AlgSlidingLog, MaxLogLimit+1 }), "limit: must be <= 100000 for sliding_log"},
+		{"log cap", with(func(p *Policy) { p.Algorithm, p.Limit = AlgSlidingLog, MaxLogLimit+1 }), "limit: must be <= 10000 for sliding_log"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
