@@ -80,6 +80,9 @@ const DefaultMaxInFlight = 256
 type Drainer struct {
 	cfg      Config
 	handler  Handler
+	// needsTarget: the drainer delivers over HTTP (no Handler given), so a
+	// tenant without a target URL is held, as a paused one (noTarget).
+	needsTarget bool
 	tenants  atomic.Pointer[map[string]config.Tenant]
 	ids      atomic.Pointer[tenantIDList] // tenantIDs' answer for tenants
 	bucket   *outflow.Bucket
@@ -135,6 +138,7 @@ func New(cfg Config) (*Drainer, error) {
 		wake:    make(chan struct{}, 1),
 	}
 	d.sends.gauge = m.sendOffset
+	d.needsTarget = cfg.Handler == nil
 	d.SetTenants(cfg.Tenants)
 	d.handler = cfg.Handler
 	if d.handler == nil {
@@ -183,13 +187,15 @@ func (d *Drainer) SetTenants(t map[string]config.Tenant) {
 	if t == nil {
 		t = map[string]config.Tenant{}
 	}
-	if prev := d.tenants.Swap(&t); prev != nil {
+	prev := d.tenants.Swap(&t)
+	if prev != nil {
 		for id := range *prev {
 			if _, ok := t[id]; !ok {
 				d.m.forget(id)
 			}
 		}
 	}
+	d.warnNoTarget(prev, t)
 	d.m.paused.Set(t)
 	next := make(chan struct{})
 	if old := d.changed.Swap(&next); old != nil {

@@ -2,6 +2,8 @@ package drainer
 
 import (
 	"context"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // This file holds the pause gate (config.Outflow.Paused): a paused tenant's
@@ -37,10 +39,46 @@ import (
 // least once). A tenant paused for long on a busy partition belongs on a
 // topic of its own.
 
-// paused reports whether tenant is configured and paused now.
+// paused reports whether tenant is configured and paused now, or held
+// because it has nowhere to deliver (noTarget).
 func (d *Drainer) paused(tenant string) bool {
 	t, ok := d.tenant(tenant)
-	return ok && t.Outflow.Paused
+	return ok && (t.Outflow.Paused || d.noTarget(t))
+}
+
+// noTarget reports whether a drainer that delivers over HTTP has no target
+// URL for any of t's jobs: neither the tenant nor any job type has one
+// (PATCH {"target":null}, a PUT without a target). Such a tenant is held
+// as a paused one: its jobs wait, unclaimed, until a target is set. Before,
+// every job was claimed and dead-lettered at once ("no target url"). A job
+// of a type without a URL of a tenant that has some (a type's own) still
+// fails as before.
+func (d *Drainer) noTarget(t config.Tenant) bool {
+	if !d.needsTarget || t.Target.URL != "" {
+		return false
+	}
+	for _, jt := range t.JobTypes {
+		if jt.Target.URL != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// warnNoTarget logs each tenant of next held for want of a target that
+// was not held in prev (nil: none).
+func (d *Drainer) warnNoTarget(prev *map[string]config.Tenant, next map[string]config.Tenant) {
+	for id, t := range next {
+		if !d.noTarget(t) {
+			continue
+		}
+		if prev != nil {
+			if p, ok := (*prev)[id]; ok && d.noTarget(p) {
+				continue
+			}
+		}
+		d.log.Warn("drainer: tenant has no target url; its jobs wait, undelivered, until one is set", "tenant", id)
+	}
 }
 
 // waitResumed holds a pull loop while its tenant is paused: it returns when

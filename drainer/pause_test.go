@@ -267,3 +267,28 @@ func TestRemovedTenantGaugesGone(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantWithoutTargetWaits: over HTTP, a tenant with no target URL
+// (PATCH {"target":null}) is held as a paused one: its jobs stay queued,
+// none dead-lettered, and are all delivered once a target is set. Before,
+// each was claimed and dead-lettered at once ("no target url").
+func TestTenantWithoutTargetWaits(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	tenant := testenv.Name(t, "notarget")
+	s := newTimedSink(t, 0)
+	cons, enqueue := pauseBackends[0].build(t, rdb)
+	reg := prometheus.NewRegistry()
+	d := start(t, drainer.Config{Consumer: cons, Redis: rdb, Settings: settings(), Registerer: reg,
+		Tenants: map[string]config.Tenant{tenant: tenantCfg("", config.Outflow{})}})
+	enqueue(jobs(tenant, 5)...)
+	time.Sleep(1500 * time.Millisecond)
+	if n := testenv.MetricValue(t, reg, "sluice_dlq_total", map[string]string{"tenant": tenant, "reason": "rejected"}); n != 0 {
+		t.Errorf("%v jobs dead-lettered while the tenant had no target, want none", n)
+	}
+	if n := rdb.LLen(context.Background(), keys.Queue(tenant)).Val(); n != 5 {
+		t.Errorf("%d jobs queued while the tenant had no target, want all 5", n)
+	}
+	d.SetTenants(map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{})})
+	testenv.WaitFor(t, 10*time.Second, "every job delivered once a target is set", func() bool { return len(s.arrivals(tenant)) == 5 })
+}
