@@ -78,33 +78,33 @@ const DefaultMaxInFlight = 256
 // Drainer drains a queue into the tenants' downstreams. Build it with New,
 // run it with Run.
 type Drainer struct {
-	cfg      Config
-	handler  Handler
+	cfg     Config
+	handler Handler
 	// needsTarget: the drainer delivers over HTTP (no Handler given), so a
 	// tenant without a target URL is held, as a paused one (noTarget).
 	needsTarget bool
-	tenants  atomic.Pointer[map[string]config.Tenant]
-	ids      atomic.Pointer[tenantIDList] // tenantIDs' answer for tenants
-	bucket   *outflow.Bucket
-	slots    *outflow.Semaphore
-	m        *metrics
-	log      *slog.Logger
-	fails    *failLog // failed deliveries, one line per tenant per failLogEvery
-	clock    clock.Clock
-	backoff  Backoff
-	room     *room     // MaxInFlight's places: one per dispatch in progress or reserved for a take
-	sends    sendClock // maps the bucket's clock to this one for shaped sends
-	held     heldSet
-	ready    atomic.Bool
-	sentMu   sync.Mutex
-	sent     map[string]*atomic.Int64 // units dispatched per tenant, for the measured rate
-	units    outflowCounts            // units started per tenant and second, for keys.Outflow
-	stopping atomic.Bool
-	starts   *lua.Group                    // delivery-start records, in shared pipelines
-	wake     chan struct{}                 // SetTenants asks Run to start lanes at once
-	changed  atomic.Pointer[chan struct{}] // closed and replaced by SetTenants
-	arrivals sync.Map                      // tenant → *laneWake of its lane's first loop (jobsArrived)
-	refused  sync.Map                      // tenant → time.Time of its first take refused since its last turn
+	tenants     atomic.Pointer[map[string]config.Tenant]
+	ids         atomic.Pointer[tenantIDList] // tenantIDs' answer for tenants
+	bucket      *outflow.Bucket
+	slots       *outflow.Semaphore
+	m           *metrics
+	log         *slog.Logger
+	fails       *failLog // failed deliveries, one line per tenant per failLogEvery
+	clock       clock.Clock
+	backoff     Backoff
+	room        *room     // MaxInFlight's places: one per dispatch in progress or reserved for a take
+	sends       sendClock // maps the bucket's clock to this one for shaped sends
+	held        heldSet
+	ready       atomic.Bool
+	sentMu      sync.Mutex
+	sent        map[string]*atomic.Int64 // units dispatched per tenant, for the measured rate
+	units       outflowCounts            // units started per tenant and second, for keys.Outflow
+	stopping    atomic.Bool
+	starts      *lua.Group                    // delivery-start records, in shared pipelines
+	wake        chan struct{}                 // SetTenants asks Run to start lanes at once
+	changed     atomic.Pointer[chan struct{}] // closed and replaced by SetTenants
+	arrivals    sync.Map                      // tenant → *laneWake of its lane's first loop (jobsArrived)
+	refused     sync.Map                      // tenant → time.Time of its first take refused since its last turn
 }
 
 // New checks cfg, fills its defaults and returns a Drainer. A missing
