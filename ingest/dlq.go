@@ -81,13 +81,26 @@ func (s *Server) dlqRoutes(route func(pattern, name string, h http.HandlerFunc))
 // with the store st.
 type dlqHandler func(w http.ResponseWriter, r *http.Request, st *dlq.Store, id, who string)
 
-// dlqTenant answers 404 for a tenant that is not configured, else runs h
-// with a dlq.Store on ingest's Redis and producer.
+// dlqTenant answers 404 for a tenant that is not configured and was never
+// deleted (tenants.Registry.Deleted: a deleted tenant's letters can still
+// be listed, read and deleted, though not redriven), else runs h with a
+// dlq.Store on ingest's Redis and producer.
 func (s *Server) dlqTenant(h dlqHandler) adminHandler {
 	return func(w http.ResponseWriter, r *http.Request, id, who string) {
 		if _, ok := s.snap.Load().tenants[id]; !ok || !keys.ValidTenant(id) {
-			s.adminError(w, id, tenants.ErrNotFound)
-			return
+			deleted, err := s.registry.Deleted(r.Context(), id)
+			switch {
+			case err != nil:
+				s.adminError(w, id, err)
+				return
+			case !deleted:
+				s.adminError(w, id, tenants.ErrNotFound)
+				return
+			case r.Method == http.MethodPost:
+				writeProblem(w, newProblem(http.StatusConflict, "", fmt.Sprintf(
+					"tenant %q is deleted: its letters can be listed and deleted, not redriven; create the tenant again to redrive them", id)))
+				return
+			}
 		}
 		st, err := dlq.New(dlq.Config{Redis: s.rdb, Producer: s.producer, Clock: s.clock})
 		if err != nil {

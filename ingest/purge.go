@@ -2,11 +2,13 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/jobstate"
+	"github.com/sluicehq/sluice/tenants"
 )
 
 // The purge, an admin route (admin.go's gate and audit):
@@ -42,16 +44,18 @@ type purgeAnswer struct {
 	Purged int64 `json:"purged"`
 }
 
-// adminPurge purges tenant id's queue. A tenant that does not exist is a
-// 404; a Redis failure midway is a 503 (the jobs purged so far stay purged,
+// adminPurge purges tenant id's queue, of a deleted tenant too
+// (tenants.Registry.Deleted). A tenant that never existed is a 404; a Redis failure midway is a 503 (the jobs purged so far stay purged,
 // counted and audited; a retry purges the rest). An audit write that fails
 // after the purge is logged, and the answer is still the count.
 func (s *Server) adminPurge(w http.ResponseWriter, r *http.Request, id, who string) {
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	if _, err := s.registry.Get(ctx, id); err != nil {
-		s.adminError(w, id, err)
-		return
+		if deleted, derr := s.registry.Deleted(ctx, id); !errors.Is(err, tenants.ErrNotFound) || derr != nil || !deleted {
+			s.adminError(w, id, err)
+			return
+		}
 	}
 	n, err := jobstate.Purge(ctx, s.rdb, id)
 	if n > 0 || err == nil {

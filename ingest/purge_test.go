@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,5 +206,43 @@ func TestListAndPurge(t *testing.T) {
 				t.Errorf("newest audit entry %s, want alice's purge of %d", audit.body, got.Purged)
 			}
 		})
+	}
+}
+
+// TestDeletedTenantJobsReachable: DELETE removes a tenant's spec, not its
+// jobs, and its queue and dead letters stay reachable: a purge drops the
+// queued jobs (200, counted), the dead-letter list answers, and a redrive
+// is refused with a 409 saying why. A tenant that never existed stays a
+// 404. Before, every one of these answered 404 once the tenant was
+// deleted, so its jobs could only be dropped by creating it again, which
+// delivered them at once.
+func TestDeletedTenantJobsReachable(t *testing.T) {
+	t.Parallel()
+	rdb := privateRedis(t)
+	tenant := testenv.Name(t, "del")
+	h := startAdminIngest(t, rdb, adminConfig(t, tenantYAML(tenant, "")), nil)
+	for i := range 3 {
+		if a := h.post(t, tenant, "/v1/jobs", fmt.Sprintf(`{"type":"mail","id":"d%d"}`, i)); a.status != http.StatusAccepted {
+			t.Fatalf("submit %d = %d %s", i, a.status, a.body)
+		}
+	}
+	if a := h.admin(t, http.MethodDelete, "/admin/v1/tenants/"+tenant, aliceToken, ""); a.status != http.StatusNoContent {
+		t.Fatalf("delete = %d %s", a.status, a.body)
+	}
+	base := "/admin/v1/tenants/" + tenant
+	a := h.admin(t, http.MethodPost, base+"/queue:purge", aliceToken, "")
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"purged":3`) {
+		t.Errorf("purge of the deleted tenant = %d %s, want 200 and 3 purged", a.status, a.body)
+	}
+	if a := h.admin(t, http.MethodGet, base+"/dlq", aliceToken, ""); a.status != http.StatusOK {
+		t.Errorf("dead letters of the deleted tenant = %d %s, want 200", a.status, a.body)
+	}
+	if a := h.admin(t, http.MethodPost, base+"/dlq:redrive", aliceToken, ""); a.status != http.StatusConflict || !strings.Contains(string(a.body), "deleted") {
+		t.Errorf("redrive of the deleted tenant = %d %s, want 409 saying it is deleted", a.status, a.body)
+	}
+	for _, p := range []string{"/queue:purge", "/dlq:redrive"} {
+		if a := h.admin(t, http.MethodPost, "/admin/v1/tenants/never"+p, aliceToken, ""); a.status != http.StatusNotFound {
+			t.Errorf("POST %s of a tenant that never existed = %d, want 404", p, a.status)
+		}
 	}
 }
