@@ -51,3 +51,24 @@ func (d *Drainer) giveBackUnstarted(ctx context.Context, job *queue.Claimed) {
 	}
 	d.giveBack(job)
 }
+
+// settleRetry is how often a settle that got no reply is sent again.
+const settleRetry = 500 * time.Millisecond
+
+// settleCall runs a settle's call, sending it again while it gets no reply
+// (queue.ErrNoReply; see settle), and reports whether it was sent again.
+func (d *Drainer) settleCall(job *queue.Claimed, call func(context.Context) error, op string) (err error, again bool) {
+	giveUp := time.Now().Add(d.cfg.Settings.Lease)
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		err = call(ctx)
+		cancel()
+		if !errors.Is(err, queue.ErrNoReply) || d.stopping.Load() || !time.Now().Add(settleRetry).Before(giveUp) {
+			return err, try > 0
+		}
+		d.m.errors.WithLabelValues(op).Inc()
+		d.fails.q.Warn("settle/"+job.Envelope.Tenant, "drainer: settle got no reply; sent again while the job's lease is kept",
+			"op", op, "tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID, "err", err)
+		time.Sleep(settleRetry)
+	}
+}

@@ -59,6 +59,21 @@ func Unavailable(op string, err error) error {
 	return fmt.Errorf("queue: %s: %w: %w", op, ErrUnavailable, err)
 }
 
+// ErrNoReply marks a settle (Finish, Defer, Release, Untake) whose call got
+// no reply from the backend (lua.NoReply: never sent, or cut or timed out
+// before the answer), on a backend whose settles act only while the job's
+// lease is held, so sending it again is safe: a second send after a first
+// that ran finds the lease gone and writes nothing. The drainer sends such
+// a settle again, keeping the job's lease, instead of letting the lease
+// expire and the job be delivered again. It also wraps ErrUnavailable.
+var ErrNoReply = errors.New("no reply; safe to send again")
+
+// NoReply wraps err (a call that got no reply) in ErrUnavailable and
+// ErrNoReply for op ("finish <id>").
+func NoReply(op string, err error) error {
+	return fmt.Errorf("queue: %s: %w: %w: %w", op, ErrUnavailable, ErrNoReply, err)
+}
+
 // Producer durably enqueues jobs.
 type Producer interface {
 	// Enqueue makes every job durable and returns nil, or returns an error

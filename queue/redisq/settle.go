@@ -38,7 +38,7 @@ func (c *Consumer) Finish(ctx context.Context, job *queue.Claimed, out queue.Out
 		return fmt.Errorf("queue: finish %s: %w", id, err)
 	}
 	if err != nil {
-		return queue.Unavailable("finish "+id, err)
+		return unavailable("finish "+id, err)
 	}
 	if !held {
 		return fmt.Errorf("queue: finish %s: %w", id, queue.ErrLeaseLost)
@@ -62,7 +62,7 @@ func (c *Consumer) Defer(ctx context.Context, job *queue.Claimed, r queue.Retry)
 		Delay: r.Delay, Envelope: b, LastError: r.LastError,
 	}.Call().Run(ctx, c.rdb).Result()
 	if err != nil {
-		return queue.Unavailable("defer "+id, err)
+		return unavailable("defer "+id, err)
 	}
 	due, err := parseDefer(v)
 	if err != nil {
@@ -80,7 +80,7 @@ func (c *Consumer) Release(ctx context.Context, job *queue.Claimed) error {
 	id := job.Envelope.ID
 	v, err := releaseArgs{Tenant: job.Envelope.Tenant, Member: job.Token(), Envelope: job.Raw}.Call().Run(ctx, c.rdb).Result()
 	if err != nil {
-		return queue.Unavailable("release "+id, err)
+		return unavailable("release "+id, err)
 	}
 	held, err := parseHeld(lua.Release, v)
 	if err != nil {
@@ -102,7 +102,7 @@ func (c *Consumer) Untake(ctx context.Context, job *queue.Claimed) error {
 	a := releaseArgs{Tenant: job.Envelope.Tenant, Member: job.Token(), Envelope: job.Raw, JobID: id, Started: job.Started}
 	v, err := a.Call().Run(ctx, c.rdb).Result()
 	if err != nil {
-		return queue.Unavailable("release "+id, err)
+		return unavailable("release "+id, err)
 	}
 	held, err := parseHeld(lua.Release, v)
 	if err != nil {
@@ -141,4 +141,14 @@ func deadAt(out queue.Outcome) int64 {
 		return 0
 	}
 	return out.Dead.At.UnixMilli()
+}
+
+// unavailable is a settle's failed call: queue.NoReply when it got no reply
+// (lua.NoReply; every settle script acts only while the lease is held, so
+// the drainer may send it again), else queue.Unavailable.
+func unavailable(op string, err error) error {
+	if lua.NoReply(err) {
+		return queue.NoReply(op, err)
+	}
+	return queue.Unavailable(op, err)
 }
