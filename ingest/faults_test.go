@@ -17,13 +17,13 @@ import (
 const failFast = 1500 * time.Millisecond
 
 // limiterClient is a client of a private Redis set up as cmd/ingest sets up
-// its own: every command bounded by the 250ms Redis timeout, one retry, no
+// its own: every command bounded by the 250ms Redis timeout, none sent again, no
 // dial retries.
 func limiterClient(t *testing.T, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, DialTimeout: 250 * time.Millisecond,
 		ReadTimeout: 250 * time.Millisecond, WriteTimeout: 250 * time.Millisecond,
-		MaxRetries: 1, DialerRetries: 1,
+		MaxRetries: -1, DialerRetries: 1, // as boot.Redis
 	})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -151,3 +151,4 @@ func TestIdempotencyWithRedisDown(t *testing.T) {
 		t.Errorf("closed tenant with an id, Redis down: %d %s, want 503 + Retry-After", a.status, a.body)
 	}
 }
+

@@ -2,22 +2,31 @@ package ingest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/lua"
 )
 
 // Idempotency keys (keys.Idempotency) hold one of three values:
 //
-//   - pendingMarker while the first request with the id is being admitted
-//     and enqueued, with a TTL of pendingTTL, so that a request that dies
-//     halfway (a crashed ingest) does not block the id for 24 hours;
+//   - a pending marker ("pending:<token>", the request's own: newMarker)
+//     while the first request with the id is being admitted and enqueued,
+//     with a TTL of pendingTTL, so that a request that dies halfway (a
+//     crashed ingest) does not block the id for 24 hours; the token lets a
+//     release delete only its own markers (idem_release.lua), so one sent
+//     again after a lost reply is safe;
 //   - the stored answer, {"status":202,"answer":{...}}, with a TTL of
 //     keys.IdempotencyTTL, once the job is durable;
 //   - an unknown record, {"status":503,"job_id":...,"enqueued_at":...}, with
@@ -32,9 +41,27 @@ import (
 // fails is deleted, so the client can retry with the same id; one whose
 // enqueue outcome is unknown becomes an unknown record.
 const (
-	pendingMarker = "pending"
+	pendingPrefix = "pending" // every pending marker, and the older bare one
 	pendingTTL    = time.Minute
 )
+
+// markerSource makes the request tokens of pending markers: a random
+// prefix per process and a counter.
+var markerSource = struct {
+	prefix string
+	n      atomic.Uint64
+}{prefix: randomToken()}
+
+// newMarker is a request's own pending marker.
+func newMarker() string {
+	return pendingPrefix + ":" + markerSource.prefix + "." + strconv.FormatUint(markerSource.n.Add(1), 36)
+}
+
+func randomToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // storedAnswer is the value kept for a client id once its job is durable.
 type storedAnswer struct {
@@ -59,15 +86,16 @@ type reservation struct {
 	raw    string          // the stored record when state is idemUnknown
 }
 
-// reserve tries to reserve each id of tenant in one pipelined round trip (all
-// of a tenant's keys share its hash slot). An error means Redis could not be
-// reached or answered nonsense; the reservations made before it may exist and
-// expire after pendingTTL.
-func reserve(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []string) ([]reservation, error) {
+// reserve tries to reserve each id of tenant with marker (newMarker) in one
+// pipelined round trip (all of a tenant's keys share its hash slot). An
+// error means Redis could not be reached or answered nonsense; the
+// reservations made before it may exist (the caller releases them,
+// releaseIDs) and expire after pendingTTL.
+func reserve(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []string, marker string) ([]reservation, error) {
 	cmds := make([]*redis.StatusCmd, len(ids))
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.SetArgs(ctx, keys.Idempotency(tenant, id), pendingMarker,
+			cmds[i] = p.SetArgs(ctx, keys.Idempotency(tenant, id), marker,
 				redis.SetArgs{Mode: "NX", Get: true, TTL: pendingTTL})
 		}
 		return nil
@@ -83,7 +111,7 @@ func reserve(ctx context.Context, rdb redis.UniversalClient, tenant string, ids 
 			out[i] = reservation{state: idemReserved}
 		case err != nil:
 			return nil, fmt.Errorf("ingest: reserve id %s of %s: %w", ids[i], tenant, err)
-		case val == pendingMarker:
+		case strings.HasPrefix(val, pendingPrefix):
 			out[i] = reservation{state: idemPending}
 		default:
 			if _, ok := parseUnknown(val); ok {
@@ -119,8 +147,9 @@ func store(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []
 	return nil
 }
 
-// release deletes the reservations of ids so that the client may retry.
-func release(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []string) error {
+// release deletes the reservations of ids that still hold marker (this
+// request's: idem_release.lua) so that the client may retry.
+func release(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []string, marker string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -128,7 +157,8 @@ func release(ctx context.Context, rdb redis.UniversalClient, tenant string, ids 
 	for i, id := range ids {
 		ks[i] = keys.Idempotency(tenant, id)
 	}
-	if err := rdb.Del(ctx, ks...).Err(); err != nil {
+	c := lua.Call{Script: lua.IdemRelease, Keys: ks, Args: []any{marker}}
+	if err := c.Run(ctx, rdb).Err(); err != nil {
 		return fmt.Errorf("ingest: release ids of %s: %w", tenant, err)
 	}
 	return nil
@@ -149,6 +179,11 @@ type submission struct {
 	// retried are the jobs whose id had an unknown outcome, held by this
 	// request to enqueue them again (unknown.go); they are in fresh too.
 	retried []retried
+	// marker is this request's pending marker (newMarker).
+	marker string
+	// unreserved: the ids could not be reserved (Redis did not answer) and
+	// the tenant fails open, so the request goes on without deduplication.
+	unreserved bool
 	// one holds answers for a request of one job (no allocation of its own).
 	one [1]json.RawMessage
 }
@@ -187,10 +222,15 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 		sub.fresh = allIndexes(len(jobs))
 		return sub, nil
 	}
+	sub.marker = newMarker()
 	rctx, cancel := context.WithTimeout(ctx, snap.redisTimeout)
-	res, err := reserve(rctx, s.rdb, ts.name, ids)
+	res, err := reserve(rctx, s.rdb, ts.name, ids, sub.marker)
 	cancel()
 	if err != nil {
+		// The markers may have landed (no reply): released once Redis
+		// answers, so a retry is not held off for pendingTTL.
+		marker := sub.marker
+		s.sendAgain(err, func(ctx context.Context) error { return release(ctx, s.rdb, ts.name, ids, marker) })
 		if !ts.allowOnError {
 			s.metrics.decision(ts, "", resultError)
 			s.warnRepeat(ts.name, "idempotency reservation failed, tenant fails closed", "err", err)
@@ -201,6 +241,7 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 		}
 		s.warnRepeat(ts.name, "idempotency reservation failed, going on without it", "err", err)
 		sub.fresh = allIndexes(len(jobs))
+		sub.unreserved = true
 		return sub, nil
 	}
 	conflict := -1
@@ -218,7 +259,7 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 		}
 	}
 	if conflict >= 0 {
-		s.releaseIDs(ctx, snap, ts, sub.reserved)
+		s.releaseIDs(ctx, snap, ts, sub.reserved, sub.marker)
 		return nil, inProgress(fieldName(jobs[conflict].field, "id"), jobs[conflict].id)
 	}
 	if p := s.retryUnknowns(ctx, snap, ts, jobs, idx, res, sub); p != nil {
@@ -253,21 +294,25 @@ func (s *Server) storeAnswers(ctx context.Context, snap *snapshot, ts *tenantSta
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
 	defer cancel()
 	if err := store(ctx, s.rdb, ts.name, ids, answers); err != nil {
-		s.warnRepeat(ts.name, "storing idempotent answers failed", "ids", len(ids), "err", err)
+		s.warnRepeat(ts.name, "storing idempotent answers failed; sent again until Redis answers", "ids", len(ids), "err", err)
+		s.sendAgain(err, func(ctx context.Context) error { return store(ctx, s.rdb, ts.name, ids, answers) })
 	}
 }
 
-// releaseIDs deletes this request's reservations after a refusal, even when
-// the client has gone away. A failure is logged; the markers then expire
-// after pendingTTL.
-func (s *Server) releaseIDs(ctx context.Context, snap *snapshot, ts *tenantState, ids []string) {
+// releaseIDs deletes this request's reservations (those holding marker)
+// after a refusal, even when the client has gone away. A release that got
+// no reply is sent again until Redis answers (sendAgain); before, the
+// markers held the ids for pendingTTL, and a client retrying after a
+// sub-second Redis blip got 409s for a minute.
+func (s *Server) releaseIDs(ctx context.Context, snap *snapshot, ts *tenantState, ids []string, marker string) {
 	if len(ids) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
 	defer cancel()
-	if err := release(ctx, s.rdb, ts.name, ids); err != nil {
-		s.warnRepeat(ts.name, "releasing idempotency reservations failed", "ids", len(ids), "err", err)
+	if err := release(ctx, s.rdb, ts.name, ids, marker); err != nil {
+		s.warnRepeat(ts.name, "releasing idempotency reservations failed; sent again until Redis answers", "ids", len(ids), "err", err)
+		s.sendAgain(err, func(ctx context.Context) error { return release(ctx, s.rdb, ts.name, ids, marker) })
 	}
 }
 

@@ -177,7 +177,7 @@ func (s *Server) admitAndEnqueue(q *request, jobs []job, all charge, sub *submis
 		} else {
 			s.giveBack(ctx, q.snap, ts, sub)
 		}
-		s.fail(q, p)
+		s.fail(q, unknownDetail(p, q.snap, jobs, sub))
 		return
 	}
 	s.accept(q, sub, envs)

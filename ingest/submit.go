@@ -121,6 +121,6 @@ func (s *Server) submitFailed(q *request, jobs []job, sub *submission, envs []qu
 	p.Observe(start, len(envs), qerr)
 	s.warnRepeat(q.ts.name, "submit failed, outcome unknown", "jobs", len(envs), "err", err)
 	s.keepUnknown(q.r.Context(), q.snap, q.ts, jobs, sub, envs)
-	s.fail(q, enqueueProblem(q.snap, q.ts.name, qerr))
+	s.fail(q, unknownDetail(enqueueProblem(q.snap, q.ts.name, qerr), q.snap, jobs, sub))
 	return true
 }

@@ -219,7 +219,7 @@ func (s *Server) keepUnknown(ctx context.Context, snap *snapshot, ts *tenantStat
 // stored nothing: fresh ids are released, retried ones become free unknown
 // records again (their first enqueue may still have stored the job).
 func (s *Server) giveBack(ctx context.Context, snap *snapshot, ts *tenantState, sub *submission) {
-	s.releaseIDs(ctx, snap, ts, sub.reserved)
+	s.releaseIDs(ctx, snap, ts, sub.reserved, sub.marker)
 	recs := make([]unknownRecord, len(sub.retried))
 	for i, r := range sub.retried {
 		recs[i] = r.rec
@@ -236,6 +236,7 @@ func (s *Server) freeUnknown(ctx context.Context, snap *snapshot, ts *tenantStat
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
 	defer cancel()
 	if err := markUnknown(ctx, s.rdb, ts.name, recs); err != nil {
-		s.warnRepeat(ts.name, "recording ids with an unknown enqueue outcome failed", "ids", len(recs), "err", err)
+		s.warnRepeat(ts.name, "recording ids with an unknown enqueue outcome failed; sent again until Redis answers", "ids", len(recs), "err", err)
+		s.sendAgain(err, func(ctx context.Context) error { return markUnknown(ctx, s.rdb, ts.name, recs) })
 	}
 }

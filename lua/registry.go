@@ -70,6 +70,9 @@ var (
 	TenantWrite = register(mustLoad("tenant_write.lua"))
 	AuditPage   = register(mustLoad("audit_page.lua"))
 
+	// A request's client-id reservations, released (ingest).
+	IdemRelease = register(mustLoad("idem_release.lua"))
+
 	// Dead letters (dlq).
 	DLQPage   = register(mustLoad("dlq_page.lua"))
 	DLQRemove = register(mustLoad("dlq_remove.lua"))

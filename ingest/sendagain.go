@@ -1,0 +1,43 @@
+package ingest
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/lua"
+)
+
+// sendAgainEvery is how often an idempotency write that got no reply is
+// sent again, and sendAgainFor how long: the pending markers' own life,
+// after which the write no longer matters.
+const (
+	sendAgainEvery = 500 * time.Millisecond
+	sendAgainFor   = pendingTTL
+)
+
+// sendAgain sends write again, every sendAgainEvery for at most
+// sendAgainFor, while it gets no reply (lua.NoReply; err is its first
+// failure, an error reply is not sent again). Each write so sent is safe to
+// repeat: a stored answer or unknown record is the same SET again, and a
+// release deletes only this request's own markers (idem_release.lua).
+// Before, a write lost to a Redis blip was given up: a release left the ids
+// held for pendingTTL (409s for a minute), and a stored answer or unknown
+// record left the marker to lapse, after which the client's retry queued
+// the job a second time.
+func (s *Server) sendAgain(err error, write func(context.Context) error) {
+	if !lua.NoReply(err) {
+		return
+	}
+	go func() {
+		until := time.Now().Add(sendAgainFor)
+		for time.Now().Before(until) {
+			time.Sleep(sendAgainEvery)
+			ctx, cancel := context.WithTimeout(context.Background(), s.snap.Load().redisTimeout)
+			err := write(ctx)
+			cancel()
+			if !lua.NoReply(err) {
+				return
+			}
+		}
+	}()
+}

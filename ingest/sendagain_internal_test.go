@@ -1,0 +1,79 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/keys"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// TestReleaseSentAgainAfterBlip: a release of a request's reservations
+// that gets no reply (Redis frozen) is sent again once Redis answers and
+// deletes the request's own marker, not the marker of another request
+// holding another id. Before, the marker held the id for pendingTTL: a
+// client retrying after a sub-second blip got 409 "in progress" for a
+// minute (a hostile probe: 19-40 ids per blip).
+func TestReleaseSentAgainAfterBlip(t *testing.T) {
+	t.Parallel()
+	proc := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: proc.Addr(), MaxRetries: -1,
+		ReadTimeout: 250 * time.Millisecond, WriteTimeout: 250 * time.Millisecond, DialTimeout: 250 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	s := &Server{rdb: rdb}
+	s.snap.Store(&snapshot{redisTimeout: 250 * time.Millisecond})
+	ctx := context.Background()
+	ours, theirs := newMarker(), newMarker()
+	if res, err := reserve(ctx, rdb, "acme", []string{"a"}, ours); err != nil || res[0].state != idemReserved {
+		t.Fatalf("reserve: %v %v", res, err)
+	}
+	rdb.Set(ctx, keys.Idempotency("acme", "b"), theirs, time.Minute)
+	proc.Pause()
+	rctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	err := release(rctx, rdb, "acme", []string{"a", "b"}, ours)
+	cancel()
+	if err == nil {
+		t.Fatal("release with Redis frozen answered")
+	}
+	s.sendAgain(err, func(ctx context.Context) error { return release(ctx, rdb, "acme", []string{"a", "b"}, ours) })
+	time.Sleep(700 * time.Millisecond)
+	proc.Resume()
+	testenv.WaitFor(t, 3*time.Second, "the marker released once Redis answers", func() bool {
+		return rdb.Exists(ctx, keys.Idempotency("acme", "a")).Val() == 0
+	})
+	if v := rdb.Get(ctx, keys.Idempotency("acme", "b")).Val(); v != theirs {
+		t.Errorf("another request's marker reads %q after the release, want it kept (%q)", v, theirs)
+	}
+}
+
+// TestUnknownDetailPromisesOnlyWhatHolds: a 503 of an unknown outcome says
+// a retry with the same id queues the job at most once only when every
+// fresh job's id is reserved: not for a fail-open request that went on
+// without its reservations, nor for a job sent without an id.
+func TestUnknownDetailPromisesOnlyWhatHolds(t *testing.T) {
+	snap := &snapshot{backend: "redis"}
+	unknown := func() *problem {
+		return enqueueProblem(snap, "acme", fmt.Errorf("x: %w: %w", queue.ErrUnavailable, queue.ErrUnknownOutcome))
+	}
+	withID := []job{{id: "a"}}
+	for _, c := range []struct {
+		name string
+		jobs []job
+		sub  *submission
+		want string
+	}{
+		{"ids reserved", withID, &submission{fresh: []int{0}}, "queues it at most once"},
+		{"reservation skipped (fail open)", withID, &submission{fresh: []int{0}, unreserved: true}, "may queue it again"},
+		{"a job without an id", []job{{id: "a"}, {}}, &submission{fresh: []int{0, 1}}, "without an id may queue it again"},
+	} {
+		if p := unknownDetail(unknown(), snap, c.jobs, c.sub); !strings.Contains(p.Detail, c.want) {
+			t.Errorf("%s: detail %q, want it to say %q", c.name, p.Detail, c.want)
+		}
+	}
+}
