@@ -151,4 +151,3 @@ func TestIdempotencyWithRedisDown(t *testing.T) {
 		t.Errorf("closed tenant with an id, Redis down: %d %s, want 503 + Retry-After", a.status, a.body)
 	}
 }
-
