@@ -228,6 +228,7 @@ func TestInvalid(t *testing.T) {
 		{"concurrency above the maximum", "tenants: {a: {outflow: {rate: 1, concurrency: 1000001}}}\n", "tenants.a.outflow.concurrency: must be between 0 and 1000000 (got 1000001)"},
 		{"max_batch_jobs above the maximum", "ingest: {max_batch_jobs: 100001}\n", "ingest.max_batch_jobs: must be between 1 and 100000 (got 100001)"},
 		{"bad url", "tenants: {a: {target: {url: ftp://x}}}\n", "tenants.a.target.url: must be an absolute http or https URL"},
+		{"url port out of range", "tenants: {a: {target: {url: \"http://x:99999/\"}}}\n", "tenants.a.target.url: port must be 1 to 65535"},
 		{"duration without unit", "tenants: {a: {admission: {algorithm: gcra, limit: 1, period: 5}}}\n", "period"},
 		{"bad duration", "redis: {timeout: soon}\n", "timeout"},
 		{"bad on_limiter_error", "tenants: {a: {on_limiter_error: maybe}}\n", "tenants.a.on_limiter_error: must be allow or deny"},

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -317,6 +318,10 @@ func (t Target) validate(bad badFunc, p string, required bool) {
 	u, err := url.Parse(t.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad(p+".url", "must be an absolute http or https URL (got %q)", t.URL)
+	} else if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			bad(p+".url", "port must be 1 to 65535 (got %q in %q)", port, t.URL)
+		}
 	}
 	positiveDur(bad, p+".timeout", t.Timeout)
 }
