@@ -373,31 +373,3 @@ func (d *Drainer) deadLetter(reason string, err error, attempts int) *queue.Dead
 	}
 	return dl
 }
-
-// settle runs a finishing call (finish, defer, release) with its own
-// deadline, so it also runs while the drainer stops, and stops holding the
-// job. A lost lease is counted, not an error: the job comes again. A call
-// that got no reply (queue.ErrNoReply: Redis down or slow) is sent again
-// every settleRetry while the job stays held, its lease kept, until it is
-// answered, for at most the lease (then the lease is gone either way) or
-// until the drainer stops. Before, the job was let go at once: its lease
-// expired and it was delivered again, about a lease later, after every
-// Redis blip (a hostile probe: 76 of 1,280 jobs twice after a 2-s restart).
-// A send again that finds the lease gone is not a lost delivery: the first
-// send may have settled it.
-func (d *Drainer) settle(job *queue.Claimed, call func(context.Context) error, op string) {
-	d.held.settling(job.Envelope.Tenant, job)
-	defer d.held.remove(job.Envelope.Tenant, job)
-	err, again := d.settleCall(job, call, op)
-	switch {
-	case err == nil:
-	case again && errors.Is(err, queue.ErrLeaseLost):
-		d.log.Info("drainer: settle sent again found no lease: settled by its first send, or the job comes again", "op", op, "tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID)
-	case errors.Is(err, queue.ErrLeaseLost):
-		d.m.leaseLost.Inc()
-		d.log.Info("drainer: lease lost; the job will be delivered again", "op", op, "tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID)
-	default:
-		d.m.errors.WithLabelValues(op).Inc()
-		d.log.Warn("drainer: settle job; its lease will expire and it will be delivered again", "op", op, "tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID, "err", err)
-	}
-}

@@ -227,22 +227,7 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 	res, err := reserve(rctx, s.rdb, ts.name, ids, sub.marker)
 	cancel()
 	if err != nil {
-		// The markers may have landed (no reply): released once Redis
-		// answers, so a retry is not held off for pendingTTL.
-		marker := sub.marker
-		s.sendAgain(err, func(ctx context.Context) error { return release(ctx, s.rdb, ts.name, ids, marker) })
-		if !ts.allowOnError {
-			s.metrics.decision(ts, "", resultError)
-			s.warnRepeat(ts.name, "idempotency reservation failed, tenant fails closed", "err", err)
-			p := newProblem(http.StatusServiceUnavailable, "", "redis is unreachable and this tenant fails closed; retry later")
-			p.Backend = "redis"
-			p.RetryAfter = retryAfterSeconds(snap.retryAfter)
-			return nil, p
-		}
-		s.warnRepeat(ts.name, "idempotency reservation failed, going on without it", "err", err)
-		sub.fresh = allIndexes(len(jobs))
-		sub.unreserved = true
-		return sub, nil
+		return s.reserveFailed(snap, ts, jobs, ids, sub, err)
 	}
 	conflict := -1
 	for k, r := range res {
@@ -270,6 +255,28 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 			sub.fresh = append(sub.fresh, i)
 		}
 	}
+	return sub, nil
+}
+
+// reserveFailed answers a reservation of ids that failed with err: a 503
+// for a tenant that fails closed; one that fails open goes on without
+// deduplication (sub.unreserved). The markers may have landed (no reply):
+// they are released once Redis answers, so a retry is not held off for
+// pendingTTL.
+func (s *Server) reserveFailed(snap *snapshot, ts *tenantState, jobs []job, ids []string, sub *submission, err error) (*submission, *problem) {
+	marker := sub.marker
+	s.sendAgain(err, func(ctx context.Context) error { return release(ctx, s.rdb, ts.name, ids, marker) })
+	if !ts.allowOnError {
+		s.metrics.decision(ts, "", resultError)
+		s.warnRepeat(ts.name, "idempotency reservation failed, tenant fails closed", "err", err)
+		p := newProblem(http.StatusServiceUnavailable, "", "redis is unreachable and this tenant fails closed; retry later")
+		p.Backend = "redis"
+		p.RetryAfter = retryAfterSeconds(snap.retryAfter)
+		return nil, p
+	}
+	s.warnRepeat(ts.name, "idempotency reservation failed, going on without it", "err", err)
+	sub.fresh = allIndexes(len(jobs))
+	sub.unreserved = true
 	return sub, nil
 }
 
