@@ -94,7 +94,9 @@ func (d *Drainer) settleCall(job *queue.Claimed, call func(context.Context) erro
 		if !errors.Is(err, queue.ErrNoReply) || d.stopping.Load() || !time.Now().Add(settleRetry).Before(giveUp) {
 			return err, try > 0
 		}
-		d.m.errors.WithLabelValues(op).Inc()
+		if try == 0 {
+			d.m.errors.WithLabelValues(op).Inc() // once per settle, not per send
+		}
 		d.fails.q.Warn("settle/"+job.Envelope.Tenant, "drainer: settle got no reply; sent again while the job's lease is kept",
 			"op", op, "tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID, "err", err)
 		time.Sleep(settleRetry)

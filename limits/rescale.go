@@ -77,7 +77,7 @@ func rescaleCall(tenant string, old, new Policy, now time.Time) lua.Call {
 	return lua.Call{
 		Script: lua.GCRARescale,
 		Keys:   []string{keys.Admission(tenant, string(AlgGCRA), new.Name)},
-		Args:   []any{nowUS, old.Limit, old.Period.Microseconds(), new.Limit, new.Period.Microseconds(), new.Burst},
+		Args:   []any{nowUS, old.Limit, old.Period.Microseconds(), new.Limit, new.Period.Microseconds(), new.burst()},
 	}
 }
 

@@ -44,6 +44,7 @@ func TestRescaleGCRAFormula(t *testing.T) {
 		// (gcra.lua forgot a TAT further ahead, so the cut gave a fresh
 		// burst): 1000/s cut to 1/s after 1000 requests, τ_new = 1 × 1 s.
 		{"a cut capped at the new tau", time.Second, false, gcraPolicy(1000, time.Second, 1000), gcraPolicy(1, time.Second, 1), time.Second, true},
+		{"burst 0 is the limit (the default)", 5 * time.Second, false, gcraPolicy(1, time.Second, 5), gcraPolicy(1, time.Second, 0), time.Second, true},
 		{"a lowered burst caps the debt", 4 * time.Second, false, gcraPolicy(1, time.Second, 5), gcraPolicy(1, time.Second, 2), 2 * time.Second, true},
 		{"no debt", -time.Second, false, gcraPolicy(1, time.Second, 5), gcraPolicy(10, time.Second, 5), -time.Second, false},
 		{"tat exactly now", 0, false, gcraPolicy(1, time.Second, 5), gcraPolicy(10, time.Second, 5), 0, false},

@@ -3,6 +3,7 @@ package tenants
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // undoClash checks a put of tenant c.Tenant, stored as version ver, against
@@ -15,8 +16,9 @@ import (
 // on ver, audited) and the problems returned as a *SpecError (422, naming
 // the field and the other tenant), so at most one of two racing writes
 // stands; both may be refused, and the client sends again. A record the
-// check cannot read, or an undo that loses its own race, is left to the
-// registries, which set a clashing tenant aside (quarantine).
+// check cannot read is left to the registries, which set the clash aside
+// (quarantine); an undo that fails leaves the put standing and answers
+// ErrConflict (409: read the tenant and send again), never a refusal.
 func (r *Registry) undoClash(ctx context.Context, c Change, prior Record, ver int64) error {
 	recs, err := r.store.List(ctx)
 	if err != nil {
@@ -41,12 +43,16 @@ func (r *Registry) undoClash(ctx context.Context, c Change, prior Record, ver in
 			undo.Action = ActionUpdate
 		}
 	}
-	if _, err := r.store.Write(ctx, undo); err != nil && !errors.Is(err, ErrNotAnnounced) {
-		r.log.Warn("tenants: a put that clashed with a concurrent write could not be undone; the registries set the tenant aside",
-			"tenant", c.Tenant, "err", err)
-	}
+	_, uerr := r.store.Write(ctx, undo)
 	if err := r.Refresh(ctx); err != nil {
 		r.log.Warn("tenants: refresh after undoing a write", "tenant", c.Tenant, "err", err)
+	}
+	if uerr != nil && !errors.Is(uerr, ErrNotAnnounced) {
+		// The put stands: never answer it refused. A 409 asks the client to
+		// read the tenant and send again; the registries set the clash aside.
+		r.log.Warn("tenants: a put that clashed with a concurrent write could not be undone; it stands, and the registries set the clash aside",
+			"tenant", c.Tenant, "clash", clash, "err", uerr)
+		return fmt.Errorf("tenants: put %s clashed with a concurrent write (%v) and could not be undone: %w", c.Tenant, clash, ErrConflict)
 	}
 	return clash
 }

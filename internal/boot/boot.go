@@ -52,8 +52,13 @@ func Redis(cfg config.Redis) redis.UniversalClient {
 		ReadTimeout:      cfg.Timeout,
 		WriteTimeout:     cfg.Timeout,
 		MaxRetries:       -1,
-		DialerRetries:    1,
-		IsClusterMode:    len(cfg.ClusterAddrs) > 0,
+		// A Cluster client sends a call again on a timeout up to
+		// MaxRedirects times, MaxRetries aside: -1 sends it once. A MOVED
+		// or ASK during a resharding then fails that one call (the client
+		// reloads its slots, so the next goes right).
+		MaxRedirects:  -1,
+		DialerRetries: 1,
+		IsClusterMode: len(cfg.ClusterAddrs) > 0,
 	})
 }
 

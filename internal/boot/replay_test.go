@@ -26,12 +26,7 @@ func TestSlowScriptNotSentTwice(t *testing.T) {
 	rdb := boot.Redis(config.Redis{Addr: proc.Addr(), Timeout: 100 * time.Millisecond, PoolSize: 4})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
-	// INCR, then keep Redis busy for 300 ms: three timeouts long.
-	const slow = `redis.call('INCR', KEYS[1])
-local t = redis.call('TIME')
-local stop = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 300000
-repeat t = redis.call('TIME') until tonumber(t[1]) * 1000000 + tonumber(t[2]) >= stop
-return 1`
+	slow := slowScript
 	for _, pipelined := range []bool{false, true} {
 		key := "replay:" + testenv.Name(t, "k")
 		var err error
@@ -54,3 +49,29 @@ return 1`
 		}
 	}
 }
+
+// TestSlowScriptNotSentTwiceOnCluster is TestSlowScriptNotSentTwice on a
+// Redis Cluster client, whose own resend (MaxRedirects, default 3) ignored
+// MaxRetries: the script ran twice.
+func TestSlowScriptNotSentTwiceOnCluster(t *testing.T) {
+	t.Parallel()
+	rdb := boot.Redis(config.Redis{ClusterAddrs: testenv.ClusterAddrs(t), Timeout: 100 * time.Millisecond, PoolSize: 4})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	key := "replay:{" + testenv.Name(t, "k") + "}"
+	if err := rdb.Eval(ctx, slowScript, []string{key}).Err(); err == nil || !lua.MayHaveRun(err) {
+		t.Errorf("err %v, want a timeout (an outcome not known)", err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	if n, _ := rdb.Get(ctx, key).Int(); n != 1 {
+		t.Errorf("the script ran %d times, want once", n)
+	}
+}
+
+// slowScript INCRs KEYS[1], then keeps Redis busy for 300 ms: three of the
+// tests' timeouts long.
+const slowScript = `redis.call('INCR', KEYS[1])
+local t = redis.call('TIME')
+local stop = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 300000
+repeat t = redis.call('TIME') until tonumber(t[1]) * 1000000 + tonumber(t[2]) >= stop
+return 1`
