@@ -264,8 +264,9 @@ func (s *Server) reserveIDs(ctx context.Context, snap *snapshot, ts *tenantState
 // they are released once Redis answers, so a retry is not held off for
 // pendingTTL.
 func (s *Server) reserveFailed(snap *snapshot, ts *tenantState, jobs []job, ids []string, sub *submission, err error) (*submission, *problem) {
-	marker := sub.marker
-	s.sendAgain(err, func(ctx context.Context) error { return release(ctx, s.rdb, ts.name, ids, marker) })
+	if marker := sub.marker; lua.MayHaveRun(err) { // a marker may have landed
+		s.sendAgain(err, func(ctx context.Context) error { return release(ctx, s.rdb, ts.name, ids, marker) })
+	}
 	if !ts.allowOnError {
 		s.metrics.decision(ts, "", resultError)
 		s.warnRepeat(ts.name, "idempotency reservation failed, tenant fails closed", "err", err)

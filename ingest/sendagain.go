@@ -2,7 +2,10 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/lua"
 )
@@ -24,20 +27,35 @@ const (
 // held for pendingTTL (409s for a minute), and a stored answer or unknown
 // record left the marker to lapse, after which the client's retry queued
 // the job a second time.
+//
+// At most sendAgainMax writes wait at once (a long outage under load would
+// otherwise start one goroutine per request); one beyond is given up, as
+// all were before. A closed client ends them.
 func (s *Server) sendAgain(err error, write func(context.Context) error) {
-	if !lua.NoReply(err) {
+	if !lua.NoReply(err) || errors.Is(err, redis.ErrClosed) {
+		return
+	}
+	select {
+	case sendAgainSlots <- struct{}{}:
+	default:
 		return
 	}
 	go func() {
+		defer func() { <-sendAgainSlots }()
 		until := time.Now().Add(sendAgainFor)
 		for time.Now().Before(until) {
 			time.Sleep(sendAgainEvery)
 			ctx, cancel := context.WithTimeout(context.Background(), s.snap.Load().redisTimeout)
 			err := write(ctx)
 			cancel()
-			if !lua.NoReply(err) {
+			if !lua.NoReply(err) || errors.Is(err, redis.ErrClosed) {
 				return
 			}
 		}
 	}()
 }
+
+// sendAgainMax bounds the writes sendAgain holds at once, per process.
+const sendAgainMax = 1024
+
+var sendAgainSlots = make(chan struct{}, sendAgainMax)

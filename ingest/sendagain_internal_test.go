@@ -77,3 +77,30 @@ func TestUnknownDetailPromisesOnlyWhatHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownSentAgainKeepsNewerAnswers: an unknown record sent again
+// (its first send's reply lost) is written only where this request's
+// marker still is: an id whose record a later request took and answered
+// 202 meanwhile keeps that answer. Before, the resend was a plain SET over
+// it, and the next request with the id queued the job again.
+func TestUnknownSentAgainKeepsNewerAnswers(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	tenant := testenv.Name(t, "mark")
+	marker := newMarker()
+	rdb.Set(ctx, keys.Idempotency(tenant, "a"), marker, time.Minute)
+	answered := `{"status":202,"answer":{"job_id":"b"}}`
+	rdb.Set(ctx, keys.Idempotency(tenant, "b"), answered, time.Minute)
+	recs := []unknownRecord{{Status: unknownStatus, JobID: "a", EnqueuedAt: time.Now()}, {Status: unknownStatus, JobID: "b", EnqueuedAt: time.Now()}}
+	if err := markUnknownIfOurs(ctx, rdb, tenant, recs, marker); err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, keys.Idempotency(tenant, "a")).Val(); !strings.Contains(v, `"status":503`) {
+		t.Errorf("id a (our marker) reads %q, want its unknown record", v)
+	}
+	if v := rdb.Get(ctx, keys.Idempotency(tenant, "b")).Val(); v != answered {
+		t.Errorf("id b (a later request's 202) reads %q, want it kept", v)
+	}
+	t.Cleanup(func() { testenv.DeleteTenant(t, rdb, tenant) })
+}

@@ -134,6 +134,23 @@ func markUnknown(ctx context.Context, rdb redis.UniversalClient, tenant string, 
 	return nil
 }
 
+// markUnknownIfOurs is markUnknown on the keys that still hold marker
+// (lua/idem_mark.lua): the form a store sent again takes.
+func markUnknownIfOurs(ctx context.Context, rdb redis.UniversalClient, tenant string, recs []unknownRecord, marker string) error {
+	ks := make([]string, len(recs))
+	args := make([]any, 0, 2+len(recs))
+	args = append(args, marker, keys.IdempotencyTTL.Milliseconds())
+	for i, r := range recs {
+		r.HeldUntil = 0
+		ks[i] = keys.Idempotency(tenant, r.JobID)
+		args = append(args, r.encode())
+	}
+	if err := (lua.Call{Script: lua.IdemMark, Keys: ks, Args: args}).Run(ctx, rdb).Err(); err != nil {
+		return fmt.Errorf("ingest: mark ids of %s unknown: %w", tenant, err)
+	}
+	return nil
+}
+
 // retried is one job of a request that retries an id whose outcome was
 // unknown: its index in the request and its record.
 type retried struct {
@@ -212,7 +229,7 @@ func (s *Server) keepUnknown(ctx context.Context, snap *snapshot, ts *tenantStat
 			recs = append(recs, unknownRecord{Status: unknownStatus, JobID: j.id, EnqueuedAt: envs[i].EnqueuedAt, Digest: digestOf(j)})
 		}
 	}
-	s.freeUnknown(ctx, snap, ts, recs)
+	s.freeUnknown(ctx, snap, ts, recs, sub.marker)
 }
 
 // giveBack undoes sub's reservations after a refusal or a failure that
@@ -224,12 +241,15 @@ func (s *Server) giveBack(ctx context.Context, snap *snapshot, ts *tenantState, 
 	for i, r := range sub.retried {
 		recs[i] = r.rec
 	}
-	s.freeUnknown(ctx, snap, ts, recs)
+	s.freeUnknown(ctx, snap, ts, recs, sub.marker)
 }
 
 // freeUnknown stores recs held by no one (markUnknown), even when the
-// client has gone away; a failure is logged.
-func (s *Server) freeUnknown(ctx context.Context, snap *snapshot, ts *tenantState, recs []unknownRecord) {
+// client has gone away. A store that got no reply is sent again
+// (sendAgain) on the keys that still hold this request's marker
+// (idem_mark.lua), so it never overwrites what a later request stored; a
+// failure is logged.
+func (s *Server) freeUnknown(ctx context.Context, snap *snapshot, ts *tenantState, recs []unknownRecord, marker string) {
 	if len(recs) == 0 {
 		return
 	}
@@ -237,6 +257,6 @@ func (s *Server) freeUnknown(ctx context.Context, snap *snapshot, ts *tenantStat
 	defer cancel()
 	if err := markUnknown(ctx, s.rdb, ts.name, recs); err != nil {
 		s.warnRepeat(ts.name, "recording ids with an unknown enqueue outcome failed; sent again until Redis answers", "ids", len(recs), "err", err)
-		s.sendAgain(err, func(ctx context.Context) error { return markUnknown(ctx, s.rdb, ts.name, recs) })
+		s.sendAgain(err, func(ctx context.Context) error { return markUnknownIfOurs(ctx, s.rdb, ts.name, recs, marker) })
 	}
 }

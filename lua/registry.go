@@ -70,8 +70,10 @@ var (
 	TenantWrite = register(mustLoad("tenant_write.lua"))
 	AuditPage   = register(mustLoad("audit_page.lua"))
 
-	// A request's client-id reservations, released (ingest).
+	// A request's client-id reservations, released or marked unknown when
+	// sent again (ingest).
 	IdemRelease = register(mustLoad("idem_release.lua"))
+	IdemMark    = register(mustLoad("idem_mark.lua"))
 
 	// Dead letters (dlq).
 	DLQPage   = register(mustLoad("dlq_page.lua"))
