@@ -108,7 +108,7 @@ if b.water + cost_micro <= b.cap_micro then
   return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, 0, b.now}
 end
 local wait = bucket_wait(b, cost_micro)
-if wait <= ahead then
+if bucket_ahead(b, wait, ahead) then
   bucket_store(b, b.water + cost_micro)
   return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, wait, b.now}
 end

@@ -40,7 +40,8 @@ type Level struct {
 //
 //	rate      = override outflow_rate when > 0, else l.Rate
 //	effective = min(rate, eff + (now − eff_ts) × eff_inc)  (rate without eff)
-//	spilled   = max(0, cap − capacity)  (a capacity lowered since the store)
+//	spilled   = max(0, cap − capacity) once now − ts ≥ 2 s  (a capacity
+//	            lowered since the store, and no higher one stored for 2 s)
 //	water     = max(0, water − spilled − (now − ts) × effective)
 //
 // A limit that is not Shaped has no bucket: the zero Level. A result that
@@ -67,13 +68,20 @@ func (l Limit) At(s State, nowMicro float64) Level {
 	if !(lv.Effective > 0) {
 		return lv
 	}
-	spilled := max(s.CapMicro-math.Floor(lv.Capacity*micro), 0)
+	spilled := 0.0
+	if nowMicro-orNow(s.TSMicro, nowMicro) >= spillAfterMicro {
+		spilled = max(s.CapMicro-math.Floor(lv.Capacity*micro), 0)
+	}
 	water := max(s.WaterMicro-spilled-max(nowMicro-orNow(s.TSMicro, nowMicro), 0)*lv.Effective, 0) / micro
 	if !math.IsInf(water, 0) && !math.IsNaN(water) {
 		lv.Water = water
 	}
 	return lv
 }
+
+// spillAfterMicro is bucket_level.lua's BUCKET_SPILL_AFTER_US: a level
+// stored against a higher capacity spills only once it is that old.
+const spillAfterMicro = 2e6
 
 // orNow is ts, or now for a timestamp not stored (0).
 func orNow(ts, now float64) float64 {

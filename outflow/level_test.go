@@ -89,8 +89,8 @@ func TestLevelFromTenantStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := now.Add(-200 * time.Millisecond).UnixMicro()
-	// Stored against a capacity of 105: the 100 now spills 5 of the 9.
+	ts := now.Add(-2200 * time.Millisecond).UnixMicro()
+	// Stored 2.2 s ago against a capacity of 105: the 100 now spills 5.
 	rdb.HSet(ctx, keys.Water(tenant), "water", 9e6, "ts", ts, "eff", 3, "eff_ts", ts, "eff_inc", 2, "cap", 105e6)
 	rdb.PExpire(ctx, keys.Water(tenant), time.Minute)
 	v, err := lua.TenantStats.Strings(lua.Call{Script: lua.TenantStats, Keys: []string{
