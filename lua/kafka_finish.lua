@@ -6,11 +6,12 @@
 -- job_state_final.lua, dead_letter.lua and backlog_lower.lua first.
 --
 -- For each job, in order: its state hash is read once (state, seq, reason
--- and fin, before any write). A job whose fin is its member (below) was
--- finished by this very finish sent before (a call whose reply was lost:
--- a timeout, a cut connection; queue/kafkaq holds such a finish and sends
--- it again, heldfinish.go) and is skipped, so a finish sent twice lowers
--- the backlog once. Otherwise its cost lowers the tenant's backlog unless
+-- and fin, before any write). A job whose fin is its record's identity
+-- (below) was finished from this very record before: a finish whose reply
+-- was lost sent again (queue/kafkaq holds such a finish, heldfinish.go),
+-- or the record handed out again after a revoke and finished by its next
+-- owner; it is skipped, so one record lowers the backlog once. Another
+-- copy of the job (another record) is finished as before. Otherwise its cost lowers the tenant's backlog unless
 -- the job was purged (reason "purged"); and unless its state argument is
 -- "" (a duplicate: a copy of a job delivered already, whose state stays
 -- done and which only lowers the backlog) the delivery leaves the
@@ -19,7 +20,7 @@
 -- with one batch for all the jobs: batch_new, batch_flush; the hash is
 -- created when missing: on Kafka a job may finish before the producer's
 -- post-ack write records it, which then keeps this state,
--- job_state_enqueue.lua), with fin set to the member; a duplicate sets
+-- job_state_enqueue.lua), with fin set to the record; a duplicate sets
 -- fin on the hash when it exists (a duplicate whose hash has expired
 -- meanwhile is not marked: sent twice, it lowers twice). Then backlog_lower lowers the counter KEYS[5] by
 -- the sum, never below 0 (the rest owed in KEYS[6], paid by
@@ -43,9 +44,8 @@
 -- ARGV[5]    PEXPIRE of the backlog counter, ms (keys.BacklogTTL)
 -- ARGV[6]    PEXPIRE of the owed count, ms (keys.BacklogOwedTTL)
 -- ARGV[7]    n, the number of jobs, 1 to 1000
--- then 7 arguments per job i, from ARGV[8 + 7(i-1)]:
---   +0  the delivery's member in KEYS[2] (queue.Claimed.Token), unique to
---       this claim of the job; also its fin mark
+-- then 8 arguments per job i, from ARGV[8 + 8(i-1)]:
+--   +0  the delivery's member in KEYS[2] (queue.Claimed.Token)
 --   +1  the state: done, dead, cancelled or expired; "" for a duplicate
 --   +2  the last delivery error, "" to keep the recorded one
 --   +3  why a dead job is dead, or ""
@@ -53,26 +53,28 @@
 --   +5  with a dead letter: when the job died, unix ms (0: Redis TIME)
 --   +6  job cost, integer >= 1; the n costs sum to at most 2^53 - 1
 --       (checked before any write: a refused call writes nothing)
+--   +7  the record's identity ("<partition>@<offset>"), the fin mark; ""
+--       marks nothing and skips nothing
 -- A dead letter's job id is the one at the end of its state key.
 --
 -- Returns the backlog counter after the decrement (>= 0), or as it is when
 -- every job was purged.
 
 local n = tonumber(ARGV[7])
-if n == nil or n < 1 or n > 1000 or n ~= math.floor(n) or #ARGV ~= 7 + 7 * n or #KEYS ~= 6 + n then
-  return redis.error_reply('ERR kafka_finish: want n in 1..1000 jobs, 6 + n keys and 7 + 7n arguments')
+if n == nil or n < 1 or n > 1000 or n ~= math.floor(n) or #ARGV ~= 7 + 8 * n or #KEYS ~= 6 + n then
+  return redis.error_reply('ERR kafka_finish: want n in 1..1000 jobs, 6 + n keys and 7 + 8n arguments')
 end
-local _, bad = costs_sum(8, 7, n, 6)
+local _, bad = costs_sum(8, 8, n, 6)
 if bad then return redis.error_reply('ERR kafka_finish: ' .. bad) end
 local tick, state_ttl = ARGV[4], ARGV[1]
 local B = batch_new()
 local lower, delivering = 0, {}
 for i = 1, n do
-  local a = 8 + 7 * (i - 1)
-  local sk, state, member = KEYS[6 + i], ARGV[a + 1], ARGV[a]
+  local a = 8 + 8 * (i - 1)
+  local sk, state, member, fin = KEYS[6 + i], ARGV[a + 1], ARGV[a], ARGV[a + 7]
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
   local pre = redis.pcall('HMGET', sk, 'state', 'seq', 'reason', 'fin')
-  if pre['err'] or member == '' or pre[4] ~= member then
+  if pre['err'] or fin == '' or pre[4] ~= fin then
     if pre['err'] or pre[3] ~= 'purged' then
       lower = lower + tonumber(ARGV[a + 6])
     end
@@ -81,9 +83,9 @@ for i = 1, n do
       if ARGV[a + 4] ~= '' then
         dead_add(KEYS[3], KEYS[4], job_id(sk) or '?', ARGV[a + 4], ARGV[a + 5], ARGV[3], ARGV[2])
       end
-      record_final(sk, KEYS[1], state, ARGV[a + 2], ARGV[a + 3], state_ttl, nil, tick, pre, B, member ~= '' and {'fin', member} or nil)
-    elseif not pre['err'] and pre[1] and member ~= '' then
-      redis.call('HSET', sk, 'fin', member)
+      record_final(sk, KEYS[1], state, ARGV[a + 2], ARGV[a + 3], state_ttl, nil, tick, pre, B, fin ~= '' and {'fin', fin} or nil)
+    elseif not pre['err'] and pre[1] and fin ~= '' then
+      redis.call('HSET', sk, 'fin', fin)
     end
   end
 end

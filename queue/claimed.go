@@ -45,6 +45,12 @@ type Claimed struct {
 	// from another Source finds that delivery under way (Duplicate). ""
 	// for the Redis backend, which holds one copy.
 	Source string
+	// Offset is the Kafka record's offset in its partition (Source): with
+	// it, the record's identity, which a finish marks on the job
+	// (kafka_finish.lua's fin) so that the same record finished again (a
+	// finish sent again, or handed out again after a revoke) lowers the
+	// backlog once. 0 for the Redis backend.
+	Offset int64
 	// Started is the delivery's attempt number (Sluice-Attempt, >= 1) when
 	// the backend recorded its start together with the claim (Taker); 0 when
 	// it did not, and the drainer records the start itself.

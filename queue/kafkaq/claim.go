@@ -155,7 +155,7 @@ func (c *Consumer) decodeEntry(e *entry, tenant string) *queue.Claimed {
 	env.Cost = queue.ClaimCost(env.Cost)
 	job := queue.NewClaimed(env.ID + "|" + c.prefix + "." + strconv.FormatUint(c.seq.Add(1), 36))
 	job.Envelope, job.Raw, job.DecodeErr = env, e.raw, derr
-	job.Source = strconv.Itoa(e.fifo.p.id)
+	job.Source, job.Offset = strconv.Itoa(e.fifo.p.id), e.offset
 	return job
 }
 

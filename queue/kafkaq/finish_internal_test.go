@@ -2,6 +2,7 @@ package kafkaq
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func finishTenant(t *testing.T, rdb *redis.Client, name string, backlog int64, a
 			rdb.HSet(ctx, keys.JobState(tenant, id), "state", jobstate.Cancelled, "reason", "purged")
 		}
 		out[i] = kafkaFinish{Settle: jobstate.Settle{Tenant: tenant, JobID: id, Member: member, State: c.state,
-			LastError: c.lastErr, Reason: c.reason, DeadLetter: c.dead, DiedAt: at}, Cost: int64(i + 1)}
+			LastError: c.lastErr, Reason: c.reason, DeadLetter: c.dead, DiedAt: at}, Cost: int64(i + 1), Record: fmt.Sprintf("0@%d", i)}
 	}
 	return tenant, out
 }
@@ -118,8 +119,9 @@ func TestKafkaFinishBatchMatchesSingleCalls(t *testing.T) {
 // TestKafkaFinishSentTwiceFinishesOnce: a finish sent again after its first
 // send ran (its reply lost: heldfinish.go sends it again) changes nothing:
 // the backlog is lowered once, and the states, indexes and dead letters
-// are those of one send. Another claim of the same job (another member)
-// is finished as before.
+// are those of one send. The same record claimed again (a revoke handed it
+// to another owner: another member) is not lowered again; another copy of
+// the job (another record) is.
 func TestKafkaFinishSentTwiceFinishesOnce(t *testing.T) {
 	t.Parallel()
 	rdb := testenv.Redis(t)
@@ -147,11 +149,18 @@ func TestKafkaFinishSentTwiceFinishesOnce(t *testing.T) {
 		t.Errorf("backlog %v after one send, want 76", once[":backlog"])
 	}
 	again := jobs[0]
-	again.Member = "a|another-claim"
+	again.Member, again.State = "a|another-claim", "" // the next owner's duplicate of the same record
+	if _, err := parseKafkaFinish(kafkaFinishCall([]kafkaFinish{again}).Run(ctx, rdb).Val(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int64(); got != 76 {
+		t.Errorf("backlog %d after the same record's finish by another claim, want 76 (not lowered again)", got)
+	}
+	again.Record = "1@99" // another copy of job a, in another partition
 	if _, err := parseKafkaFinish(kafkaFinishCall([]kafkaFinish{again}).Run(ctx, rdb).Val(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int64(); got != 75 {
-		t.Errorf("backlog %d after another claim's finish of job a, want 75", got)
+		t.Errorf("backlog %d after another copy's finish of job a, want 75", got)
 	}
 }

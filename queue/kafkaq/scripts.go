@@ -46,6 +46,9 @@ func newFinishGroup(rdb redis.UniversalClient) *lua.Batcher[kafkaFinish, int64] 
 type kafkaFinish struct {
 	jobstate.Settle
 	Cost int64
+	// Record is the record's identity ("<partition>@<offset>"), the fin
+	// mark of kafka_finish.lua; "" marks nothing.
+	Record string
 }
 
 // maxFinishJobs bounds the jobs of one kafka_finish.lua call (the script
@@ -79,10 +82,10 @@ func kafkaFinishCall(jobs []kafkaFinish) lua.Call {
 		ks = append(ks, keys.JobState(t, f.JobID))
 		refresh = refresh || f.Refresh
 	}
-	args := make([]any, 0, 7+7*len(jobs))
+	args := make([]any, 0, 7+8*len(jobs))
 	args = append(args, jobStateTTLArg, deadTTLArg, keys.DeadMaxJobs, lua.Flag(refresh), backlogTTLArg, backlogOwedTTLArg, len(jobs))
 	for _, f := range jobs {
-		args = append(args, f.Member, f.State, f.LastError, f.Reason, f.DeadLetter, jobstate.UnixMS(f.DiedAt), f.Cost)
+		args = append(args, f.Member, f.State, f.LastError, f.Reason, f.DeadLetter, jobstate.UnixMS(f.DiedAt), f.Cost, f.Record)
 	}
 	return lua.Call{Script: lua.KafkaFinish, Keys: ks, Args: args}
 }

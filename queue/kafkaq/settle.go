@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -112,7 +113,8 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 		st.DeadLetter, _ = dlq.Encode(*out.Dead, job.Raw)
 		st.DiedAt = out.Dead.At
 	}
-	if _, err := c.finishes.Do(ctx, kafkaFinish{Settle: st, Cost: job.Envelope.Cost}); err != nil {
+	rec := job.Source + "@" + strconv.FormatInt(job.Offset, 10)
+	if _, err := c.finishes.Do(ctx, kafkaFinish{Settle: st, Cost: job.Envelope.Cost, Record: rec}); err != nil {
 		c.m.redisErrs.WithLabelValues("finish").Inc()
 		c.quiet.Warn("finish/"+t, "kafka consumer: backlog counter not lowered nor job state recorded; written again until Redis takes it",
 			"tenant", t, "job_id", job.Envelope.ID, "state", state, "err", err)
