@@ -4,101 +4,138 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/config"
 )
 
-// quarantineRounds bounds the rounds of quarantine: each round sets aside at
-// least one tenant, and a problem that outlives them is not the tenants'.
+// quarantineRounds bounds the rounds of quarantine: each round strips at
+// least one clashing key, and a problem that outlives them is not one it
+// knows how to settle.
 const quarantineRounds = 4
 
-// quarantine makes a merged config that fails config.Validate (err) valid by
-// setting aside the tenants its problems name, so one bad runtime record
-// never freezes every other tenant's changes (before, any problem kept the
-// whole running config: two admins racing to give one API key to two
-// tenants left every later change of any tenant unapplied, on every
-// instance, and a restart fell back to the file's tenants alone).
+// sameKeyAs is config.Validate's message of an API key held twice.
+const sameKeyAs = "same key as "
+
+// quarantine makes the merged config that config.Validate refused (err)
+// one to apply, so that one bad record never freezes every other tenant's
+// changes (before, any problem kept the whole running config: two admins
+// racing to give one API key to two tenants left every later change of
+// any tenant unapplied, on every instance, and a restart fell back to the
+// file's tenants alone):
 //
-// A problem names the tenants in its key and in its message (a key held
-// twice names both holders). Of those, the ones whose spec differs from
-// prev (the running config) are set aside: the change that brought the
-// problem, not the tenant that had the key first; when none changed (a new
-// file did it), all of them. A tenant set aside keeps its running spec from
-// prev, or is left out when prev has none. It returns the valid config and
-// the tenants set aside, sorted, or ok false when problems outside the
-// tenants remain (the caller keeps the running config, as before).
-func quarantine(merged, prev *config.Config, err error) (out *config.Config, aside []string, ok bool) {
+//   - an API key held by two tenants is taken from the one whose spec
+//     differs from prev (the running config: the change that brought the
+//     clash), or from both when neither or both changed (a registry just
+//     started knows no running spec); each keeps the rest of its spec, so
+//     a tenant paused at runtime stays paused;
+//   - a problem wholly inside one tenant's own spec (stored by an older
+//     version whose bounds today's refuse) is applied as stored, as it ran
+//     before: its admission requests take the limiter's error path until
+//     its next write fixes it, rather than the tenant vanishing;
+//   - a problem outside the tenants is not settled: ok is false and the
+//     caller keeps the running config, as before.
+//
+// It returns the config and what it did ("<tenant>: key <hash…> removed"),
+// sorted.
+func quarantine(merged, prev *config.Config, err error) (out *config.Config, did []string, ok bool) {
 	cp := *merged
 	cp.Tenants = maps.Clone(merged.Tenants)
-	set := map[string]bool{}
 	for range quarantineRounds {
-		named := problemTenants(&cp, prev, err)
-		if len(named) == 0 {
+		stripped, settled := stripClashes(&cp, prev, err)
+		if !settled {
 			return nil, nil, false
 		}
-		for _, id := range named {
-			set[id] = true
-			if t, had := prev.Tenants[id]; had {
-				cp.Tenants[id] = t
-			} else {
-				delete(cp.Tenants, id)
-			}
+		did = append(did, stripped...)
+		if err = cp.Validate(); err == nil || len(stripped) == 0 {
+			// Valid, or only the tenants' own problems are left.
+			slices.Sort(did)
+			return &cp, did, true
 		}
-		if err = cp.Validate(); err == nil {
-			return &cp, slices.Sorted(maps.Keys(set)), true
-		}
-		prev = &config.Config{Tenants: map[string]config.Tenant{}} // a second round leaves them out
 	}
 	return nil, nil, false
 }
 
-// problemTenants returns the tenants of cfg that err's problems name (see
-// quarantine), of each problem the ones whose spec is not prev's, or nil
-// when a problem names none (it lies outside the tenants).
-func problemTenants(cfg, prev *config.Config, err error) []string {
+// stripClashes takes each API key that err's problems show held twice from
+// the tenants changedFrom picks, and reports what it took. settled is false
+// when a problem names no tenant.
+func stripClashes(cfg, prev *config.Config, err error) (stripped []string, settled bool) {
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
 	} else {
 		errs = []error{err}
 	}
-	out := map[string]bool{}
 	for _, e := range errs {
 		key, msg, _ := strings.Cut(strings.TrimPrefix(e.Error(), "config: "), ": ")
-		ids := namedTenants(cfg, key, msg)
-		if len(ids) == 0 {
-			return nil
+		holder := namedTenant(cfg, key)
+		if holder == "" {
+			return nil, false
 		}
-		for _, id := range changedFrom(cfg, prev, ids) {
-			out[id] = true
+		other, clash := strings.CutPrefix(msg, sameKeyAs)
+		first := namedTenant(cfg, other)
+		hash, found := keyAt(cfg, holder, key)
+		if !clash || first == "" || !found {
+			continue // the tenant's own problem: applied as stored
 		}
-	}
-	return slices.Sorted(maps.Keys(out))
-}
-
-// namedTenants returns the tenants of cfg a problem's key and message name
-// ("tenants.<id>" or "tenants.<id>.…"; the longest id when one id is a
-// prefix of another, as ids may hold dots).
-func namedTenants(cfg *config.Config, key, msg string) []string {
-	var ids []string
-	for _, s := range []string{key, msg} {
-		best := ""
-		for id := range cfg.Tenants {
-			p := "tenants." + id
-			if len(id) > len(best) && (strings.HasPrefix(s, p+".") || s == p || strings.Contains(s, " "+p+".") || strings.HasPrefix(s, p+"[")) {
-				best = id
+		for _, id := range changedFrom(cfg, prev, []string{holder, first}) {
+			if removeKey(cfg, id, hash) {
+				stripped = append(stripped, id+": key "+hash[:min(len(hash), 15)]+"… removed (held by two tenants)")
 			}
 		}
-		if best != "" {
-			ids = append(ids, best)
+	}
+	return stripped, true
+}
+
+// namedTenant returns the tenant of cfg a problem key ("tenants.<id>" or
+// "tenants.<id>.…") names, the longest id when one is a prefix of another
+// (ids may hold dots), or "".
+func namedTenant(cfg *config.Config, key string) string {
+	best := ""
+	for id := range cfg.Tenants {
+		p := "tenants." + id
+		if len(id) > len(best) && (key == p || strings.HasPrefix(key, p+".")) {
+			best = id
 		}
 	}
-	return ids
+	return best
+}
+
+// keyAt returns the API key at the problem key "tenants.<id>.api_keys[i]".
+func keyAt(cfg *config.Config, id, key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "tenants."+id+".api_keys[")
+	if !ok {
+		return "", false
+	}
+	i, err := strconv.Atoi(strings.TrimSuffix(rest, "]"))
+	keys := cfg.Tenants[id].APIKeys
+	if err != nil || i < 0 || i >= len(keys) {
+		return "", false
+	}
+	return keys[i], true
+}
+
+// removeKey takes hash (any case) from tenant id's API keys, reporting
+// whether it held it.
+func removeKey(cfg *config.Config, id, hash string) bool {
+	t := cfg.Tenants[id]
+	kept := make([]string, 0, len(t.APIKeys))
+	for _, k := range t.APIKeys {
+		if !strings.EqualFold(k, hash) {
+			kept = append(kept, k)
+		}
+	}
+	if len(kept) == len(t.APIKeys) {
+		return false
+	}
+	t.APIKeys = kept
+	cfg.Tenants[id] = t
+	return true
 }
 
 // changedFrom returns the ids among ids whose spec in cfg differs from
-// prev's (or that prev lacks); all of ids when none differs.
+// prev's (or that prev lacks); all of ids when none differs or all do.
 func changedFrom(cfg, prev *config.Config, ids []string) []string {
 	var out []string
 	for _, id := range ids {

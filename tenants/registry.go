@@ -66,9 +66,10 @@ type RegistryConfig struct {
 // Config and handed to the apply function given to Run. A merged config that
 // fails validation (a runtime tenant's key now also in the file, or held by
 // two runtime tenants) is logged and counted in
-// sluice_registry_errors_total{reason="invalid"}; the tenants its problems
-// name keep their running spec (quarantine) and the rest is applied. Only
-// a problem outside the tenants keeps the whole running config. A Redis error keeps the running config too
+// sluice_registry_errors_total{reason="invalid"}, and applied settled
+// (quarantine): a key held twice is taken from the tenant that took it, a
+// tenant's own problem is applied as stored. Only a problem outside the
+// tenants keeps the whole running config. A Redis error keeps the running config too
 // (reason="read"); admin changes are never dropped because Redis was away.
 //
 // It is safe for concurrent use.
@@ -303,14 +304,14 @@ func (r *Registry) remerge(source string) {
 	merged := Merge(r.base, r.records)
 	if err := merged.Validate(); err != nil {
 		r.m.errors.WithLabelValues("invalid").Inc()
-		valid, aside, ok := quarantine(merged, r.current.Load(), err)
+		valid, did, ok := quarantine(merged, r.current.Load(), err)
 		if !ok {
 			r.invalid = fp
 			r.log.Error("tenants: merged tenants are invalid; keeping the running config", "source", source, "err", err)
 			return
 		}
-		r.log.Error("tenants: tenants set aside, their running spec kept (or left out when new); the others applied",
-			"source", source, "set_aside", aside, "err", err)
+		r.log.Error("tenants: merged tenants are invalid; applied with each API key held twice removed from the tenant that took it, and each tenant's own problems as stored",
+			"source", source, "removed", did, "err", err)
 		merged = valid
 	}
 	r.print = fp

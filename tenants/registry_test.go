@@ -192,9 +192,9 @@ func TestRegistryKeepsConfigWhileRedisDown(t *testing.T) {
 
 // TestRegistryInvalidMergeSetsAside gives a registry a file whose new
 // tenant uses a runtime tenant's API key: the merge fails validation, the
-// new file tenant (the change that brought the clash) is set aside, the
-// runtime tenant keeps its key, the rest of the file applies, and the
-// failure is counted.
+// new file tenant (the change that brought the clash) is applied without
+// that key, the runtime tenant keeps it, the rest of the file applies, and
+// the failure is counted.
 func TestRegistryInvalidMergeSetsAside(t *testing.T) {
 	_, rdb := privateRedis(t)
 	ctx := context.Background()
@@ -204,8 +204,8 @@ func TestRegistryInvalidMergeSetsAside(t *testing.T) {
 	}
 	r.SetBase(baseConfig(t, fileTenant("a", 7), fileTenant("z", 1)))
 	cfg := r.Config()
-	if _, ok := cfg.Tenants["z"]; ok {
-		t.Error("the file tenant holding runtime b's key was applied")
+	if z, ok := cfg.Tenants["z"]; !ok || len(z.APIKeys) != 0 || z.Outflow.Rate != 1 {
+		t.Errorf("file tenant z: %+v (present %v), want it applied without runtime b's key", z.APIKeys, ok)
 	}
 	if got := cfg.Tenants["a"].Outflow.Rate; got != 7 || len(cfg.Tenants["b"].APIKeys) != 1 {
 		t.Errorf("a's rate %v (want the new file's 7), b's keys %v (want kept)", got, cfg.Tenants["b"].APIKeys)
@@ -221,13 +221,14 @@ func TestRegistryInvalidMergeSetsAside(t *testing.T) {
 	}
 }
 
-// TestRegistryOneKeyTwoRuntimeTenants: two runtime records that hold one
-// API key (two admins racing: each write validated before the other's
-// landed) set aside those two tenants only. Every other change still
+// TestRegistryOneKeyTwoRuntimeTenants: runtime records that hold one API
+// key (two admins racing: each write validated before the other's landed)
+// cost that key only: every tenant applies, every other change still
 // applies, on a running registry and on one started afresh (a restart),
-// which used to fall back to the file's tenants alone: a file tenant
-// paused at runtime was delivered again. A tenant that takes a key
-// another already holds keeps its running spec, and the holder its key.
+// which used to fall back to the file's tenants alone (a file tenant paused
+// at runtime was delivered again). A tenant that takes a key another
+// already holds loses it on a running registry; one started afresh, which
+// cannot tell which came first, takes it from both.
 func TestRegistryOneKeyTwoRuntimeTenants(t *testing.T) {
 	_, rdb := privateRedis(t)
 	ctx := context.Background()
@@ -251,26 +252,33 @@ func TestRegistryOneKeyTwoRuntimeTenants(t *testing.T) {
 	if _, err := r.store.Write(ctx, Change{Tenant: "g", Op: OpPut, Spec: taken, Who: "race", At: testAt, Action: ActionCreate}); err != nil {
 		t.Fatal(err)
 	}
-	check := func(name string, reg *Registry, aside []string) {
+	keysOf := func(reg *Registry, id string) []string {
+		tn, ok := reg.Config().Tenants[id]
+		if !ok {
+			t.Errorf("tenant %s not applied", id)
+		}
+		return tn.APIKeys
+	}
+	check := func(name string, reg *Registry, hKeys int) {
 		t.Helper()
 		testenv.WaitFor(t, 5*time.Second, name+": the records merged", func() bool {
 			_ = reg.Sync(ctx)
-			return reg.Config().Tenants["f"].Outflow.Paused
+			_, g := reg.Config().Tenants["g"]
+			return g && reg.Config().Tenants["f"].Outflow.Paused
 		})
-		cfg := reg.Config()
-		for _, id := range aside {
-			if _, ok := cfg.Tenants[id]; ok {
-				t.Errorf("%s: tenant %s applied, want it set aside", name, id)
+		for _, id := range []string{"x", "y"} {
+			if k := keysOf(reg, id); len(k) != 0 {
+				t.Errorf("%s: %s holds %v, want the key both hold removed", name, id, k)
 			}
 		}
-		if h, ok := cfg.Tenants["h"]; ok && len(h.APIKeys) != 1 {
-			t.Errorf("%s: h holds %v, want its one key", name, h.APIKeys)
+		if k := keysOf(reg, "g"); len(k) != 1 || k[0] != config.HashKey("key-h2") {
+			t.Errorf("%s: g holds %v, want only its own key-h2", name, k)
+		}
+		if k := keysOf(reg, "h"); len(k) != hKeys {
+			t.Errorf("%s: h holds %v, want %d key(s)", name, k, hKeys)
 		}
 	}
-	check("running", r, []string{"x", "y", "g"})
-	if _, ok := r.Config().Tenants["h"]; !ok {
-		t.Error("running: h, which held its key first, was set aside")
-	}
+	check("running", r, 1)
 	// A later change of another tenant applies (it froze before).
 	if _, err := r.Put(ctx, "later", config.Tenant{APIKeys: []string{config.HashKey("key-later")}}, "alice", testAt); err != nil {
 		t.Fatal(err)
@@ -278,21 +286,44 @@ func TestRegistryOneKeyTwoRuntimeTenants(t *testing.T) {
 	if _, ok := r.Config().Tenants["later"]; !ok {
 		t.Error("running: a tenant created after the clash was not applied")
 	}
-	// A registry started afresh has no running spec to tell which of g
-	// and h held the key first: both are set aside; the others apply.
 	fresh, _ := startRegistry(t, rdb, base, RegistryConfig{})
-	check("restarted", fresh, []string{"x", "y", "g", "h"})
-	// Mending one of the two applies both.
+	check("restarted", fresh, 0)
+	// Mending one of the two gives the other its key back.
 	if _, err := r.store.Write(ctx, Change{Tenant: "y", Expect: 1, Op: OpPut, Who: "bob", At: testAt, Action: ActionUpdate,
 		Spec: config.Tenant{APIKeys: []string{config.HashKey("key-y")}}.WithDefaults()}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 5*time.Second, "x and y applied once mended", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "x holds its key once y is mended", func() bool {
 		_ = r.Sync(ctx)
-		_, x := r.Config().Tenants["x"]
-		_, y := r.Config().Tenants["y"]
-		return x && y
+		return len(r.Config().Tenants["x"].APIKeys) == 1
 	})
+}
+
+// TestRegistryAppliesAnOlderSpec: a runtime spec stored by an older version
+// that today's bounds refuse (a sliding_log limit above 10,000) is applied
+// as stored, with the other tenants, rather than vanishing or freezing the
+// registry.
+func TestRegistryAppliesAnOlderSpec(t *testing.T) {
+	_, rdb := privateRedis(t)
+	ctx := context.Background()
+	r, _ := startRegistry(t, rdb, baseConfig(t), RegistryConfig{})
+	old := config.Tenant{APIKeys: []string{config.HashKey("key-old")},
+		Admission: config.Admission{Algorithm: "sliding_log", Limit: 50000, Period: time.Second}}.WithDefaults()
+	if _, err := r.store.Write(ctx, Change{Tenant: "old", Op: OpPut, Spec: old, Who: "v0", At: testAt, Action: ActionCreate}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Put(ctx, "new", config.Tenant{APIKeys: []string{config.HashKey("key-new")}}, "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	for _, reg := range []*Registry{r, func() *Registry { f, _ := startRegistry(t, rdb, baseConfig(t), RegistryConfig{}); return f }()} {
+		_ = reg.Sync(ctx)
+		if got := reg.Config().Tenants["old"].Admission.Limit; got != 50000 {
+			t.Errorf("the older spec's limit reads %d, want it applied as stored (50000)", got)
+		}
+		if _, ok := reg.Config().Tenants["new"]; !ok {
+			t.Error("a tenant written after the older spec was not applied")
+		}
+	}
 }
 
 // TestRegistryCluster runs the propagation over a Redis Cluster: the write
