@@ -150,8 +150,8 @@ func TestCeilSeconds(t *testing.T) {
 func TestComputeStatsStoredNumbers(t *testing.T) {
 	t.Parallel()
 	// now_us, backlog, override_rate, override_capacity, water_micro, ts_us,
-	// eff, eff_ts_us, eff_inc, in_flight, dead_letters, units_in_window, cap
-	res := []string{"1000000", "1e30", "inf", "NaN", "9.2e24", "", "-inf", "x", "", "-3", "99999999999999999999", "1e400", "inf"}
+	// eff, eff_ts_us, eff_inc, in_flight, dead_letters, units_in_window
+	res := []string{"1000000", "1e30", "inf", "NaN", "9.2e24", "", "-inf", "x", "", "-3", "99999999999999999999", "1e400"}
 	got := computeStats("acme", config.Outflow{Rate: 2}, res)
 	if _, err := json.Marshal(got); err != nil {
 		t.Fatalf("the answer does not encode: %v (%+v)", err, got)
@@ -162,7 +162,7 @@ func TestComputeStatsStoredNumbers(t *testing.T) {
 	if got.Outflow.ConfiguredRate != 2 || got.Outflow.Capacity != 2 || got.Outflow.MeasuredRate != 0 {
 		t.Errorf("outflow = %+v, want the configured rate 2 and capacity 2 (non-finite overrides ignored)", got.Outflow)
 	}
-	tiny := computeStats("acme", config.Outflow{Rate: 5e-324}, []string{"0", "1000", "", "", "", "", "", "", "", "", "", "", ""})
+	tiny := computeStats("acme", config.Outflow{Rate: 5e-324}, []string{"0", "1000", "", "", "", "", "", "", "", "", "", ""})
 	if _, err := json.Marshal(tiny); err != nil || tiny.ETASeconds != nil {
 		t.Errorf("backlog ÷ a subnormal rate: eta %v (%v), want null and an encodable answer", tiny.ETASeconds, err)
 	}

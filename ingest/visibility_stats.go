@@ -148,12 +148,12 @@ func statsCall(tenant string) lua.Call {
 	}, Args: []any{measureWindow}}
 }
 
-// parseStats checks tenant_stats.lua's reply: 13 strings (statsOf reads
+// parseStats checks tenant_stats.lua's reply: 12 strings (statsOf reads
 // them). Its error wraps lua.ErrReply.
 func parseStats(v any) ([]string, error) {
 	res, err := lua.TenantStats.Strings(v)
-	if err == nil && len(res) != 13 {
-		err = lua.TenantStats.ReplyError("%d values, want 13", len(res))
+	if err == nil && len(res) != 12 {
+		err = lua.TenantStats.ReplyError("%d values, want 12", len(res))
 	}
 	return res, err
 }
@@ -168,7 +168,7 @@ type tenantStats struct {
 	Units    float64       // units dispatched in the measuring window
 }
 
-// statsOf names the 13 values of tenant_stats.lua's reply. Stored values
+// statsOf names the 12 values of tenant_stats.lua's reply. Stored values
 // are read defensively: a missing, malformed or non-finite number is 0
 // (NaN or ±Inf would make the answer unencodable), and a count beyond
 // int64 is the largest int64, never wrapped.
@@ -197,13 +197,13 @@ func statsOf(res []string) tenantStats {
 		NowMicro: num(0), Backlog: count(1),
 		Outflow: outflow.State{
 			OverrideRate: num(2), OverrideCapacity: num(3), WaterMicro: num(4), TSMicro: num(5),
-			Eff: num(6), EffTSMicro: num(7), EffInc: num(8), CapMicro: num(12),
+			Eff: num(6), EffTSMicro: num(7), EffInc: num(8),
 		},
 		InFlight: count(9), DLQ: count(10), Units: num(11),
 	}
 }
 
-// computeStats turns the raw values of tenant_stats.lua (13, parseStats)
+// computeStats turns the raw values of tenant_stats.lua (12, parseStats)
 // into the answer, for a tenant configured with outflow o. The rates and the level are
 // outflow.Limit.At's, the drainers' formulas: an unlimited outflow has no
 // bucket and ignores the override; the override (when > 0) replaces a

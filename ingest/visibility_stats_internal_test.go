@@ -8,10 +8,10 @@ import (
 )
 
 // TestParseStatsRefusesMalformedReplies: tenant_stats.lua's Go twin takes
-// 13 strings and nothing else; any other reply is an error wrapping
+// 12 strings and nothing else; any other reply is an error wrapping
 // lua.ErrReply (the stats answer a 5xx, as after a Redis error).
 func TestParseStatsRefusesMalformedReplies(t *testing.T) {
-	good := make([]any, 13)
+	good := make([]any, 12)
 	for i := range good {
 		good[i] = ""
 	}
@@ -22,9 +22,9 @@ func TestParseStatsRefusesMalformedReplies(t *testing.T) {
 		reply any
 		ok    bool
 	}{
-		{"13 strings", good, true},
-		{"12 strings", good[:12], false},
-		{"14 strings", append(append([]any(nil), good...), ""), false},
+		{"12 strings", good, true},
+		{"11 strings", good[:11], false},
+		{"13 strings", append(append([]any(nil), good...), ""), false},
 		{"an integer among them", withInt, false},
 		{"not an array", "OK", false},
 		{"nil", nil, false},

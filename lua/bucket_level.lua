@@ -12,14 +12,11 @@
 --     capacity; one the scripts cannot represent is refused: nil and an
 --     error reply naming it), Redis TIME when now is 0 (µs), and the water
 --     hash kw, heals a level an older version left, applies the adaptive
---     rate, spills what a capacity lowered since the last store leaves
---     above the brim, and leaks the water up to now. Returns the bucket b: b.now (µs,
+--     rate and leaks the water up to now. Returns the bucket b: b.now (µs,
 --     never before the stored ts), b.rate, b.capacity, b.cap_micro, b.water
 --     (micro-units after the leak), b.heal (the stored state was healed and
 --     must be written back), b.margin; writes nothing.
---   bucket_store(b, level)  writes level at b.now, and the capacity it was
---     measured against ("cap", micro-units: bucket_open spills what a lower
---     capacity leaves above the brim), with its TTL: the time the
+--   bucket_store(b, level)  writes level at b.now with its TTL: the time the
 --     bucket takes to empty plus b.margin ms, an integer in [1, 30 d]. With
 --     b.now from Redis TIME (now 0, or clock true) the TTL is set with
 --     BUCKET_TTL_SLACK_MS more and the absolute expiry kept in the hash
@@ -30,9 +27,7 @@
 --     sets its TTL and "exp" 0, so no later store trusts an expiry it did not
 --     set on Redis' clock (drain_adapt.lua only ever lengthens the TTL).
 --   bucket_wait(b, cost_micro)  the wait in µs before cost_micro fits, in
---     [1, one hour]; no later than a pending spill (b.spill_at).
---   bucket_ahead(b, wait, ahead)  whether a turn wait µs away may be granted
---     now for a later send: within ahead, and no spill pending.
+--     [1, one hour].
 --   bucket_pass(b, cost, ahead)  a job's passage (the take scripts' turn),
 --     writing nothing: 'unstarted' when cost exceeds the capacity, 'wait'
 --     and the wait in µs when it fits only later than ahead µs, else 'go'
@@ -48,7 +43,6 @@ local BUCKET_SAFE = 9007199254740992 -- 2^53
 local BUCKET_MAX_WAIT_US = 3600000000 -- one hour; the caller asks again after it
 local BUCKET_MAX_TTL_MS = 2592000000 -- 30 days
 local BUCKET_TTL_SLACK_MS = 10000 -- see bucket_store
-local BUCKET_SPILL_AFTER_US = 2000000 -- see the spill in bucket_open
 
 local function bucket_num(v, scale, lo, open, int)
   local x = tonumber(v)
@@ -91,7 +85,7 @@ local function bucket_open(kw, ko, rate, capacity, now, margin, script, clock)
   -- reason to fail every later call: a corrupt water reads as a full bucket
   -- and a corrupt ts as now (no leak is invented, so no burst), and the
   -- healed state is written back with a TTL whatever the answer.
-  local st = redis.call('HMGET', kw, 'water', 'ts', 'eff', 'eff_ts', 'eff_inc', 'exp', 'cap')
+  local st = redis.call('HMGET', kw, 'water', 'ts', 'eff', 'eff_ts', 'eff_inc', 'exp')
   local water, ts, heal = 0, now, false
   if st[1] then
     water = bucket_num(st[1], 1, 0, false, true)
@@ -100,28 +94,6 @@ local function bucket_open(kw, ko, rate, capacity, now, margin, script, clock)
   if st[2] and not heal then
     ts = bucket_num(st[2], 1, 0, true, true)
     if not ts then ts, heal = now, true end
-  end
-  -- A capacity lowered since the level was stored (a rate cut, whose
-  -- default capacity follows it): the water above the new brim spills, so
-  -- the level is as far under the brim as it was, never above it by the
-  -- cut (which would hold the tenant's next send for cut ÷ rate: a cut from
-  -- 1000/s to 10/s held it 99 s). Only once no caller with the higher
-  -- capacity has stored for BUCKET_SPILL_AFTER_US (longer than a change
-  -- takes to reach every drainer): while drainers disagree, a spill per
-  -- low-capacity take that a high-capacity take refilled would let the
-  -- bucket pass far more than rate + capacity (a review measured 52,500
-  -- units in 5 s of alternating takes against 5,980). Meanwhile the wait
-  -- ends at the spill (b.spill_at) and no turn is granted ahead, so the
-  -- level's write keeps the stored capacity until it spills. A level
-  -- stored before "cap" was kept spills nothing; a raised capacity adds
-  -- room, nothing more.
-  local stored_cap, spill_at = tonumber(st[7]), nil
-  if not heal and stored_cap and stored_cap > cap_micro then
-    if now - ts >= BUCKET_SPILL_AFTER_US then
-      water = water - (stored_cap - cap_micro)
-    else
-      spill_at = ts + BUCKET_SPILL_AFTER_US
-    end
   end
   local eff = tonumber(st[3])
   if eff and eff > 0 then
@@ -141,18 +113,17 @@ local function bucket_open(kw, ko, rate, capacity, now, margin, script, clock)
   end
   water = water - math.floor(elapsed * rate)
   if not (water > 0) then water = 0 end
-  if spill_at and water + 1 <= cap_micro then spill_at = nil end -- nothing above the new brim
   return {now = now, rate = rate, capacity = capacity, cap_micro = cap_micro, water = water, heal = heal,
-    margin = margin, kw = kw, clock = clock and not heal, exp = tonumber(st[6]) or 0, spill_at = spill_at}
+    margin = margin, kw = kw, clock = clock and not heal, exp = tonumber(st[6]) or 0}
 end
 
 local function bucket_store(b, level)
   local ttl = math.ceil(level / b.rate / 1000) + b.margin
   if not (ttl <= BUCKET_MAX_TTL_MS) then ttl = BUCKET_MAX_TTL_MS end
   if not (ttl >= 1) then ttl = 1 end
-  local water, ts, cap = string.format('%d', level), string.format('%d', b.now), string.format('%d', b.cap_micro)
+  local water, ts = string.format('%d', level), string.format('%d', b.now)
   if not b.clock then
-    redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'cap', cap, 'exp', '0')
+    redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'exp', '0')
     redis.call('PEXPIRE', b.kw, string.format('%d', ttl))
     return
   end
@@ -160,27 +131,20 @@ local function bucket_store(b, level)
   -- An exp past the longest TTL a store sets is not one this script wrote
   -- (hand-edited, corrupt): it is not trusted, and the TTL is set again.
   if now_ms + ttl <= b.exp and b.exp <= now_ms + BUCKET_MAX_TTL_MS then
-    redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'cap', cap)
+    redis.call('HSET', b.kw, 'water', water, 'ts', ts)
     return
   end
   ttl = math.min(ttl + BUCKET_TTL_SLACK_MS, BUCKET_MAX_TTL_MS)
   b.exp = now_ms + ttl
-  redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'cap', cap, 'exp', string.format('%d', b.exp))
+  redis.call('HSET', b.kw, 'water', water, 'ts', ts, 'exp', string.format('%d', b.exp))
   redis.call('PEXPIRE', b.kw, string.format('%d', ttl))
 end
 
 local function bucket_wait(b, cost_micro)
   local wait = math.ceil((b.water + cost_micro - b.cap_micro) / b.rate)
-  if b.spill_at and b.spill_at - b.now < wait then wait = b.spill_at - b.now end
   if not (wait <= BUCKET_MAX_WAIT_US) then wait = BUCKET_MAX_WAIT_US end
   if not (wait >= 1) then wait = 1 end
   return wait
-end
-
--- bucket_ahead reports whether a turn wait µs away may be granted now for a
--- send ahead µs at most later: never while a spill is pending.
-local function bucket_ahead(b, wait, ahead)
-  return wait <= ahead and not b.spill_at
 end
 
 local function bucket_pass(b, cost, ahead)
@@ -188,7 +152,7 @@ local function bucket_pass(b, cost, ahead)
   local cost_micro = cost * 1000000
   if b.water + cost_micro <= b.cap_micro then return 'go', 0 end
   local wait = bucket_wait(b, cost_micro)
-  if not bucket_ahead(b, wait, ahead) then return 'wait', wait end
+  if wait > ahead then return 'wait', wait end
   return 'go', wait
 end
 

@@ -5,8 +5,7 @@
 -- truncating a Lua number to an integer.
 --
 --   leaked = (now - ts) * rate            (micro-units; rate in units/s, time in µs)
---   water  = max(0, water - spilled - leaked), spilled = what a capacity
---            lowered since the last store leaves above the brim (KEYS[1])
+--   water  = max(0, water - leaked)
 --   a job whose cost exceeds the capacity can never pass: "never", nothing written
 --   allowed when water + cost <= capacity; then water = water + cost, ts = now
 --   else wait = ceil((water + cost - capacity) / rate) µs, at most MAX_WAIT_US:
@@ -33,11 +32,8 @@
 -- write, with 10 s to spare) already covers it (bucket_store of
 -- bucket_level.lua).
 --
--- KEYS[1]  water hash {water, ts, cap, eff, eff_ts, eff_inc, exp}
---          (keys.Water): water in micro-units, ts in unix µs; cap the
---          capacity (micro-units) at that store: a capacity lowered since
---          spills what it leaves above the brim (a rate cut never holds the
---          next send for cut ÷ rate); eff (units/s) set at eff_ts
+-- KEYS[1]  water hash {water, ts, eff, eff_ts, eff_inc, exp} (keys.Water):
+--          water in micro-units, ts in unix µs; eff (units/s) set at eff_ts
 --          (µs), recovering by eff_inc units/s every second; exp the unix ms
 --          the last PEXPIRE on Redis' clock set (0: none trusted)
 -- KEYS[2]  override hash (keys.Override): optional fields outflow_rate and
@@ -108,7 +104,7 @@ if b.water + cost_micro <= b.cap_micro then
   return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, 0, b.now}
 end
 local wait = bucket_wait(b, cost_micro)
-if bucket_ahead(b, wait, ahead) then
+if wait <= ahead then
   bucket_store(b, b.water + cost_micro)
   return {1, 0, b.water + cost_micro, rate_milli, b.cap_micro, wait, b.now}
 end

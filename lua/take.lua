@@ -146,7 +146,7 @@ local function gate_reply(n, wait)
 end
 
 -- No turn free within ahead even for a job of cost 1: nothing is popped.
-if b and b.capacity >= 1 and b.water + 1000000 > b.cap_micro and not bucket_ahead(b, bucket_wait(b, 1000000), ahead) then
+if b and b.capacity >= 1 and b.water + 1000000 > b.cap_micro and bucket_wait(b, 1000000) > ahead then
   if b.heal then bucket_store(b, b.water) end
   return gate_reply(0, bucket_wait(b, 1000000))
 end

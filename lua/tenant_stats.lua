@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  backlog counter (keys.Backlog)
 -- KEYS[2]  override hash (keys.Override): outflow_rate, outflow_capacity
--- KEYS[3]  water hash (keys.Water): water, ts, eff, eff_ts, eff_inc, cap
+-- KEYS[3]  water hash (keys.Water): water, ts, eff, eff_ts, eff_inc
 -- KEYS[4]  deliveries in progress (keys.Delivering), scored by deadline ms
 -- KEYS[5]  the dead index (keys.JobIndex(t, "dead"), both backends)
 -- KEYS[6]  outflow per second (keys.Outflow), field = unix second
@@ -13,10 +13,9 @@
 -- ARGV[1]  the measuring window, whole seconds >= 1: the seconds now-window
 --          .. now-1 are summed (the current, incomplete second is not)
 --
--- Returns 13 strings ("" for a missing value):
+-- Returns 12 strings ("" for a missing value):
 --   {now_us, backlog, override_rate, override_capacity, water_micro, ts_us,
---    eff, eff_ts_us, eff_inc, in_flight, dead_letters, units_in_window,
---    cap_micro}
+--    eff, eff_ts_us, eff_inc, in_flight, dead_letters, units_in_window}
 -- where now_us is Redis TIME and in_flight counts the deliveries whose
 -- deadline has not passed: the larger of KEYS[4]'s and KEYS[7]'s counts
 -- (on the Redis backend every delivery in KEYS[4] is also leased in KEYS[7];
@@ -36,7 +35,7 @@ local function s(v)
 end
 
 local ov = redis.call('HMGET', KEYS[2], 'outflow_rate', 'outflow_capacity')
-local st = redis.call('HMGET', KEYS[3], 'water', 'ts', 'eff', 'eff_ts', 'eff_inc', 'cap')
+local st = redis.call('HMGET', KEYS[3], 'water', 'ts', 'eff', 'eff_ts', 'eff_inc')
 local inflight = redis.call('ZCOUNT', KEYS[4], '(' .. now_ms, '+inf')
 if KEYS[7] then
   inflight = math.max(inflight, redis.call('ZCOUNT', KEYS[7], '(' .. now_ms, '+inf'))
@@ -54,5 +53,5 @@ return {
   t[1] .. string.format('%06d', tonumber(t[2])),
   s(redis.call('GET', KEYS[1])), s(ov[1]), s(ov[2]),
   s(st[1]), s(st[2]), s(st[3]), s(st[4]), s(st[5]),
-  tostring(inflight), tostring(dead), tostring(units), s(st[6]),
+  tostring(inflight), tostring(dead), tostring(units),
 }

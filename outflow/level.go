@@ -9,9 +9,8 @@ type State struct {
 	// outflow_rate (units/s) and outflow_capacity (units); one that is not
 	// positive is no override.
 	OverrideRate, OverrideCapacity float64
-	// WaterMicro is the stored level in micro-units, at TSMicro (unix µs),
-	// measured against the capacity CapMicro (micro-units; 0: not stored).
-	WaterMicro, TSMicro, CapMicro float64
+	// WaterMicro is the stored level in micro-units, at TSMicro (unix µs).
+	WaterMicro, TSMicro float64
 	// Eff is the adaptive rate (units/s) drain_adapt.lua set at EffTSMicro
 	// (unix µs), recovering by EffInc units/s every second; Eff 0 is none.
 	// A TSMicro or EffTSMicro of 0 is a field not stored, read as now, as
@@ -40,9 +39,7 @@ type Level struct {
 //
 //	rate      = override outflow_rate when > 0, else l.Rate
 //	effective = min(rate, eff + (now − eff_ts) × eff_inc)  (rate without eff)
-//	spilled   = max(0, cap − capacity) once now − ts ≥ 2 s  (a capacity
-//	            lowered since the store, and no higher one stored for 2 s)
-//	water     = max(0, water − spilled − (now − ts) × effective)
+//	water     = max(0, water − (now − ts) × effective)
 //
 // A limit that is not Shaped has no bucket: the zero Level. A result that
 // is not finite is 0.
@@ -68,20 +65,12 @@ func (l Limit) At(s State, nowMicro float64) Level {
 	if !(lv.Effective > 0) {
 		return lv
 	}
-	spilled := 0.0
-	if nowMicro-orNow(s.TSMicro, nowMicro) >= spillAfterMicro {
-		spilled = max(s.CapMicro-math.Floor(lv.Capacity*micro), 0)
-	}
-	water := max(s.WaterMicro-spilled-max(nowMicro-orNow(s.TSMicro, nowMicro), 0)*lv.Effective, 0) / micro
+	water := max(s.WaterMicro-max(nowMicro-orNow(s.TSMicro, nowMicro), 0)*lv.Effective, 0) / micro
 	if !math.IsInf(water, 0) && !math.IsNaN(water) {
 		lv.Water = water
 	}
 	return lv
 }
-
-// spillAfterMicro is bucket_level.lua's BUCKET_SPILL_AFTER_US: a level
-// stored against a higher capacity spills only once it is that old.
-const spillAfterMicro = 2e6
 
 // orNow is ts, or now for a timestamp not stored (0).
 func orNow(ts, now float64) float64 {
