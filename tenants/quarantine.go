@@ -25,6 +25,7 @@ const sameKeyAs = "same key as "
 // any tenant unapplied, on every instance, and a restart fell back to the
 // file's tenants alone):
 //
+//   - an API key that is also an admin token is taken from its tenant;
 //   - an API key held by two tenants is taken from the one whose spec
 //     differs from prev (the running config: the change that brought the
 //     clash), or from both when neither or both changed (a registry just
@@ -69,12 +70,20 @@ func stripClashes(cfg, prev *config.Config, err error) (stripped []string, settl
 	}
 	for _, e := range errs {
 		key, msg, _ := strings.Cut(strings.TrimPrefix(e.Error(), "config: "), ": ")
+		other, clash := strings.CutPrefix(msg, sameKeyAs)
+		other, _, _ = strings.Cut(other, ";")
+		first := namedTenant(cfg, other)
 		holder := namedTenant(cfg, key)
+		if holder == "" && clash && first != "" && strings.HasPrefix(key, "ingest.admin_tokens.") {
+			// An admin token equal to a tenant's key: the tenant's key gives way.
+			if hash, found := keyAt(cfg, first, other); found && removeKey(cfg, first, hash) {
+				stripped = append(stripped, first+": key "+hash[:min(len(hash), 15)]+"… removed (an admin token)")
+			}
+			continue
+		}
 		if holder == "" {
 			return nil, false
 		}
-		other, clash := strings.CutPrefix(msg, sameKeyAs)
-		first := namedTenant(cfg, other)
 		hash, found := keyAt(cfg, holder, key)
 		if !clash || first == "" || !found {
 			continue // the tenant's own problem: applied as stored

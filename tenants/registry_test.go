@@ -299,6 +299,36 @@ func TestRegistryOneKeyTwoRuntimeTenants(t *testing.T) {
 	})
 }
 
+// TestRegistryAdminTokenTakesAKey: a new file whose admin token is a
+// runtime tenant's API key applies, the tenant keeping its spec without
+// that key, on a running registry and on one started afresh. Before, the
+// running config stayed (the file's other changes unapplied) and a fresh
+// registry dropped every runtime tenant.
+func TestRegistryAdminTokenTakesAKey(t *testing.T) {
+	_, rdb := privateRedis(t)
+	ctx := context.Background()
+	r, _ := startRegistry(t, rdb, baseConfig(t, fileTenant("a", 5)), RegistryConfig{})
+	paused := config.Tenant{APIKeys: []string{config.HashKey("shared"), config.HashKey("own")}, Outflow: config.Outflow{Paused: true}}
+	if _, err := r.Put(ctx, "b", paused, "alice", testAt); err != nil {
+		t.Fatal(err)
+	}
+	nb := baseConfig(t, fileTenant("a", 7))
+	nb.Ingest.AdminTokens = map[string]string{"ops": config.HashKey("shared")}
+	r.SetBase(nb)
+	fresh, _ := startRegistry(t, rdb, nb, RegistryConfig{})
+	for name, reg := range map[string]*Registry{"running": r, "restarted": fresh} {
+		_ = reg.Sync(ctx)
+		cfg := reg.Config()
+		b, ok := cfg.Tenants["b"]
+		if !ok || !b.Outflow.Paused || len(b.APIKeys) != 1 || b.APIKeys[0] != config.HashKey("own") {
+			t.Errorf("%s: b %+v (present %v), want it paused, holding only its own key", name, b.APIKeys, ok)
+		}
+		if cfg.Tenants["a"].Outflow.Rate != 7 || cfg.Ingest.AdminTokens["ops"] == "" {
+			t.Errorf("%s: the new file is not applied (a's rate %v, admin tokens %v)", name, cfg.Tenants["a"].Outflow.Rate, cfg.Ingest.AdminTokens)
+		}
+	}
+}
+
 // TestRegistryAppliesAnOlderSpec: a runtime spec stored by an older version
 // that today's bounds refuse (a sliding_log limit above 10,000) is applied
 // as stored, with the other tenants, rather than vanishing or freezing the
