@@ -92,12 +92,18 @@ func TestUnknownSentAgainKeepsNewerAnswers(t *testing.T) {
 	rdb.Set(ctx, keys.Idempotency(tenant, "a"), marker, time.Minute)
 	answered := `{"status":202,"answer":{"job_id":"b"}}`
 	rdb.Set(ctx, keys.Idempotency(tenant, "b"), answered, time.Minute)
-	recs := []unknownRecord{{Status: unknownStatus, JobID: "a", EnqueuedAt: time.Now()}, {Status: unknownStatus, JobID: "b", EnqueuedAt: time.Now()}}
-	if err := markUnknownIfOurs(ctx, rdb, tenant, recs, marker); err != nil {
+	// c: an id this request held for its retry (its held record).
+	held := unknownRecord{Status: unknownStatus, JobID: "c", EnqueuedAt: time.Now(), HeldUntil: time.Now().Add(time.Minute).UnixMilli()}.encode()
+	rdb.Set(ctx, keys.Idempotency(tenant, "c"), held, time.Minute)
+	recs := []unknownRecord{{Status: unknownStatus, JobID: "a", EnqueuedAt: time.Now()}, {Status: unknownStatus, JobID: "b", EnqueuedAt: time.Now()},
+		{Status: unknownStatus, JobID: "c", EnqueuedAt: time.Now()}}
+	if err := markUnknownIfOurs(ctx, rdb, tenant, recs, []string{marker, marker, held}); err != nil {
 		t.Fatal(err)
 	}
-	if v := rdb.Get(ctx, keys.Idempotency(tenant, "a")).Val(); !strings.Contains(v, `"status":503`) {
-		t.Errorf("id a (our marker) reads %q, want its unknown record", v)
+	for _, id := range []string{"a", "c"} {
+		if v := rdb.Get(ctx, keys.Idempotency(tenant, id)).Val(); !strings.Contains(v, `"status":503`) || strings.Contains(v, "held_until") {
+			t.Errorf("id %s (held by this request) reads %q, want its free unknown record", id, v)
+		}
 	}
 	if v := rdb.Get(ctx, keys.Idempotency(tenant, "b")).Val(); v != answered {
 		t.Errorf("id b (a later request's 202) reads %q, want it kept", v)

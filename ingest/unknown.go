@@ -98,20 +98,22 @@ func (r unknownRecord) encode() string {
 
 // takeUnknown holds the record raw (as read) of tenant's id for a retry
 // until now + pendingTTL, unless another request changed it meanwhile
-// (lua/idempotency_take.lua, one round trip): ok reports it was taken.
-func takeUnknown(ctx context.Context, rdb redis.UniversalClient, tenant, id, raw string, rec unknownRecord, now time.Time) (bool, error) {
+// (lua/idempotency_take.lua, one round trip): ok reports it was taken, and
+// held is the value it wrote.
+func takeUnknown(ctx context.Context, rdb redis.UniversalClient, tenant, id, raw string, rec unknownRecord, now time.Time) (held string, ok bool, err error) {
 	rec.HeldUntil = now.Add(pendingTTL).UnixMilli()
+	held = rec.encode()
 	c := lua.Call{Script: lua.IdempotencyTake, Keys: []string{keys.Idempotency(tenant, id)},
-		Args: []any{raw, rec.encode(), keys.IdempotencyTTL.Milliseconds()}}
+		Args: []any{raw, held, keys.IdempotencyTTL.Milliseconds()}}
 	v, err := c.Run(ctx, rdb).Result()
 	if err != nil {
-		return false, fmt.Errorf("ingest: take id %s of %s: %w", id, tenant, err)
+		return "", false, fmt.Errorf("ingest: take id %s of %s: %w", id, tenant, err)
 	}
 	n, err := lua.IdempotencyTake.Int(v, "the reply")
 	if err == nil && n != 0 && n != 1 {
 		err = lua.IdempotencyTake.ReplyError("%d, want 0 or 1", n)
 	}
-	return n == 1, err
+	return held, n == 1, err
 }
 
 // markUnknown stores recs (held by no one) under their ids for
@@ -134,16 +136,17 @@ func markUnknown(ctx context.Context, rdb redis.UniversalClient, tenant string, 
 	return nil
 }
 
-// markUnknownIfOurs is markUnknown on the keys that still hold marker
-// (lua/idem_mark.lua): the form a store sent again takes.
-func markUnknownIfOurs(ctx context.Context, rdb redis.UniversalClient, tenant string, recs []unknownRecord, marker string) error {
+// markUnknownIfOurs is markUnknown on the keys that still hold what this
+// request holds there (expect[i] for recs[i]; lua/idem_mark.lua): the form
+// a store sent again takes.
+func markUnknownIfOurs(ctx context.Context, rdb redis.UniversalClient, tenant string, recs []unknownRecord, expect []string) error {
 	ks := make([]string, len(recs))
-	args := make([]any, 0, 2+len(recs))
-	args = append(args, marker, keys.IdempotencyTTL.Milliseconds())
+	args := make([]any, 0, 1+2*len(recs))
+	args = append(args, keys.IdempotencyTTL.Milliseconds())
 	for i, r := range recs {
 		r.HeldUntil = 0
 		ks[i] = keys.Idempotency(tenant, r.JobID)
-		args = append(args, r.encode())
+		args = append(args, expect[i], r.encode())
 	}
 	if err := (lua.Call{Script: lua.IdemMark, Keys: ks, Args: args}).Run(ctx, rdb).Err(); err != nil {
 		return fmt.Errorf("ingest: mark ids of %s unknown: %w", tenant, err)
@@ -154,8 +157,9 @@ func markUnknownIfOurs(ctx context.Context, rdb redis.UniversalClient, tenant st
 // retried is one job of a request that retries an id whose outcome was
 // unknown: its index in the request and its record.
 type retried struct {
-	idx int
-	rec unknownRecord
+	idx  int
+	rec  unknownRecord
+	held string // the record as this request holds it (takeUnknown)
 }
 
 // retryUnknown decides what a reservation that found the unknown record raw
@@ -176,7 +180,7 @@ func (s *Server) retryUnknown(ctx context.Context, snap *snapshot, tenant string
 	}
 	ctx, cancel := context.WithTimeout(ctx, snap.redisTimeout)
 	defer cancel()
-	ok, err := takeUnknown(ctx, s.rdb, tenant, j.id, raw, rec, now)
+	held, ok, err := takeUnknown(ctx, s.rdb, tenant, j.id, raw, rec, now)
 	if err != nil {
 		s.warnRepeat(tenant, "holding an unknown id for its retry failed", "id", j.id, "err", err)
 		p := newProblem(http.StatusServiceUnavailable, "", "redis is unreachable; retry later")
@@ -186,7 +190,7 @@ func (s *Server) retryUnknown(ctx context.Context, snap *snapshot, tenant string
 	if !ok {
 		return inProgress(f, j.id)
 	}
-	sub.retried = append(sub.retried, retried{idx: i, rec: rec})
+	sub.retried = append(sub.retried, retried{idx: i, rec: rec, held: held})
 	return nil
 }
 
@@ -224,12 +228,25 @@ func inProgress(field, id string) *problem {
 // after that enqueues the job anew (with the same job id).
 func (s *Server) keepUnknown(ctx context.Context, snap *snapshot, ts *tenantState, jobs []job, sub *submission, envs []queue.Envelope) {
 	var recs []unknownRecord
+	var expect []string
 	for i, k := range sub.fresh {
 		if j := jobs[k]; j.id != "" {
 			recs = append(recs, unknownRecord{Status: unknownStatus, JobID: j.id, EnqueuedAt: envs[i].EnqueuedAt, Digest: digestOf(j)})
+			expect = append(expect, sub.holding(k))
 		}
 	}
-	s.freeUnknown(ctx, snap, ts, recs, sub.marker)
+	s.freeUnknown(ctx, snap, ts, recs, expect)
+}
+
+// holding is what the key of job k's id holds while this request holds it:
+// the held unknown record of a retried id, else the request's marker.
+func (sub *submission) holding(k int) string {
+	for _, r := range sub.retried {
+		if r.idx == k {
+			return r.held
+		}
+	}
+	return sub.marker
 }
 
 // giveBack undoes sub's reservations after a refusal or a failure that
@@ -238,18 +255,19 @@ func (s *Server) keepUnknown(ctx context.Context, snap *snapshot, ts *tenantStat
 func (s *Server) giveBack(ctx context.Context, snap *snapshot, ts *tenantState, sub *submission) {
 	s.releaseIDs(ctx, snap, ts, sub.reserved, sub.marker)
 	recs := make([]unknownRecord, len(sub.retried))
+	expect := make([]string, len(sub.retried))
 	for i, r := range sub.retried {
-		recs[i] = r.rec
+		recs[i], expect[i] = r.rec, r.held
 	}
-	s.freeUnknown(ctx, snap, ts, recs, sub.marker)
+	s.freeUnknown(ctx, snap, ts, recs, expect)
 }
 
 // freeUnknown stores recs held by no one (markUnknown), even when the
 // client has gone away. A store that got no reply is sent again
-// (sendAgain) on the keys that still hold this request's marker
-// (idem_mark.lua), so it never overwrites what a later request stored; a
-// failure is logged.
-func (s *Server) freeUnknown(ctx context.Context, snap *snapshot, ts *tenantState, recs []unknownRecord, marker string) {
+// (sendAgain) on the keys that still hold what this request holds there
+// (expect: its marker, or the record it holds; idem_mark.lua), so it never
+// overwrites what a later request stored; a failure is logged.
+func (s *Server) freeUnknown(ctx context.Context, snap *snapshot, ts *tenantState, recs []unknownRecord, expect []string) {
 	if len(recs) == 0 {
 		return
 	}
@@ -257,6 +275,6 @@ func (s *Server) freeUnknown(ctx context.Context, snap *snapshot, ts *tenantStat
 	defer cancel()
 	if err := markUnknown(ctx, s.rdb, ts.name, recs); err != nil {
 		s.warnRepeat(ts.name, "recording ids with an unknown enqueue outcome failed; sent again until Redis answers", "ids", len(recs), "err", err)
-		s.sendAgain(err, func(ctx context.Context) error { return markUnknownIfOurs(ctx, s.rdb, ts.name, recs, marker) })
+		s.sendAgain(err, func(ctx context.Context) error { return markUnknownIfOurs(ctx, s.rdb, ts.name, recs, expect) })
 	}
 }
