@@ -10,8 +10,11 @@
 -- (below) was finished from this very record before: a finish whose reply
 -- was lost sent again (queue/kafkaq holds such a finish, heldfinish.go),
 -- or the record handed out again after a revoke and finished by its next
--- owner; it is skipped, so one record lowers the backlog once. Another
--- copy of the job (another record) is finished as before. Otherwise its cost lowers the tenant's backlog unless
+-- owner; it lowers nothing and adds no dead letter, so one record lowers
+-- the backlog once, but its delivery still leaves the deliveries in
+-- progress, and a start its next owner recorded (state in_flight) still
+-- gets its final state. Another copy of the job (another record) is
+-- finished as before. Otherwise its cost lowers the tenant's backlog unless
 -- the job was purged (reason "purged"); and unless its state argument is
 -- "" (a duplicate: a copy of a job delivered already, whose state stays
 -- done and which only lowers the backlog) the delivery leaves the
@@ -53,7 +56,8 @@
 --   +5  with a dead letter: when the job died, unix ms (0: Redis TIME)
 --   +6  job cost, integer >= 1; the n costs sum to at most 2^53 - 1
 --       (checked before any write: a refused call writes nothing)
---   +7  the record's identity ("<partition>@<offset>"), the fin mark; ""
+--   +7  the record's identity ("<topic>/<partition>@<offset>"), the fin
+--       mark; ""
 --       marks nothing and skips nothing
 -- A dead letter's job id is the one at the end of its state key.
 --
@@ -74,19 +78,20 @@ for i = 1, n do
   local sk, state, member, fin = KEYS[6 + i], ARGV[a + 1], ARGV[a], ARGV[a + 7]
   -- pcall: HMGET fails (WRONGTYPE) only on the older string marker.
   local pre = redis.pcall('HMGET', sk, 'state', 'seq', 'reason', 'fin')
-  if pre['err'] or fin == '' or pre[4] ~= fin then
-    if pre['err'] or pre[3] ~= 'purged' then
-      lower = lower + tonumber(ARGV[a + 6])
+  local again = not pre['err'] and fin ~= '' and pre[4] == fin
+  if not again and (pre['err'] or pre[3] ~= 'purged') then
+    lower = lower + tonumber(ARGV[a + 6])
+  end
+  if state ~= '' then
+    delivering[#delivering + 1] = member
+    if not again and ARGV[a + 4] ~= '' then
+      dead_add(KEYS[3], KEYS[4], job_id(sk) or '?', ARGV[a + 4], ARGV[a + 5], ARGV[3], ARGV[2])
     end
-    if state ~= '' then
-      delivering[#delivering + 1] = member
-      if ARGV[a + 4] ~= '' then
-        dead_add(KEYS[3], KEYS[4], job_id(sk) or '?', ARGV[a + 4], ARGV[a + 5], ARGV[3], ARGV[2])
-      end
+    if not again or pre[1] == 'in_flight' then
       record_final(sk, KEYS[1], state, ARGV[a + 2], ARGV[a + 3], state_ttl, nil, tick, pre, B, fin ~= '' and {'fin', fin} or nil)
-    elseif not pre['err'] and pre[1] and fin ~= '' then
-      redis.call('HSET', sk, 'fin', fin)
     end
+  elseif not again and not pre['err'] and pre[1] and fin ~= '' then
+    redis.call('HSET', sk, 'fin', fin)
   end
 end
 if #delivering > 0 then

@@ -156,6 +156,26 @@ func TestKafkaFinishSentTwiceFinishesOnce(t *testing.T) {
 	if got, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int64(); got != 76 {
 		t.Errorf("backlog %d after the same record's finish by another claim, want 76 (not lowered again)", got)
 	}
+	// The next owner started the same record (an envelope without
+	// enqueued_at: the start's copy check cannot tell it done) and
+	// finishes it: the state becomes done again and its delivery leaves
+	// the deliveries in progress, still without lowering the backlog.
+	rdb.HSet(ctx, keys.JobState(tenant, "a"), "state", jobstate.InFlight)
+	rdb.ZAdd(ctx, keys.Delivering(tenant), redis.Z{Score: 1, Member: "a|next-owner"})
+	next := jobs[0]
+	next.Member = "a|next-owner"
+	if _, err := parseKafkaFinish(kafkaFinishCall([]kafkaFinish{next}).Run(ctx, rdb).Val(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if st := rdb.HGet(ctx, keys.JobState(tenant, "a"), "state").Val(); st != jobstate.Done {
+		t.Errorf("job a reads %q after its next owner's finish of the same record, want done", st)
+	}
+	if rdb.ZScore(ctx, keys.Delivering(tenant), "a|next-owner").Err() == nil {
+		t.Error("the next owner's delivery is still in progress after its finish")
+	}
+	if got, _ := rdb.Get(ctx, keys.Backlog(tenant)).Int64(); got != 76 {
+		t.Errorf("backlog %d after the next owner's finish of the same record, want 76", got)
+	}
 	again.Record = "1@99" // another copy of job a, in another partition
 	if _, err := parseKafkaFinish(kafkaFinishCall([]kafkaFinish{again}).Run(ctx, rdb).Val(), 1); err != nil {
 		t.Fatal(err)

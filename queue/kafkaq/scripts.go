@@ -46,7 +46,7 @@ func newFinishGroup(rdb redis.UniversalClient) *lua.Batcher[kafkaFinish, int64] 
 type kafkaFinish struct {
 	jobstate.Settle
 	Cost int64
-	// Record is the record's identity ("<partition>@<offset>"), the fin
+	// Record is the record's identity ("<topic>/<partition>@<offset>"), the fin
 	// mark of kafka_finish.lua; "" marks nothing.
 	Record string
 }

@@ -113,7 +113,7 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 		st.DeadLetter, _ = dlq.Encode(*out.Dead, job.Raw)
 		st.DiedAt = out.Dead.At
 	}
-	rec := job.Source + "@" + strconv.FormatInt(job.Offset, 10)
+	rec := c.cfg.Kafka.Topic + "/" + job.Source + "@" + strconv.FormatInt(job.Offset, 10) // as sourceOf
 	if _, err := c.finishes.Do(ctx, kafkaFinish{Settle: st, Cost: job.Envelope.Cost, Record: rec}); err != nil {
 		c.m.redisErrs.WithLabelValues("finish").Inc()
 		c.quiet.Warn("finish/"+t, "kafka consumer: backlog counter not lowered nor job state recorded; written again until Redis takes it",
