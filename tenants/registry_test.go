@@ -259,17 +259,18 @@ func TestRegistryOneKeyTwoRuntimeTenants(t *testing.T) {
 		}
 		return tn.APIKeys
 	}
-	check := func(name string, reg *Registry, hKeys int) {
+	check := func(name string, reg *Registry, hKeys, maxDup int) {
 		t.Helper()
 		testenv.WaitFor(t, 5*time.Second, name+": the records merged", func() bool {
 			_ = reg.Sync(ctx)
 			_, g := reg.Config().Tenants["g"]
 			return g && reg.Config().Tenants["f"].Outflow.Paused
 		})
-		for _, id := range []string{"x", "y"} {
-			if k := keysOf(reg, id); len(k) != 0 {
-				t.Errorf("%s: %s holds %v, want the key both hold removed", name, id, k)
-			}
+		// Never both: from the one that took it (a running registry that
+		// merged x before y was written), or from both (merged together,
+		// or a fresh registry).
+		if holders := len(keysOf(reg, "x")) + len(keysOf(reg, "y")); holders > maxDup {
+			t.Errorf("%s: %d of x and y hold the key both were given, want at most %d", name, holders, maxDup)
 		}
 		if k := keysOf(reg, "g"); len(k) != 1 || k[0] != config.HashKey("key-h2") {
 			t.Errorf("%s: g holds %v, want only its own key-h2", name, k)
@@ -278,7 +279,7 @@ func TestRegistryOneKeyTwoRuntimeTenants(t *testing.T) {
 			t.Errorf("%s: h holds %v, want %d key(s)", name, k, hKeys)
 		}
 	}
-	check("running", r, 1)
+	check("running", r, 1, 1)
 	// A later change of another tenant applies (it froze before).
 	if _, err := r.Put(ctx, "later", config.Tenant{APIKeys: []string{config.HashKey("key-later")}}, "alice", testAt); err != nil {
 		t.Fatal(err)
@@ -287,7 +288,7 @@ func TestRegistryOneKeyTwoRuntimeTenants(t *testing.T) {
 		t.Error("running: a tenant created after the clash was not applied")
 	}
 	fresh, _ := startRegistry(t, rdb, base, RegistryConfig{})
-	check("restarted", fresh, 0)
+	check("restarted", fresh, 0, 0)
 	// Mending one of the two gives the other its key back.
 	if _, err := r.store.Write(ctx, Change{Tenant: "y", Expect: 1, Op: OpPut, Who: "bob", At: testAt, Action: ActionUpdate,
 		Spec: config.Tenant{APIKeys: []string{config.HashKey("key-y")}}.WithDefaults()}); err != nil {
