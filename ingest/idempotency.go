@@ -25,8 +25,8 @@ import (
 //     while the first request with the id is being admitted and enqueued,
 //     with a TTL of pendingTTL, so that a request that dies halfway (a
 //     crashed ingest) does not block the id for 24 hours; the token lets a
-//     release delete only its own markers (idem_release.lua), so one sent
-//     again after a lost reply is safe;
+//     release delete only its own markers (idemWrite), so one sent again
+//     after a lost reply is safe;
 //   - the stored answer, {"status":202,"answer":{...}}, with a TTL of
 //     keys.IdempotencyTTL, once the job is durable;
 //   - an unknown record, {"status":503,"job_id":...,"enqueued_at":...}, with
@@ -148,20 +148,33 @@ func store(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []
 }
 
 // release deletes the reservations of ids that still hold marker (this
-// request's: idem_release.lua) so that the client may retry.
+// request's: idemWrite) so that the client may retry.
 func release(ctx context.Context, rdb redis.UniversalClient, tenant string, ids []string, marker string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	ks := make([]string, len(ids))
-	for i, id := range ids {
-		ks[i] = keys.Idempotency(tenant, id)
+	expect, vals := make([]string, len(ids)), make([]string, len(ids))
+	for i := range ids {
+		expect[i] = marker
 	}
-	c := lua.Call{Script: lua.IdemRelease, Keys: ks, Args: []any{marker}}
-	if err := c.Run(ctx, rdb).Err(); err != nil {
+	if err := idemWrite(ctx, rdb, tenant, ids, expect, vals); err != nil {
 		return fmt.Errorf("ingest: release ids of %s: %w", tenant, err)
 	}
 	return nil
+}
+
+// idemWrite is lua/idem_write.lua on tenant's ids: each key that still
+// holds expect[i] ("" any value), or is gone when vals[i] is a value,
+// becomes vals[i] for keys.IdempotencyTTL ("" deletes it), in one call.
+func idemWrite(ctx context.Context, rdb redis.UniversalClient, tenant string, ids, expect, vals []string) error {
+	ks := make([]string, len(ids))
+	args := make([]any, 0, 1+2*len(ids))
+	args = append(args, keys.IdempotencyTTL.Milliseconds())
+	for i, id := range ids {
+		ks[i] = keys.Idempotency(tenant, id)
+		args = append(args, expect[i], vals[i])
+	}
+	return lua.Call{Script: lua.IdemWrite, Keys: ks, Args: args}.Run(ctx, rdb).Err()
 }
 
 // submission is a request's jobs after the idempotency step.

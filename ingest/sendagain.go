@@ -21,8 +21,8 @@ const (
 // sendAgain sends write again, every sendAgainEvery for at most
 // sendAgainFor, while it gets no reply (lua.NoReply; err is its first
 // failure, an error reply is not sent again). Each write so sent is safe to
-// repeat: a stored answer or unknown record is the same SET again, and a
-// release deletes only this request's own markers (idem_release.lua).
+// repeat: a stored answer is the same SET again, and a release or an
+// unknown record writes only keys this request still holds (idemWrite).
 // Before, a write lost to a Redis blip was given up: a release left the ids
 // held for pendingTTL (409s for a minute), and a stored answer or unknown
 // record left the marker to lapse, after which the client's retry queued

@@ -97,7 +97,7 @@ func TestUnknownSentAgainKeepsNewerAnswers(t *testing.T) {
 	rdb.Set(ctx, keys.Idempotency(tenant, "c"), held, time.Minute)
 	recs := []unknownRecord{{Status: unknownStatus, JobID: "a", EnqueuedAt: time.Now()}, {Status: unknownStatus, JobID: "b", EnqueuedAt: time.Now()},
 		{Status: unknownStatus, JobID: "c", EnqueuedAt: time.Now()}}
-	if err := markUnknownIfOurs(ctx, rdb, tenant, recs, []string{marker, marker, held}); err != nil {
+	if err := markUnknown(ctx, rdb, tenant, recs, []string{marker, marker, held}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "c"} {

@@ -117,38 +117,22 @@ func takeUnknown(ctx context.Context, rdb redis.UniversalClient, tenant, id, raw
 }
 
 // markUnknown stores recs (held by no one) under their ids for
-// keys.IdempotencyTTL, in one pipelined round trip: after an enqueue whose
-// outcome is unknown, and to free the ids of retries that failed.
-func markUnknown(ctx context.Context, rdb redis.UniversalClient, tenant string, recs []unknownRecord) error {
+// keys.IdempotencyTTL, in one call, on the keys that still hold what this
+// request left there (expect[i] for recs[i]: its marker or its held
+// record; "" for any value) or are gone (idemWrite): after an enqueue
+// whose outcome is unknown, and to free the ids of retries that failed. Sent
+// again after a lost reply, it never overwrites what a later request
+// stored.
+func markUnknown(ctx context.Context, rdb redis.UniversalClient, tenant string, recs []unknownRecord, expect []string) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, r := range recs {
-			r.HeldUntil = 0
-			p.Set(ctx, keys.Idempotency(tenant, r.JobID), r.encode(), keys.IdempotencyTTL)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("ingest: mark ids of %s unknown: %w", tenant, err)
-	}
-	return nil
-}
-
-// markUnknownIfOurs is markUnknown on the keys that still hold what this
-// request holds there (expect[i] for recs[i]; lua/idem_mark.lua): the form
-// a store sent again takes.
-func markUnknownIfOurs(ctx context.Context, rdb redis.UniversalClient, tenant string, recs []unknownRecord, expect []string) error {
-	ks := make([]string, len(recs))
-	args := make([]any, 0, 1+2*len(recs))
-	args = append(args, keys.IdempotencyTTL.Milliseconds())
+	ids, vals := make([]string, len(recs)), make([]string, len(recs))
 	for i, r := range recs {
 		r.HeldUntil = 0
-		ks[i] = keys.Idempotency(tenant, r.JobID)
-		args = append(args, expect[i], r.encode())
+		ids[i], vals[i] = r.JobID, r.encode()
 	}
-	if err := (lua.Call{Script: lua.IdemMark, Keys: ks, Args: args}).Run(ctx, rdb).Err(); err != nil {
+	if err := idemWrite(ctx, rdb, tenant, ids, expect, vals); err != nil {
 		return fmt.Errorf("ingest: mark ids of %s unknown: %w", tenant, err)
 	}
 	return nil
@@ -239,12 +223,16 @@ func (s *Server) keepUnknown(ctx context.Context, snap *snapshot, ts *tenantStat
 }
 
 // holding is what the key of job k's id holds while this request holds it:
-// the held unknown record of a retried id, else the request's marker.
+// the held unknown record of a retried id, else the request's marker; ""
+// (any value) when the ids could not be reserved (sub.unreserved).
 func (sub *submission) holding(k int) string {
 	for _, r := range sub.retried {
 		if r.idx == k {
 			return r.held
 		}
+	}
+	if sub.unreserved {
+		return ""
 	}
 	return sub.marker
 }
@@ -262,19 +250,17 @@ func (s *Server) giveBack(ctx context.Context, snap *snapshot, ts *tenantState, 
 	s.freeUnknown(ctx, snap, ts, recs, expect)
 }
 
-// freeUnknown stores recs held by no one (markUnknown), even when the
-// client has gone away. A store that got no reply is sent again
-// (sendAgain) on the keys that still hold what this request holds there
-// (expect: its marker, or the record it holds; idem_mark.lua), so it never
-// overwrites what a later request stored; a failure is logged.
+// freeUnknown stores recs held by no one (markUnknown, on the keys that
+// hold expect), even when the client has gone away. A store that got no
+// reply is sent again (sendAgain); a failure is logged.
 func (s *Server) freeUnknown(ctx context.Context, snap *snapshot, ts *tenantState, recs []unknownRecord, expect []string) {
 	if len(recs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snap.redisTimeout)
 	defer cancel()
-	if err := markUnknown(ctx, s.rdb, ts.name, recs); err != nil {
+	if err := markUnknown(ctx, s.rdb, ts.name, recs, expect); err != nil {
 		s.warnRepeat(ts.name, "recording ids with an unknown enqueue outcome failed; sent again until Redis answers", "ids", len(recs), "err", err)
-		s.sendAgain(err, func(ctx context.Context) error { return markUnknownIfOurs(ctx, s.rdb, ts.name, recs, expect) })
+		s.sendAgain(err, func(ctx context.Context) error { return markUnknown(ctx, s.rdb, ts.name, recs, expect) })
 	}
 }

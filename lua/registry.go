@@ -70,10 +70,8 @@ var (
 	TenantWrite = register(mustLoad("tenant_write.lua"))
 	AuditPage   = register(mustLoad("audit_page.lua"))
 
-	// A request's client-id reservations, released or marked unknown when
-	// sent again (ingest).
-	IdemRelease = register(mustLoad("idem_release.lua"))
-	IdemMark    = register(mustLoad("idem_mark.lua"))
+	// A request's client-id keys, released or marked unknown (ingest).
+	IdemWrite = register(mustLoad("idem_write.lua"))
 
 	// Dead letters (dlq).
 	DLQPage   = register(mustLoad("dlq_page.lua"))
