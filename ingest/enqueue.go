@@ -117,12 +117,6 @@ func (s *Server) enqueue(ctx context.Context, snap *snapshot, envs []queue.Envel
 	return s.producer.Enqueue(ctx, envs)
 }
 
-// enqueueProblem answers an Enqueue error. Never a 202: a job the producer
-// did not acknowledge is not durable. A refused job (queue.ErrInvalidJob, for
-// example larger than the backend takes) is a 422; anything else, including
-// queue.ErrUnavailable, is a 503 + Retry-After naming the backend. One whose
-// outcome is unknown (queue.ErrUnknownOutcome: the job may be queued) is
-// marked so, and its detail says a retry with the same id is safe.
 // unknownDetail makes the detail of p, an unknown outcome of jobs' fresh
 // jobs (sub), promise at most once only where it holds: not when the ids
 // could not be reserved (a fail-open tenant with Redis away: the request
@@ -133,7 +127,7 @@ func unknownDetail(p *problem, snap *snapshot, jobs []job, sub *submission) *pro
 	if !p.unknown {
 		return p
 	}
-	head := fmt.Sprintf("the %s queue backend did not acknowledge the job in time and it may be queued; ", snap.backend)
+	head := maybeQueued(snap) + "; "
 	if sub.unreserved {
 		p.Detail = head + "its id could not be reserved (Redis did not answer and this tenant fails open), so a retry may queue it again"
 		return p
@@ -147,6 +141,17 @@ func unknownDetail(p *problem, snap *snapshot, jobs []job, sub *submission) *pro
 	return p
 }
 
+// maybeQueued is the start of an unknown outcome's detail.
+func maybeQueued(snap *snapshot) string {
+	return "the " + snap.backend + " queue backend did not acknowledge the job in time and it may be queued"
+}
+
+// enqueueProblem answers an Enqueue error. Never a 202: a job the producer
+// did not acknowledge is not durable. A refused job (queue.ErrInvalidJob, for
+// example larger than the backend takes) is a 422; anything else, including
+// queue.ErrUnavailable, is a 503 + Retry-After naming the backend. One whose
+// outcome is unknown (queue.ErrUnknownOutcome: the job may be queued) is
+// marked so, and its detail says a retry with the same id is safe.
 func enqueueProblem(snap *snapshot, tenant string, err error) *problem {
 	if errors.Is(err, queue.ErrInvalidJob) {
 		p := newProblem(http.StatusUnprocessableEntity, "", fmt.Sprintf("the queue refused the job: %v", err))
@@ -156,8 +161,7 @@ func enqueueProblem(snap *snapshot, tenant string, err error) *problem {
 	detail := fmt.Sprintf("the %s queue backend did not acknowledge the job; retry later", snap.backend)
 	unknown := errors.Is(err, queue.ErrUnknownOutcome)
 	if unknown {
-		detail = fmt.Sprintf("the %s queue backend did not acknowledge the job in time and it may be queued; "+
-			"a retry with the same id queues it at most once", snap.backend)
+		detail = maybeQueued(snap) + "; a retry with the same id queues it at most once"
 	}
 	p := newProblem(http.StatusServiceUnavailable, "", detail)
 	p.Tenant = tenant
