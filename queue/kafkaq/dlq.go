@@ -120,5 +120,11 @@ func (q *dlqWriter) write(ctx context.Context, job *queue.Claimed, dead *queue.D
 
 // sourceOf names a job's place in the log: "topic/partition@offset".
 func sourceOf(topic string, partition int, offset int64) string {
-	return topic + "/" + strconv.Itoa(partition) + "@" + strconv.FormatInt(offset, 10)
+	return claimedSource(topic, strconv.Itoa(partition), offset)
+}
+
+// claimedSource is sourceOf of a claimed job's partition as it carries it
+// (queue.Claimed.Source): the record's identity kafka_finish.lua marks.
+func claimedSource(topic, partition string, offset int64) string {
+	return topic + "/" + partition + "@" + strconv.FormatInt(offset, 10)
 }

@@ -18,8 +18,9 @@ import (
 // that got no reply (lua.NoReply: no connection, or one that failed or
 // timed out before the reply, so the write may have run or not) is held
 // and sent again: kafka_finish.lua marks each job it finishes with the
-// claim's token (fin) and skips a job so marked, so a write that had run
-// lowers the counter once however often it is sent. An error reply
+// record's identity (fin: topic/partition@offset) and lowers nothing for a
+// record so marked, so a write that had run lowers the counter once
+// however often it is sent. An error reply
 // repeats, so holding it would hold the offset for good: that job
 // finishes as before. Before this a
 // Redis outage left every job finished during it reading queued, its cost

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -113,7 +112,7 @@ func (c *Consumer) lowerBacklog(ctx context.Context, job *queue.Claimed, out que
 		st.DeadLetter, _ = dlq.Encode(*out.Dead, job.Raw)
 		st.DiedAt = out.Dead.At
 	}
-	rec := c.cfg.Kafka.Topic + "/" + job.Source + "@" + strconv.FormatInt(job.Offset, 10) // as sourceOf
+	rec := claimedSource(c.cfg.Kafka.Topic, job.Source, job.Offset)
 	if _, err := c.finishes.Do(ctx, kafkaFinish{Settle: st, Cost: job.Envelope.Cost, Record: rec}); err != nil {
 		c.m.redisErrs.WithLabelValues("finish").Inc()
 		c.quiet.Warn("finish/"+t, "kafka consumer: backlog counter not lowered nor job state recorded; written again until Redis takes it",
