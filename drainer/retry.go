@@ -66,7 +66,7 @@ func (d *Drainer) giveBackUnstarted(ctx context.Context, job *queue.Claimed) {
 func (d *Drainer) settle(job *queue.Claimed, call func(context.Context) error, op string) {
 	d.held.settling(job.Envelope.Tenant, job)
 	defer d.held.remove(job.Envelope.Tenant, job)
-	err, again := d.settleCall(job, call, op)
+	again, err := d.settleCall(job, call, op)
 	switch {
 	case err == nil:
 	case again && errors.Is(err, queue.ErrLeaseLost):
@@ -75,7 +75,9 @@ func (d *Drainer) settle(job *queue.Claimed, call func(context.Context) error, o
 		d.m.leaseLost.Inc()
 		d.log.Info("drainer: lease lost; the job will be delivered again", "op", op, "tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID)
 	default:
-		d.m.errors.WithLabelValues(op).Inc()
+		if !again { // a settle sent again counted its error at its first send
+			d.m.errors.WithLabelValues(op).Inc()
+		}
 		d.log.Warn("drainer: settle job; its lease will expire and it will be delivered again", "op", op, "tenant", job.Envelope.Tenant, "job_id", job.Envelope.ID, "err", err)
 	}
 }
@@ -85,14 +87,14 @@ const settleRetry = 500 * time.Millisecond
 
 // settleCall runs a settle's call, sending it again while it gets no reply
 // (queue.ErrNoReply; see settle), and reports whether it was sent again.
-func (d *Drainer) settleCall(job *queue.Claimed, call func(context.Context) error, op string) (err error, again bool) {
+func (d *Drainer) settleCall(job *queue.Claimed, call func(context.Context) error, op string) (again bool, err error) {
 	giveUp := time.Now().Add(d.cfg.Settings.Lease)
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		err = call(ctx)
 		cancel()
 		if !errors.Is(err, queue.ErrNoReply) || d.stopping.Load() || !time.Now().Add(settleRetry).Before(giveUp) {
-			return err, try > 0
+			return try > 0, err
 		}
 		if try == 0 {
 			d.m.errors.WithLabelValues(op).Inc() // once per settle, not per send
