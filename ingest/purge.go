@@ -1,8 +1,8 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,11 +51,9 @@ type purgeAnswer struct {
 func (s *Server) adminPurge(w http.ResponseWriter, r *http.Request, id, who string) {
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	if _, err := s.registry.Get(ctx, id); err != nil {
-		if deleted, derr := s.registry.Deleted(ctx, id); !errors.Is(err, tenants.ErrNotFound) || derr != nil || !deleted {
-			s.adminError(w, id, err)
-			return
-		}
+	if ok, err := s.registry.Reachable(ctx, id); err != nil || !ok {
+		s.adminError(w, id, cmp.Or(err, tenants.ErrNotFound))
+		return
 	}
 	n, err := jobstate.Purge(ctx, s.rdb, id)
 	if n > 0 || err == nil {

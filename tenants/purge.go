@@ -1,6 +1,7 @@
 package tenants
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -19,12 +20,8 @@ func (r *Registry) RecordPurge(ctx context.Context, id string, n int64, who stri
 	if !keys.ValidTenant(id) {
 		return ErrNotFound
 	}
-	rec, err := r.store.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	if _, ok := view(r.Base(), rec); !ok && rec.Version == 0 {
-		return ErrNotFound
+	if ok, err := r.Reachable(ctx, id); err != nil || !ok {
+		return cmp.Or(err, ErrNotFound)
 	}
 	if err := r.Note(ctx, id, who, at, ActionPurge, n); err != nil {
 		return fmt.Errorf("tenants: record purge of %s: %w", id, err)
@@ -39,13 +36,27 @@ func (r *Registry) RecordPurge(ctx context.Context, id string, n int64, who stri
 // queue and letters (before, they answered 404, and the jobs could only be
 // dropped by creating the tenant again, which delivered them at once).
 func (r *Registry) Deleted(ctx context.Context, id string) (bool, error) {
+	exists, deleted, err := r.known(ctx, id)
+	return !exists && deleted, err
+}
+
+// Reachable reports whether tenant id exists or was deleted (Deleted): its
+// queue and dead letters are then an admin's to purge and list.
+func (r *Registry) Reachable(ctx context.Context, id string) (bool, error) {
+	exists, deleted, err := r.known(ctx, id)
+	return exists || deleted, err
+}
+
+// known reads tenant id's record once: exists (it has a view), and deleted
+// (no view, but a record with a version: a tombstone or a cleared spec).
+func (r *Registry) known(ctx context.Context, id string) (exists, deleted bool, err error) {
 	if !keys.ValidTenant(id) {
-		return false, nil
+		return false, false, nil
 	}
 	rec, err := r.store.Get(ctx, id)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	_, ok := view(r.Base(), rec)
-	return !ok && rec.Version > 0, nil
+	_, exists = view(r.Base(), rec)
+	return exists, !exists && rec.Version > 0, nil
 }
