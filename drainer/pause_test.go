@@ -245,14 +245,9 @@ func TestDrainerPausedLaneClaimsNothing(t *testing.T) {
 // live tenant, while its later samples went to the _other label.
 func TestRemovedTenantGaugesGone(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "gone")
-	s := newTimedSink(t, 0)
-	cons, enqueue := pauseBackends[0].build(t, rdb)
-	reg := prometheus.NewRegistry()
-	d := start(t, drainer.Config{Consumer: cons, Redis: rdb, Settings: settings(), Registerer: reg,
-		Tenants: map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{Rate: 100, Capacity: 5})}})
-	enqueue(jobs(tenant, 5)...)
+	one := startOne(t, tenant, func(url string) config.Tenant { return tenantCfg(url, config.Outflow{Rate: 100, Capacity: 5}) })
+	s, reg, d := one.sink, one.reg, one.d
 	testenv.WaitFor(t, 15*time.Second, "the deliveries", func() bool { return len(s.arrivals(tenant)) == 5 })
 	gauges := []string{"sluice_water_level", "sluice_outflow_configured_rate", "sluice_outflow_effective_rate"}
 	for _, g := range gauges {
@@ -274,14 +269,9 @@ func TestRemovedTenantGaugesGone(t *testing.T) {
 // each was claimed and dead-lettered at once ("no target url").
 func TestTenantWithoutTargetWaits(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.Redis(t)
 	tenant := testenv.Name(t, "notarget")
-	s := newTimedSink(t, 0)
-	cons, enqueue := pauseBackends[0].build(t, rdb)
-	reg := prometheus.NewRegistry()
-	d := start(t, drainer.Config{Consumer: cons, Redis: rdb, Settings: settings(), Registerer: reg,
-		Tenants: map[string]config.Tenant{tenant: tenantCfg("", config.Outflow{})}})
-	enqueue(jobs(tenant, 5)...)
+	one := startOne(t, tenant, func(string) config.Tenant { return tenantCfg("", config.Outflow{}) })
+	s, reg, d, rdb := one.sink, one.reg, one.d, one.rdb
 	time.Sleep(1500 * time.Millisecond)
 	if n := testenv.MetricValue(t, reg, "sluice_dlq_total", map[string]string{"tenant": tenant, "reason": "rejected"}); n != 0 {
 		t.Errorf("%v jobs dead-lettered while the tenant had no target, want none", n)
@@ -291,4 +281,25 @@ func TestTenantWithoutTargetWaits(t *testing.T) {
 	}
 	d.SetTenants(map[string]config.Tenant{tenant: tenantCfg(s.srv.URL, config.Outflow{})})
 	testenv.WaitFor(t, 10*time.Second, "every job delivered once a target is set", func() bool { return len(s.arrivals(tenant)) == 5 })
+}
+
+// oneTenant is a drainer of one tenant on the Redis backend, with a timed
+// sink and its own metrics registry, 5 of the tenant's jobs queued.
+type oneTenant struct {
+	rdb  redis.UniversalClient
+	sink *timedSink
+	reg  *prometheus.Registry
+	d    *drainer.Drainer
+}
+
+// startOne starts oneTenant for tenant, configured by cfg from the sink's
+// URL.
+func startOne(t *testing.T, tenant string, cfg func(url string) config.Tenant) oneTenant {
+	t.Helper()
+	o := oneTenant{rdb: testenv.Redis(t), sink: newTimedSink(t, 0), reg: prometheus.NewRegistry()}
+	cons, enqueue := pauseBackends[0].build(t, o.rdb)
+	o.d = start(t, drainer.Config{Consumer: cons, Redis: o.rdb, Settings: settings(), Registerer: o.reg,
+		Tenants: map[string]config.Tenant{tenant: cfg(o.sink.srv.URL)}})
+	enqueue(jobs(tenant, 5)...)
+	return o
 }
